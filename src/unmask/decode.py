@@ -1,0 +1,212 @@
+"""The decode loop: one loop for every sampler.
+
+The loop owns the state (tokens, blocks, counters), calls the model once per step (unless the
+sampler already computed the next state's output), asks the sampler which positions to
+reveal, writes them, and drops finished rows from the batch so they stop costing passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from unmask.errors import UnmaskError, require
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.rng import row_gumbel
+from unmask.samplers.base import Sampler, Selection, StepState, make_sampler
+
+
+@dataclass
+class DecodeConfig:
+    """Loop settings shared by every sampler.
+
+    temperature: token temperature; 0 takes the argmax, > 0 samples (Gumbel, float64).
+    block_size: semi-autoregressive blocks of this many positions, decoded left to right
+        (None = one block). Must divide the sequence length.
+    record_history: keep the token state after every step.
+    """
+
+    temperature: float = 0.0
+    block_size: int | None = None
+    record_history: bool = False
+
+    def __post_init__(self):
+        require(self.temperature >= 0, f"temperature: must be >= 0, got {self.temperature}")
+        require(self.block_size is None or (isinstance(self.block_size, int)
+                                            and self.block_size >= 1),
+                f"block_size: must be None or an integer >= 1, got {self.block_size}")
+
+
+@dataclass
+class DecodeResult:
+    """What decoding produced, per row of the input batch.
+
+    tokens: (B, N) decoded tokens (no MASK left).
+    nfe: (B,) model calls that included the row (forward passes).
+    sequences: (B,) sequences the model evaluated for the row (> nfe for lookahead samplers).
+    steps: (B,) decoding steps taken.
+    cumulative_entropy: (B,) sum over steps of the entropies (nats) of the revealed positions.
+    reveal_step: (B, N) the step at which each position was revealed (-1 if given).
+    history: optional list of (B, N) token states after each step.
+    """
+
+    tokens: torch.Tensor
+    nfe: torch.Tensor
+    sequences: torch.Tensor
+    steps: torch.Tensor
+    cumulative_entropy: torch.Tensor
+    reveal_step: torch.Tensor
+    history: list[torch.Tensor] | None = field(default=None, repr=False)
+
+
+class ModelHandle:
+    """Runs the model for the loop and for lookahead samplers, counting per original row.
+
+    calls: (B_total,) model calls that included the row; sequences: (B_total,) sequences
+    evaluated for the row.
+    """
+
+    def __init__(self, model: MaskedModel, batch_size: int, device: torch.device):
+        self.model = model
+        self.calls = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.sequences = torch.zeros(batch_size, dtype=torch.long, device=device)
+
+    def __call__(self, tokens: torch.Tensor, rows: torch.Tensor) -> ModelOutput:
+        """Run the model on tokens (M, N); ``rows`` (M,) names the original row of each."""
+        with torch.inference_mode():
+            out = self.model(tokens)
+        self.calls[torch.unique(rows)] += 1
+        self.sequences.index_add_(0, rows, torch.ones_like(rows))
+        return out
+
+
+def real_log_probs(logits: torch.Tensor, real_mask: torch.Tensor) -> torch.Tensor:
+    """(..., V) log-softmax over the real tokens only; -inf elsewhere. At least float32."""
+    dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    x = logits.to(dtype).masked_fill(~real_mask, -torch.inf)
+    return torch.log_softmax(x, dim=-1)
+
+
+def entropy_from_log_probs(log_probs: torch.Tensor) -> torch.Tensor:
+    """(...,) entropy in nats of the distributions (..., V) given as log-probabilities."""
+    return torch.special.entr(log_probs.exp()).sum(-1)
+
+
+def _row_seeds(seed, batch_size: int, device) -> torch.Tensor:
+    if isinstance(seed, int):
+        return torch.arange(batch_size, device=device, dtype=torch.long) + seed
+    seeds = torch.as_tensor(seed, dtype=torch.long, device=device)
+    require(seeds.shape == (batch_size,),
+            f"seed: expected an int or {batch_size} per-row seeds, got shape {tuple(seeds.shape)}")
+    return seeds
+
+
+def decode(
+    model: MaskedModel,
+    tokens: torch.Tensor,
+    sampler: Sampler | str,
+    config: DecodeConfig | None = None,
+    *,
+    seed: int | torch.Tensor = 0,
+    progress=None,
+) -> DecodeResult:
+    """Fill every MASK of ``tokens`` (B, N) with ``sampler``.
+
+    seed: an int s gives rows the seeds s, s+1, ..., s+B-1 (so row r decoded alone with seed
+        s+r gives the same output), or a (B,) tensor of per-row seeds.
+    progress: optional callable(n_finished_rows) for progress display.
+    Revealed tokens never change. Rows with nothing masked cost 0 passes.
+    """
+    config = config or DecodeConfig()
+    if isinstance(sampler, str):
+        sampler = make_sampler(sampler)
+    model.check_tokens(tokens)
+    b, n = tokens.shape
+    block = config.block_size or n
+    if n % block:
+        raise UnmaskError(f"block_size: {block} does not divide the sequence length {n}")
+    device = tokens.device
+    mask_id = model.mask_id
+    real_mask = model.real_token_mask.to(device)
+    tokens = tokens.clone()
+    seeds = _row_seeds(seed, b, device)
+    handle = ModelHandle(model, b, device)
+    steps = torch.zeros(b, dtype=torch.long, device=device)
+    cum_entropy = torch.zeros(b, dtype=torch.float64, device=device)
+    reveal_step = torch.full((b, n), -1, dtype=torch.long, device=device)
+    block_id = torch.arange(n, device=device) // block  # (N,)
+    n_blocks = n // block
+    cur_block = torch.full((b,), -1, dtype=torch.long, device=device)
+    block_step = torch.zeros(b, dtype=torch.long, device=device)
+    block_masked = torch.zeros(b, dtype=torch.long, device=device)
+    history: list[torch.Tensor] | None = [] if config.record_history else None
+    sampler.begin(b, n)
+
+    rows = (tokens == mask_id).any(1).nonzero().squeeze(1)
+    cached: ModelOutput | None = None
+    while rows.numel():
+        x = tokens[rows]
+        masked = x == mask_id
+        # current block = first block that still holds a MASK
+        per_block = masked.view(len(rows), n_blocks, block).any(-1)  # (R, n_blocks)
+        first = per_block.long().argmax(1)
+        eligible = masked & (block_id[None, :] == first[:, None])
+        entered = first != cur_block[rows]
+        cur_block[rows] = first
+        block_step[rows] = torch.where(entered, 0, block_step[rows])
+        block_masked[rows] = torch.where(entered, eligible.sum(1), block_masked[rows])
+
+        out = cached if cached is not None else handle(x, rows)
+        log_probs = real_log_probs(out.logits, real_mask)
+        probs = log_probs.exp()
+        entropy = torch.where(masked, torch.special.entr(probs).sum(-1), 0.0)
+        if config.temperature > 0:
+            # stream 0 is the loop's token draw; samplers use streams >= 1
+            noise = row_gumbel(seeds[rows], steps[rows], 0, tuple(log_probs.shape[1:]))
+            x0 = (log_probs.double() / config.temperature + noise).argmax(-1)
+        else:
+            x0 = log_probs.argmax(-1)
+        x0_prob = probs.gather(-1, x0[..., None]).squeeze(-1)
+        state = StepState(
+            tokens=x, masked=masked, eligible=eligible, output=out, log_probs=log_probs,
+            probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob, step=block_step[rows],
+            global_step=steps[rows], block_masked=block_masked[rows], row_ids=rows,
+            seeds=seeds[rows], temperature=config.temperature, model=handle, mask_id=mask_id)
+        sel = sampler.select(state)
+        reveal, new = _check_selection(sel, state, real_mask, sampler)
+
+        tokens[rows] = torch.where(reveal, new, x)
+        cum_entropy[rows] += torch.where(reveal, entropy.double(), 0.0).sum(1)
+        reveal_step[rows] = torch.where(reveal, steps[rows, None], reveal_step[rows])
+        steps[rows] += 1
+        block_step[rows] += 1
+        if history is not None:
+            history.append(tokens.clone())
+        still = (tokens[rows] == mask_id).any(1)
+        cached = None
+        if sel.next_output is not None:
+            cached = ModelOutput(logits=sel.next_output.logits[still],
+                                 hidden=sel.next_output.hidden[still])
+        rows = rows[still]
+        if progress is not None:
+            progress(b - len(rows))
+    return DecodeResult(tokens=tokens, nfe=handle.calls, sequences=handle.sequences, steps=steps,
+                        cumulative_entropy=cum_entropy, reveal_step=reveal_step, history=history)
+
+
+def _check_selection(sel: Selection, state: StepState, real_mask: torch.Tensor,
+                     sampler: Sampler) -> tuple[torch.Tensor, torch.Tensor]:
+    reveal = sel.reveal
+    name = sampler.name or type(sampler).__name__
+    if reveal.shape != state.eligible.shape or reveal.dtype != torch.bool:
+        raise RuntimeError(f"sampler {name!r}: reveal must be a bool tensor of shape "
+                           f"{tuple(state.eligible.shape)}")
+    if bool((reveal & ~state.eligible).any()):
+        raise RuntimeError(f"sampler {name!r} revealed a position that is not eligible")
+    if not bool(reveal.any(1).all()):
+        raise RuntimeError(f"sampler {name!r} revealed nothing in some row (no progress)")
+    new = state.x0 if sel.tokens is None else sel.tokens
+    if not bool(real_mask[new[reveal]].all()):
+        raise RuntimeError(f"sampler {name!r} emitted a token that is not a real token")
+    return reveal, new

@@ -1,0 +1,93 @@
+"""The model contract every decoder, MI prober and estimator relies on."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from unmask.errors import UnmaskError
+
+
+@dataclass
+class ModelOutput:
+    """One forward pass.
+
+    logits: (B, N, V) over the whole vocabulary (MASK and special ids included).
+    hidden: (B, N, D) final hidden states (what the MI estimator reads).
+    hidden_layers: optional tuple of (B, N, D), one per layer (index 0 = embeddings).
+    """
+
+    logits: torch.Tensor
+    hidden: torch.Tensor
+    hidden_layers: tuple[torch.Tensor, ...] | None = None
+
+
+class MaskedModel(nn.Module):
+    """A masked diffusion model: tokens (B, N) long -> :class:`ModelOutput`.
+
+    Subclasses set ``vocab_size``, ``mask_id``, ``max_length``, ``hidden_size`` and
+    ``real_token_ids`` (the ids a sampler may ever emit) and implement ``forward``.
+    """
+
+    vocab_size: int
+    mask_id: int
+    max_length: int
+    hidden_size: int
+    real_token_ids: tuple[int, ...]
+
+    def forward(  # pragma: no cover - abstract
+        self, tokens: torch.Tensor, output_hidden_layers: bool = False
+    ) -> ModelOutput:
+        raise NotImplementedError
+
+    @property
+    def real_token_mask(self) -> torch.Tensor:
+        """(V,) bool: True for ids a sampler may emit."""
+        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+        mask[list(self.real_token_ids)] = True
+        return mask
+
+    @property
+    def device(self) -> torch.device:
+        for p in self.parameters():
+            return p.device
+        for b in self.buffers():
+            return b.device
+        return torch.device("cpu")
+
+    def fingerprint(self) -> str:
+        """A short hash of the weights and vocabulary, to tie labels/estimators to a model."""
+        h = hashlib.sha256()
+        h.update(repr((self.vocab_size, self.mask_id, self.real_token_ids)).encode())
+        for name, t in sorted(self.state_dict().items()):
+            h.update(name.encode())
+            h.update(t.detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
+        return h.hexdigest()[:16]
+
+    def check_tokens(self, tokens: torch.Tensor) -> None:
+        """Raise :class:`UnmaskError` naming what is wrong with ``tokens`` (B, N)."""
+        if not isinstance(tokens, torch.Tensor):
+            raise UnmaskError(f"tokens: expected a torch.Tensor, got {type(tokens).__name__}")
+        if tokens.dim() != 2:
+            raise UnmaskError(f"tokens: expected shape (B, N), got {tuple(tokens.shape)}")
+        if tokens.dtype != torch.long:
+            raise UnmaskError(f"tokens: expected dtype torch.long, got {tokens.dtype}")
+        if tokens.shape[1] > self.max_length:
+            raise UnmaskError(
+                f"tokens: length {tokens.shape[1]} exceeds the model's max_length {self.max_length}"
+            )
+        if tokens.numel():
+            lo, hi = int(tokens.min()), int(tokens.max())
+            if lo < 0 or hi >= self.vocab_size:
+                bad = lo if lo < 0 else hi
+                raise UnmaskError(
+                    f"tokens: id {bad} is outside the vocabulary [0, {self.vocab_size})"
+                )
+            allowed = self.real_token_mask.clone()
+            allowed[self.mask_id] = True
+            if not bool(allowed.to(tokens.device)[tokens].all()):
+                bad = int(tokens[~allowed.to(tokens.device)[tokens]][0])
+                raise UnmaskError(f"tokens: id {bad} is neither a real token nor MASK")

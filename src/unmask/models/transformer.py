@@ -1,0 +1,180 @@
+"""A small bidirectional pre-LN transformer MDM, saved as safetensors + JSON config."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from unmask.errors import UnmaskError, require
+from unmask.io import atomic_path, atomic_write_text
+from unmask.models.base import MaskedModel, ModelOutput
+
+POSITION_KINDS = ("learned", "grid", "none")
+
+
+@dataclass
+class TransformerConfig:
+    """Shape of an :class:`MDMTransformer`.
+
+    position: 'learned' (1-D table), 'grid' (row + column + box tables for a side x side board
+    with box x box boxes; Sudoku is side=9, box=3) or 'none'.
+    n_loops: the stack of ``n_layers`` is applied this many times with shared weights (depth
+    without parameters).
+    """
+
+    vocab_size: int
+    mask_id: int
+    max_length: int
+    real_token_ids: list[int] = field(default_factory=list)
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 512
+    n_loops: int = 1
+    dropout: float = 0.0
+    position: str = "learned"
+    grid_side: int = 9
+    grid_box: int = 3
+    task: str = ""
+
+    def __post_init__(self):
+        if not self.real_token_ids:
+            self.real_token_ids = [i for i in range(self.vocab_size) if i != self.mask_id]
+        require(self.vocab_size >= 2, f"vocab_size: must be >= 2, got {self.vocab_size}")
+        require(0 <= self.mask_id < self.vocab_size,
+                f"mask_id: {self.mask_id} is outside [0, vocab_size={self.vocab_size})")
+        require(self.mask_id not in self.real_token_ids, "real_token_ids: must not contain mask_id")
+        require(all(0 <= t < self.vocab_size for t in self.real_token_ids),
+                "real_token_ids: ids must lie in [0, vocab_size)")
+        require(self.max_length >= 1, f"max_length: must be >= 1, got {self.max_length}")
+        require(self.d_model % self.n_heads == 0,
+                f"d_model: {self.d_model} is not divisible by n_heads={self.n_heads}")
+        require(self.n_layers >= 1 and self.n_loops >= 1, "n_layers, n_loops: must be >= 1")
+        require(0.0 <= self.dropout < 1.0, f"dropout: must be in [0, 1), got {self.dropout}")
+        require(self.position in POSITION_KINDS,
+                f"position: expected one of {POSITION_KINDS}, got {self.position!r}")
+        if self.position == "grid":
+            require(self.max_length == self.grid_side**2,
+                    f"max_length: a grid position embedding needs {self.grid_side**2} positions")
+            require(self.grid_side % self.grid_box == 0, "grid_box: must divide grid_side")
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(),
+                                nn.Linear(cfg.d_ff, cfg.d_model))
+        self.dropout = cfg.dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, n, 3, self.n_heads, d // self.n_heads).unbind(2)
+        drop = self.dropout if self.training else 0.0
+        att = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                             v.transpose(1, 2), dropout_p=drop)
+        x = x + F.dropout(self.proj(att.transpose(1, 2).reshape(b, n, d)), drop, self.training)
+        return x + F.dropout(self.ff(self.ln2(x)), drop, self.training)
+
+
+class MDMTransformer(MaskedModel):
+    """Bidirectional transformer: tokens (B, N) -> logits (B, N, V), hidden (B, N, D)."""
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = config
+        self.vocab_size = config.vocab_size
+        self.mask_id = config.mask_id
+        self.max_length = config.max_length
+        self.hidden_size = config.d_model
+        self.real_token_ids = tuple(config.real_token_ids)
+        self.autocast_bf16 = False  # set True for faster CPU inference
+        d = config.d_model
+        self.tok = nn.Embedding(config.vocab_size, d)
+        if config.position == "learned":
+            self.pos = nn.Embedding(config.max_length, d)
+        elif config.position == "grid":
+            side, box = config.grid_side, config.grid_box
+            self.row = nn.Embedding(side, d)
+            self.col = nn.Embedding(side, d)
+            self.box = nn.Embedding(side, d)
+            idx = torch.arange(side * side)
+            r, c = idx // side, idx % side
+            self.register_buffer("grid_index", torch.stack(
+                [r, c, (r // box) * (side // box) + c // box]), persistent=False)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, config.vocab_size)
+        self.apply(self._init)
+        for blk in self.blocks:  # scaled residual init keeps deep stacks stable
+            std = 0.02 / math.sqrt(2 * config.n_layers * config.n_loops)
+            nn.init.normal_(blk.proj.weight, std=std)
+            nn.init.normal_(blk.ff[2].weight, std=std)
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        x = self.tok(tokens)
+        if self.config.position == "learned":
+            x = x + self.pos.weight[:n]
+        elif self.config.position == "grid":
+            r, c, b = self.grid_index[:, :n]
+            x = x + self.row(r) + self.col(c) + self.box(b)
+        return x
+
+    def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False) -> ModelOutput:
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=self.autocast_bf16 and tokens.device.type == "cpu"):
+            x = self.embed(tokens)
+            layers = [x] if output_hidden_layers else None
+            for _ in range(self.config.n_loops):
+                for blk in self.blocks:
+                    x = blk(x)
+                    if layers is not None:
+                        layers.append(x)
+            h = self.ln_f(x)
+            logits = self.head(h)
+        return ModelOutput(logits=logits.float(), hidden=h.float(),
+                           hidden_layers=tuple(t.float() for t in layers) if layers else None)
+
+    def save_pretrained(self, directory: str | Path, extra: dict | None = None) -> None:
+        """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        with atomic_path(directory / "model.safetensors") as tmp:
+            save_file(state, str(tmp))
+        meta = {"model_type": "mdm-transformer", "config": asdict(self.config), **(extra or {})}
+        atomic_write_text(directory / "config.json", json.dumps(meta, indent=2) + "\n")
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, map_location: str = "cpu") -> MDMTransformer:
+        directory = Path(directory)
+        cfg_path, weights = directory / "config.json", directory / "model.safetensors"
+        if not cfg_path.is_file() or not weights.is_file():
+            raise UnmaskError(f"model: {directory} has no config.json + model.safetensors")
+        meta = json.loads(cfg_path.read_text())
+        if meta.get("model_type") != "mdm-transformer":
+            raise UnmaskError(f"model: {cfg_path} is not an mdm-transformer config")
+        model = cls(TransformerConfig(**meta["config"]))
+        model.load_state_dict(load_file(str(weights), device=map_location))
+        model.metadata = {k: v for k, v in meta.items() if k != "config"}
+        return model.eval()

@@ -1,0 +1,56 @@
+"""Counter-based random numbers keyed by (row seed, step, stream, element).
+
+A row's random stream depends only on its own seed and step, never on which other rows share
+its batch, so decoding a batch gives the same result as decoding its rows one by one.
+All arithmetic stays in int64 below 2**49, so it is exact on every backend.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(a: torch.Tensor, c: int) -> torch.Tensor:
+    """(a * c) mod 2**32 for a in [0, 2**32), split in 16-bit halves to avoid int64 overflow."""
+    a_lo, a_hi = a & 0xFFFF, a >> 16
+    c_lo, c_hi = c & 0xFFFF, c >> 16
+    return (a_lo * c_lo + (((a_hi * c_lo + a_lo * c_hi) & 0xFFFF) << 16)) & _M32
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit avalanche hash (lowbias32) of int64 values in [0, 2**32)."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def row_uniform(seeds: torch.Tensor, step: torch.Tensor, stream: int,
+                shape: tuple[int, ...]) -> torch.Tensor:
+    """Uniform float64 in (0, 1) of shape (B, *shape), 52 random bits each.
+
+    seeds: (B,) int64 row seeds; step: (B,) int64 per-row step counters; stream: an int that
+    separates independent uses within one step.
+    """
+    device = seeds.device
+    numel = 1
+    for s in shape:
+        numel *= s
+    idx = torch.arange(numel, device=device, dtype=torch.int64)
+    key = mix32((seeds & _M32) ^ mix32((seeds >> 32) & _M32))
+    key = mix32((key + mix32((step & _M32) + 0x632BE5AB)) & _M32)
+    key = mix32((key ^ mix32(torch.full_like(key, stream & _M32) + 0x85EBCA77)) & _M32)
+    h = mix32((key[:, None] + mix32(idx)[None, :]) & _M32)
+    h1 = mix32((h + 0x9E3779B9) & _M32)
+    h2 = mix32((h ^ 0x27D4EB2F) & _M32)
+    u = ((h1 >> 6).double() * 2.0**26 + (h2 >> 6).double() + 0.5) / 2.0**52
+    return u.view(seeds.shape[0], *shape)
+
+
+def row_gumbel(seeds: torch.Tensor, step: torch.Tensor, stream: int,
+               shape: tuple[int, ...]) -> torch.Tensor:
+    """Standard Gumbel noise in float64, shape (B, *shape)."""
+    return -torch.log(-torch.log(row_uniform(seeds, step, stream, shape)))

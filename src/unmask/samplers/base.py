@@ -1,0 +1,231 @@
+"""The sampler contract: a sampler looks at one step's state and chooses what to reveal.
+
+The decode loop (:func:`unmask.decode.decode`) owns the tokens, the model calls, counting and
+stopping. A sampler is a small validated object with one method, ``select(state)``, that
+returns which eligible positions to reveal (and, optionally, which tokens to write there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+
+from unmask.errors import UnmaskError, require
+from unmask.models.base import ModelOutput
+from unmask.rng import row_gumbel, row_uniform
+
+if TYPE_CHECKING:
+    from unmask.decode import ModelHandle
+
+
+@dataclass
+class StepState:
+    """Everything a sampler may read at one step, for the B rows still decoding.
+
+    tokens: (B, N) current tokens (MASK where still hidden).
+    masked: (B, N) bool, positions still MASK anywhere in the sequence.
+    eligible: (B, N) bool, masked positions of the current block: the only ones to reveal.
+    output: the model's :class:`ModelOutput` on ``tokens`` (logits (B, N, V), hidden (B, N, D)).
+    log_probs: (B, N, V) log-softmax over real tokens only (-inf on MASK and special ids).
+    probs: (B, N, V) ``log_probs.exp()``.
+    entropy: (B, N) H_i in nats over real tokens (0 where not masked).
+    x0: (B, N) proposed token per position (argmax, or a Gumbel draw at the temperature).
+    x0_prob: (B, N) p_i(x0_i), the "confidence" of the proposal.
+    step: (B,) step index within the current block (0 on entering a block).
+    global_step: (B,) step index since the start of decoding.
+    block_masked: (B,) how many positions of the current block were masked on entering it.
+    row_ids: (B,) each row's index in the batch given to ``decode`` (for per-row state).
+    seeds: (B,) each row's random seed.
+    temperature: token temperature (0 = argmax).
+    model: handle that runs the model and counts calls and sequences (lookahead samplers).
+    """
+
+    tokens: torch.Tensor
+    masked: torch.Tensor
+    eligible: torch.Tensor
+    output: ModelOutput
+    log_probs: torch.Tensor
+    probs: torch.Tensor
+    entropy: torch.Tensor
+    x0: torch.Tensor
+    x0_prob: torch.Tensor
+    step: torch.Tensor
+    global_step: torch.Tensor
+    block_masked: torch.Tensor
+    row_ids: torch.Tensor
+    seeds: torch.Tensor
+    temperature: float
+    model: ModelHandle
+    mask_id: int
+
+    def uniform(self, stream: int, shape: tuple[int, ...]) -> torch.Tensor:
+        """Per-row uniform noise (B, *shape) in float64, reproducible per row and step."""
+        return row_uniform(self.seeds, self.global_step, stream, shape)
+
+    def gumbel(self, stream: int, shape: tuple[int, ...]) -> torch.Tensor:
+        """Per-row standard Gumbel noise (B, *shape) in float64."""
+        return row_gumbel(self.seeds, self.global_step, stream, shape)
+
+
+@dataclass
+class Selection:
+    """A sampler's decision for one step.
+
+    reveal: (B, N) bool, a non-empty subset of ``state.eligible`` in every row.
+    tokens: (B, N) tokens to write where ``reveal``; None means ``state.x0``.
+    next_output: the model output on the state after this step, when the sampler has already
+        computed it (lookahead samplers); the loop then skips its own forward pass.
+    """
+
+    reveal: torch.Tensor
+    tokens: torch.Tensor | None = None
+    next_output: ModelOutput | None = None
+
+
+class Sampler:
+    """Base class. Subclasses are dataclasses whose fields are the sampler's parameters,
+    validated in ``__post_init__``, registered by name with :func:`register`."""
+
+    name: ClassVar[str] = ""
+
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        """Called once at the start of each decode (reset per-decode state here)."""
+
+    def select(self, state: StepState) -> Selection:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, type[Sampler]] = {}
+
+
+def register(name: str):
+    """Class decorator: register a sampler class under ``name``."""
+
+    def wrap(cls: type[Sampler]) -> type[Sampler]:
+        if name in _REGISTRY:
+            raise RuntimeError(f"sampler {name!r} registered twice")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return wrap
+
+
+def available_samplers() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def sampler_class(name: str) -> type[Sampler]:
+    if name not in _REGISTRY:
+        raise UnmaskError(
+            f"sampler: unknown name {name!r}; choose from {', '.join(available_samplers())}"
+        )
+    return _REGISTRY[name]
+
+
+def make_sampler(name: str, **params) -> Sampler:
+    """Build a registered sampler, naming any unknown parameter."""
+    cls = sampler_class(name)
+    fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+    unknown = sorted(set(params) - set(fields))
+    if unknown:
+        raise UnmaskError(
+            f"sampler {name!r}: unknown parameter {unknown[0]!r}; "
+            f"accepted: {', '.join(fields) or 'none'}"
+        )
+    return cls(**params)
+
+
+def parse_param_value(text: str):
+    """Parse a CLI ``K=V`` value: int, float, bool, None or string."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+# ---------------------------------------------------------------- shared selection helpers
+
+SCHEDULES = ("linear", "cosine")
+
+
+@dataclass
+class CountRule:
+    """How many positions a top-k style sampler reveals per step.
+
+    k: fixed count per step (k = 1 is sequential decoding), used when ``steps`` is None.
+    steps: number of steps per block; the count then follows ``schedule`` over those steps
+        (the last step reveals everything left).
+    schedule: 'linear' or 'cosine' number-of-masks schedule.
+    """
+
+    k: int = 1
+    steps: int | None = None
+    schedule: str = "linear"
+
+    def __post_init__(self):
+        require(isinstance(self.k, int) and self.k >= 1, f"k: must be an integer >= 1, got {self.k}")
+        require(self.steps is None or (isinstance(self.steps, int) and self.steps >= 1),
+                f"steps: must be None or an integer >= 1, got {self.steps}")
+        require(self.schedule in SCHEDULES,
+                f"schedule: expected one of {SCHEDULES}, got {self.schedule!r}")
+
+    def count(self, state: StepState) -> torch.Tensor:
+        """(B,) number of positions to reveal this step, in [1, eligible count]."""
+        n_eligible = state.eligible.sum(1)
+        if self.steps is None:
+            k = torch.full_like(n_eligible, self.k)
+        else:
+            frac = ((state.step + 1).double() / self.steps).clamp(max=1.0)
+            left = 1.0 - frac if self.schedule == "linear" else torch.cos(math.pi / 2 * frac)
+            # masks that may remain after this step; rounding down guarantees the last step
+            # (frac = 1) empties the block
+            remain = torch.floor(state.block_masked.double() * left + 1e-9).long()
+            k = n_eligible - remain
+        return k.clamp(min=1).minimum(n_eligible)
+
+
+def top_k_mask(scores: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """(B, N) bool: the k[b] highest-scoring eligible positions of each row.
+
+    Ties go to the lower position index (stable sort), so the choice is deterministic.
+    """
+    masked_scores = torch.where(eligible, scores.double(), torch.full_like(scores, -math.inf,
+                                                                           dtype=torch.float64))
+    order = torch.argsort(masked_scores, dim=1, descending=True, stable=True)
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
+    return (ranks < k[:, None]) & eligible
+
+
+def at_least_one(reveal: torch.Tensor, scores: torch.Tensor, eligible: torch.Tensor
+                 ) -> torch.Tensor:
+    """Add the best-scoring eligible position to rows that reveal nothing (always progress)."""
+    empty = ~reveal.any(1)
+    if bool(empty.any()):
+        best = top_k_mask(scores, eligible, torch.ones_like(empty, dtype=torch.long))
+        reveal = reveal | (best & empty[:, None])
+    return reveal
+
+
+def scan_order_scores(state: StepState, order: str) -> torch.Tensor:
+    """(B, N) scores whose descending order is the scan order of budgeted samplers.
+
+    'entropy': ascending entropy; 'confidence': descending proposal probability.
+    """
+    if order == "entropy":
+        return -state.entropy
+    if order == "confidence":
+        return state.x0_prob
+    raise UnmaskError(f"order: expected 'entropy' or 'confidence', got {order!r}")

@@ -1,0 +1,43 @@
+"""EB-Sampler: reveal the largest prefix whose entropy, beyond its most uncertain member,
+stays within a budget."""
+
+from dataclasses import dataclass
+
+import torch
+
+from unmask.errors import require
+from unmask.samplers.base import Sampler, Selection, StepState, register, scan_order_scores
+
+
+@register("eb")
+@dataclass
+class EBSampler(Sampler):
+    """Sort eligible positions (by ascending entropy, or by descending confidence with
+    ``order='confidence'``) and take the largest prefix U with sum_U H - max_U H <= gamma.
+
+    The bound is an upper bound on the joint dependence error of revealing U at once: the
+    summed entropy beyond the one position that would be revealed anyway. The prefix's
+    sum - max never decreases as the prefix grows, so the prefix is a count. At least 1.
+    """
+
+    gamma: float = 0.1
+    order: str = "entropy"
+
+    def __post_init__(self):
+        require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
+        require(self.order in ("entropy", "confidence"),
+                f"order: expected 'entropy' or 'confidence', got {self.order!r}")
+
+    def select(self, state: StepState) -> Selection:
+        scores = scan_order_scores(state, self.order).double()
+        scores = scores.masked_fill(~state.eligible, -torch.inf)
+        order = torch.argsort(scores, dim=1, descending=True, stable=True)
+        h = state.entropy.double().gather(1, order)
+        ok = state.eligible.gather(1, order)
+        h = torch.where(ok, h, 0.0)
+        excess = h.cumsum(1) - h.cummax(1).values
+        take = (excess <= self.gamma + 1e-12) & ok
+        take[:, 0] = ok[:, 0]  # always progress
+        reveal = torch.zeros_like(state.eligible)
+        reveal.scatter_(1, order, take)
+        return Selection(reveal)

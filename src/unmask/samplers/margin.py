@@ -1,0 +1,16 @@
+"""Margin: reveal the k positions with the largest gap between the two most probable tokens."""
+
+from dataclasses import dataclass
+
+from unmask.samplers.base import CountRule, Sampler, Selection, StepState, register, top_k_mask
+
+
+@register("margin")
+@dataclass
+class MarginSampler(CountRule, Sampler):
+    """Top-k of p_i(top1) - p_i(top2)."""
+
+    def select(self, state: StepState) -> Selection:
+        top2 = state.probs.topk(2, dim=-1).values  # (B, N, 2)
+        return Selection(top_k_mask(top2[..., 0] - top2[..., 1], state.eligible,
+                                    self.count(state)))

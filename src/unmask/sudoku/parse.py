@@ -1,0 +1,181 @@
+"""Reading and writing Sudoku puzzles as text.
+
+Accepted forms:
+
+* one line of 81 cells: digits 1-9, ``0`` or ``.`` for a blank;
+* a grid of 9 lines of 9 cells, optionally separated by spaces or ``|``, with separator lines
+  made of ``-``, ``+``, ``=``, ``|`` and spaces skipped;
+* files or texts with several puzzles, either form, where blank lines and lines starting with
+  ``#`` are skipped.
+
+Errors raise :class:`SudokuParseError` (a ``ValueError``) with a one-line message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from unmask.errors import UnmaskError
+from unmask.sudoku.engine import UNITS, count_solutions
+
+
+class SudokuParseError(UnmaskError):
+    """A puzzle text is malformed, its clues contradict each other, or it has no solution."""
+
+
+_CELL_VALUE = np.full(256, -1, dtype=np.int8)
+_CELL_VALUE[ord("0")] = 0
+_CELL_VALUE[ord(".")] = 0
+for _d in range(1, 10):
+    _CELL_VALUE[ord(str(_d))] = _d
+del _d
+
+_ROW_SEPARATORS = str.maketrans("", "", " \t|")
+_SEPARATOR_LINE_CHARS = set("-+=| \t")
+
+
+def _where(index: int) -> str:
+    return f"row {index // 9 + 1}, column {index % 9 + 1}"
+
+
+def grid_from_cells(cells: str, context: str = "") -> np.ndarray:
+    """(81,) int8 from exactly 81 cell characters."""
+    if len(cells) != 81:
+        raise SudokuParseError(f"{context}expected 81 cells, got {len(cells)}")
+    raw = cells.encode("utf-8", errors="replace")
+    if len(raw) == 81:
+        values = _CELL_VALUE[np.frombuffer(raw, dtype=np.uint8)]
+        if (values >= 0).all():
+            return values.copy()
+    for i, ch in enumerate(cells):
+        if not (ch.isascii() and _CELL_VALUE[ord(ch)] >= 0):
+            raise SudokuParseError(
+                f"{context}bad character {ch!r} at position {i + 1} ({_where(i)}); "
+                "expected 1-9, 0 or '.'"
+            )
+    raise AssertionError("unreachable")
+
+
+def _is_separator_line(line: str) -> bool:
+    return bool(line) and set(line) <= _SEPARATOR_LINE_CHARS
+
+
+def _unit_name(u: int) -> str:
+    kind = ("row", "column", "box")[u // 9]
+    return f"{kind} {u % 9 + 1}"
+
+
+def check_clues(grid, context: str = "") -> None:
+    """Raise SudokuParseError if two equal digits share a row, column or box of grid (81,)."""
+    g = np.asarray(grid)
+    for u, cells in enumerate(UNITS):
+        values = g[cells]
+        for d in range(1, 10):
+            where = np.flatnonzero(values == d)
+            if len(where) > 1:
+                a, b = (int(cells[k]) for k in where[:2])
+                raise SudokuParseError(
+                    f"{context}clues contradict: digit {d} appears twice in {_unit_name(u)} "
+                    f"(at {_where(a)} and {_where(b)})"
+                )
+
+
+def _check_solvable(grids: np.ndarray, contexts: list[str]) -> None:
+    for i, g in enumerate(grids):
+        check_clues(g, contexts[i])
+    counts = count_solutions(grids, limit=1)
+    for i in np.flatnonzero(counts == 0):
+        raise SudokuParseError(f"{contexts[i]}puzzle has no solution")
+
+
+def _grid_rows(lines: list[tuple[int, str]]) -> np.ndarray:
+    """(81,) from 9 (line number, text) rows; separators already skipped."""
+    cells = []
+    for lineno, line in lines:
+        row = line.translate(_ROW_SEPARATORS)
+        if len(row) != 9:
+            raise SudokuParseError(f"line {lineno}: expected 9 cells in a grid row, got {len(row)}")
+        cells.append(row)
+    return grid_from_cells("".join(cells), f"line {lines[0][0]}: ")
+
+
+def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
+    """All puzzles in a text, (n, 81) int8 with 0 for blanks.
+
+    Each non-comment line holds either one 81-cell puzzle or one 9-cell row of a grid (9 such
+    rows in a row make a puzzle). With ``check``, clues that contradict each other and puzzles
+    without a solution raise SudokuParseError; several solutions are allowed.
+    """
+    puzzles: list[np.ndarray] = []
+    contexts: list[str] = []
+    pending: list[tuple[int, str]] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#") or _is_separator_line(line):
+            continue
+        n_cells = len(line.translate(_ROW_SEPARATORS))
+        if n_cells == 9 and len(line) < 81:
+            pending.append((lineno, line))
+            if len(pending) == 9:
+                puzzles.append(_grid_rows(pending))
+                contexts.append(f"line {pending[0][0]}: ")
+                pending = []
+            continue
+        if pending:
+            raise SudokuParseError(
+                f"line {pending[0][0]}: grid has {len(pending)} rows, expected 9"
+            )
+        puzzles.append(grid_from_cells(line, f"line {lineno}: "))
+        contexts.append(f"line {lineno}: ")
+    if pending:
+        raise SudokuParseError(f"line {pending[0][0]}: grid has {len(pending)} rows, expected 9")
+    grids = np.stack(puzzles) if puzzles else np.zeros((0, 81), dtype=np.int8)
+    if check and len(grids):
+        _check_solvable(grids, contexts)
+    return grids
+
+
+def parse_puzzle(text: str, check: bool = True) -> np.ndarray:
+    """One puzzle (81,) int8 from an 81-cell line or a 9-line grid."""
+    stripped = text.strip()
+    if "\n" not in stripped:
+        grid = grid_from_cells(stripped)
+        if check:
+            _check_solvable(grid[None], [""])
+        return grid
+    grids = parse_puzzles(stripped, check=check)
+    if len(grids) != 1:
+        raise SudokuParseError(f"expected one puzzle, got {len(grids)}")
+    return grids[0]
+
+
+def read_puzzles(path: str | Path, check: bool = True) -> np.ndarray:
+    """All puzzles in a file, (n, 81) int8; see :func:`parse_puzzles`."""
+    try:
+        return parse_puzzles(Path(path).read_text(encoding="utf-8"), check=check)
+    except SudokuParseError as err:
+        raise SudokuParseError(f"{path}: {err}") from None
+
+
+def to_string(grid, blank: str = ".") -> str:
+    """81 characters for grid (81,), ``blank`` ('.' or '0') for empty cells."""
+    if blank not in (".", "0"):
+        raise ValueError(f"blank must be '.' or '0', got {blank!r}")
+    g = np.asarray(grid).reshape(-1)
+    if g.shape != (81,):
+        raise ValueError(f"grid must have 81 cells, got shape {np.shape(grid)}")
+    return "".join(blank if d == 0 else str(int(d)) for d in g)
+
+
+def format_grid(grid, blank: str = ".") -> str:
+    """A readable 9x9 picture of grid (81,) with box separators, no trailing newline."""
+    s = to_string(grid, blank)
+    lines = []
+    for r in range(9):
+        row = s[9 * r : 9 * r + 9]
+        lines.append(" | ".join(" ".join(row[3 * b : 3 * b + 3]) for b in range(3)))
+        if r in (2, 5):
+            lines.append("------+-------+------")
+    return "\n".join(lines)

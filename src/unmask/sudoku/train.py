@@ -1,0 +1,99 @@
+"""Training data and evaluation for the Sudoku MDM.
+
+Each training sample is a solution grid with some cells masked, in one of two ways:
+- puzzle-shaped (``puzzle_fraction`` of the batch): a minimal unique-solution puzzle's blanks,
+  of which a random share (uniform in (0, 1]) stays masked. These are exactly the states a
+  decoder visits between a puzzle and its solution.
+- random: every cell masked with a probability drawn uniformly in (0, 1].
+Grids come from a pool of generated puzzles under a fresh random symmetry per sample, so the
+model never sees the same grid twice in practice; the pool excludes the test sets' solutions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from unmask.decode import decode
+from unmask.models.transformer import MDMTransformer, TransformerConfig
+from unmask.sudoku.engine import is_valid_solution, make_puzzles, random_full_grids
+from unmask.sudoku.symmetry import augment
+from unmask.sudoku.tokens import MASK_ID, VOCAB_SIZE, grid_to_tokens, tokens_to_grid
+
+
+def sudoku_model_config(**overrides) -> TransformerConfig:
+    """The shipped Sudoku architecture: 8 layers, d=128, grid embeddings, relation bias."""
+    base = dict(vocab_size=VOCAB_SIZE, mask_id=MASK_ID, max_length=81, d_model=128,
+                n_layers=8, n_heads=4, d_ff=512, position="grid", relation_bias=True,
+                task="sudoku")
+    base.update(overrides)
+    return TransformerConfig(**base)
+
+
+@dataclass
+class SudokuPool:
+    """Puzzles (P, 81) and their solutions (P, 81), int8, 0 = blank."""
+
+    puzzles: np.ndarray
+    solutions: np.ndarray
+
+    @classmethod
+    def generate(cls, n: int, seed: int, exclude: np.ndarray | None = None,
+                 cache_dir: str | Path | None = None) -> SudokuPool:
+        """Generate ``n`` minimal puzzles (cached by (n, seed) in ``cache_dir``)."""
+        path = Path(cache_dir) / f"sudoku-pool-{n}-{seed}.npz" if cache_dir else None
+        if path is not None and path.is_file():
+            data = np.load(path)
+            return cls(data["puzzles"], data["solutions"])
+        solutions = random_full_grids(n, seed=seed)
+        if exclude is not None and len(exclude):
+            test = {g.tobytes() for g in np.asarray(exclude, dtype=np.int8)}
+            keep = np.array([g.tobytes() not in test for g in solutions])
+            solutions = solutions[keep]
+        puzzles = make_puzzles(solutions, seed=seed + 1)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez_compressed(tmp, puzzles=puzzles, solutions=solutions)
+            tmp.replace(path)
+        return cls(puzzles, solutions)
+
+    def batch(self, step: int, batch_size: int, seed: int = 0, puzzle_fraction: float = 0.5
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(inputs, targets, loss_mask), each (B, 81), a pure function of (seed, step)."""
+        rng = np.random.default_rng([seed, step])
+        idx = rng.integers(0, len(self.solutions), batch_size)
+        puzzles, solutions = augment(rng, self.puzzles[idx], self.solutions[idx])
+        ratio = rng.uniform(0.0, 1.0, (batch_size, 1))
+        ratio = 1.0 - ratio  # in (0, 1]
+        draw = rng.uniform(0.0, 1.0, (batch_size, 81))
+        from_puzzle = rng.uniform(0.0, 1.0, (batch_size, 1)) < puzzle_fraction
+        masked = draw < ratio
+        masked = np.where(from_puzzle, masked & (puzzles == 0), masked)
+        # at least one masked cell per sample: the least-drawn blank (or cell) of the row
+        eligible = np.where(from_puzzle, puzzles == 0, True)
+        first = np.argmin(np.where(eligible, draw, 2.0), axis=1)
+        masked[np.arange(batch_size), first] = True
+        targets = grid_to_tokens(solutions)
+        mask_t = torch.from_numpy(masked)
+        inputs = targets.masked_fill(mask_t, MASK_ID)
+        return inputs, targets, mask_t
+
+
+def solve_rate(model: MDMTransformer, puzzles: np.ndarray, sampler="confidence",
+               batch_size: int = 500, **sampler_params) -> dict:
+    """Decode ``puzzles`` (P, 81) and return solved share and mean NFE."""
+    from unmask.samplers import make_sampler
+
+    solved, nfe = [], []
+    s = make_sampler(sampler, **sampler_params) if isinstance(sampler, str) else sampler
+    for i in range(0, len(puzzles), batch_size):
+        chunk = puzzles[i:i + batch_size]
+        res = decode(model, grid_to_tokens(chunk), s)
+        solved.append(is_valid_solution(tokens_to_grid(res.tokens), chunk))
+        nfe.append(res.nfe.numpy())
+    solved_all, nfe_all = np.concatenate(solved), np.concatenate(nfe)
+    return {"accuracy": float(solved_all.mean()), "nfe": float(nfe_all.mean())}

@@ -36,8 +36,9 @@ class ExactJointMDM(MaskedModel):
         joint = joint.double()
         if joint.dim() < 1 or len(set(joint.shape)) != 1:
             raise UnmaskError(f"joint: expected shape (V,)*N, got {tuple(joint.shape)}")
-        if (joint < 0).any() or abs(float(joint.sum()) - 1.0) > 1e-9:
+        if (joint < 0).any() or abs(float(joint.sum()) - 1.0) > 1e-6:
             raise UnmaskError("joint: expected non-negative probabilities summing to 1")
+        joint = joint / joint.sum()  # exact normalisation in float64
         self.n = joint.dim()
         self.v = joint.shape[0]
         self.vocab_size = self.v + 1

@@ -27,6 +27,8 @@ class TransformerConfig:
     with box x box boxes; Sudoku is side=9, box=3) or 'none'.
     n_loops: the stack of ``n_layers`` is applied this many times with shared weights (depth
     without parameters).
+    relation_bias: (grid only) each attention head adds a learned bias per relation between two
+    cells (same row / column / box, as 3 bits), so the constraint graph is given, not learned.
     """
 
     vocab_size: int
@@ -42,6 +44,7 @@ class TransformerConfig:
     position: str = "learned"
     grid_side: int = 9
     grid_box: int = 3
+    relation_bias: bool = False
     task: str = ""
 
     def __post_init__(self):
@@ -64,12 +67,28 @@ class TransformerConfig:
             require(self.max_length == self.grid_side**2,
                     f"max_length: a grid position embedding needs {self.grid_side**2} positions")
             require(self.grid_side % self.grid_box == 0, "grid_box: must divide grid_side")
+        require(not self.relation_bias or self.position == "grid",
+                "relation_bias: needs position='grid'")
+
+
+N_RELATIONS = 8  # 3 bits: same row, same column, same box
+
+
+def grid_relations(side: int, box: int) -> torch.Tensor:
+    """(side^2, side^2) long in [0, 8): bit 0 same row, bit 1 same column, bit 2 same box."""
+    idx = torch.arange(side * side)
+    r, c = idx // side, idx % side
+    b = (r // box) * (side // box) + c // box
+    return ((r[:, None] == r[None]).long() + 2 * (c[:, None] == c[None]).long()
+            + 4 * (b[:, None] == b[None]).long())
 
 
 class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.n_heads = cfg.n_heads
+        self.rel_bias = (nn.Parameter(torch.zeros(cfg.n_heads, N_RELATIONS))
+                         if cfg.relation_bias else None)
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
@@ -78,12 +97,15 @@ class Block(nn.Module):
                                 nn.Linear(cfg.d_ff, cfg.d_model))
         self.dropout = cfg.dropout
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, relations: torch.Tensor | None = None) -> torch.Tensor:
         b, n, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, n, 3, self.n_heads, d // self.n_heads).unbind(2)
         drop = self.dropout if self.training else 0.0
+        bias = None
+        if self.rel_bias is not None:
+            bias = self.rel_bias[:, relations[:n, :n]].to(q.dtype)  # (H, N, N)
         att = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                             v.transpose(1, 2), dropout_p=drop)
+                                             v.transpose(1, 2), attn_mask=bias, dropout_p=drop)
         x = x + F.dropout(self.proj(att.transpose(1, 2).reshape(b, n, d)), drop, self.training)
         return x + F.dropout(self.ff(self.ln2(x)), drop, self.training)
 
@@ -113,6 +135,7 @@ class MDMTransformer(MaskedModel):
             r, c = idx // side, idx % side
             self.register_buffer("grid_index", torch.stack(
                 [r, c, (r // box) * (side // box) + c // box]), persistent=False)
+            self.register_buffer("relations", grid_relations(side, box), persistent=False)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, config.vocab_size)
@@ -147,7 +170,7 @@ class MDMTransformer(MaskedModel):
             layers = [x] if output_hidden_layers else None
             for _ in range(self.config.n_loops):
                 for blk in self.blocks:
-                    x = blk(x)
+                    x = blk(x, getattr(self, "relations", None))
                     if layers is not None:
                         layers.append(x)
             h = self.ln_f(x)

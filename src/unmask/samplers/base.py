@@ -175,7 +175,8 @@ class CountRule:
     schedule: str = "linear"
 
     def __post_init__(self):
-        require(isinstance(self.k, int) and self.k >= 1, f"k: must be an integer >= 1, got {self.k}")
+        require(isinstance(self.k, int) and self.k >= 1,
+                f"k: must be an integer >= 1, got {self.k}")
         require(self.steps is None or (isinstance(self.steps, int) and self.steps >= 1),
                 f"steps: must be None or an integer >= 1, got {self.steps}")
         require(self.schedule in SCHEDULES,

@@ -1,0 +1,1 @@
+"""``unmask demo``: decode with a few samplers on the shipped default model."""

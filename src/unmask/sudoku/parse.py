@@ -41,7 +41,7 @@ def _where(index: int) -> str:
 
 
 def grid_from_cells(cells: str, context: str = "") -> np.ndarray:
-    """(81,) int8 from exactly 81 cell characters."""
+    """(81,) int8 from exactly 81 cell characters; ``context`` prefixes error messages."""
     if len(cells) != 81:
         raise SudokuParseError(f"{context}expected 81 cells, got {len(cells)}")
     raw = cells.encode("utf-8", errors="replace")
@@ -123,6 +123,10 @@ def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
                 contexts.append(f"line {pending[0][0]}: ")
                 pending = []
             continue
+        if pending and n_cells != 81:
+            raise SudokuParseError(
+                f"line {lineno}: expected 9 cells in a grid row, got {n_cells}"
+            )
         if pending:
             raise SudokuParseError(
                 f"line {pending[0][0]}: grid has {len(pending)} rows, expected 9"

@@ -1,3 +1,8 @@
-"""CLI subcommands, one module per area; importing this package registers them."""
+"""CLI subcommands, one module per area; importing this package registers them all."""
 
-from unmask.commands import demo, sudoku, train  # noqa: F401
+import importlib
+import pkgutil
+
+for _mod in pkgutil.iter_modules(__path__):
+    if _mod.name != "common":
+        importlib.import_module(f"{__name__}.{_mod.name}")

@@ -1,0 +1,5 @@
+import sys
+
+from unmask.cli import main
+
+sys.exit(main())

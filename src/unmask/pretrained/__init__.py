@@ -1,0 +1,38 @@
+"""Models shipped inside the package (safetensors + JSON config), loaded with no download.
+
+Each shipped model lives in a folder here: ``sudoku/`` (the Sudoku MDM) and, where present,
+companion files such as ``sudoku/mi_estimator/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from unmask.errors import UnmaskError
+
+PRETRAINED_DIR = Path(__file__).parent
+DEFAULT_MODEL = "sudoku"
+
+
+def pretrained_path(name: str) -> Path:
+    """Folder of the shipped model ``name``."""
+    path = PRETRAINED_DIR / name
+    if not (path / "config.json").is_file():
+        shipped = sorted(p.name for p in PRETRAINED_DIR.iterdir()
+                         if (p / "config.json").is_file())
+        raise UnmaskError(f"model: no shipped model named {name!r} "
+                          f"(shipped: {', '.join(shipped) or 'none'})")
+    return path
+
+
+def load_model(name_or_path: str | Path | None = None):
+    """Load a model by shipped name (default: the Sudoku MDM) or from a folder."""
+    from unmask.models.transformer import MDMTransformer
+
+    name_or_path = name_or_path or DEFAULT_MODEL
+    path = Path(name_or_path)
+    if not path.is_dir():
+        path = pretrained_path(str(name_or_path))
+    model = MDMTransformer.from_pretrained(path)
+    model.source = str(path)
+    return model

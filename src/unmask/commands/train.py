@@ -69,8 +69,13 @@ def train_sudoku(args: argparse.Namespace) -> int:
         return {"accuracy": res["accuracy"], "eval_nfe": res["nfe"]}
 
     print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
+    def report(step, stats):
+        if step % 100 == 0:
+            print(f"step {step} loss {stats['loss']:.4f}", flush=True)
+
     train(model, lambda step, bs: pool.batch(step, bs, seed=args.seed,
                                              puzzle_fraction=args.puzzle_fraction),
-          cfg, out, evaluate, resume=args.resume, log=lambda s: print(s, flush=True))
+          cfg, out, evaluate, resume=args.resume, log=lambda s: print(s, flush=True),
+          progress=report)
     print(f"best weights: {out / 'best'}")
     return 0

@@ -1,0 +1,68 @@
+"""KLASS: reveal positions whose prediction has stopped moving (KL-stable) and is confident."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from unmask.errors import require
+from unmask.samplers.base import CountRule, Sampler, Selection, StepState, register, top_k_mask
+
+
+@register("klass")
+@dataclass
+class KLASSSampler(CountRule, Sampler):
+    """KL_t(i) = KL(p_t(i) || p_{t-1}(i)) in nats, kept for the last ``history`` steps per row.
+
+    Reveal every eligible position whose stored KLs are all below ``kl_threshold`` and whose
+    confidence exceeds ``conf_threshold``; a row with none falls back to the top-k confidence
+    positions (k, steps, schedule: :class:`CountRule`). A position needs ``history`` steps of
+    KL before it can count as stable, so the first ``history`` steps are always top-k.
+    """
+
+    kl_threshold: float = 0.01
+    conf_threshold: float = 0.9
+    history: int = 2
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.kl_threshold >= 0, f"kl_threshold: must be >= 0, got {self.kl_threshold}")
+        require(0.0 <= self.conf_threshold <= 1.0,
+                f"conf_threshold: must be in [0, 1], got {self.conf_threshold}")
+        require(isinstance(self.history, int) and self.history >= 1,
+                f"history: must be an integer >= 1, got {self.history}")
+
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        # per-decode state, indexed by each row's position in the caller's batch, since rows
+        # leave the working batch as they finish; the vocabulary size is known at the 1st step
+        self._batch_size = batch_size
+        self._prev: torch.Tensor | None = None  # (B_total, N, V) previous log-probabilities
+        self._kl: torch.Tensor | None = None  # (B_total, history, N), newest first
+        self._seen = torch.zeros(batch_size, dtype=torch.bool)
+
+    def select(self, state: StepState) -> Selection:
+        rows = state.row_ids
+        lp = state.log_probs.double()
+        if self._prev is None:
+            b, n, v = self._batch_size, lp.shape[1], lp.shape[2]
+            self._prev = torch.full((b, n, v), -torch.inf, dtype=torch.float64, device=lp.device)
+            self._kl = torch.full((b, self.history, n), torch.inf, dtype=torch.float64,
+                                  device=lp.device)
+            self._seen = self._seen.to(lp.device)
+        prev = self._prev[rows]
+        p = lp.exp()
+        # a token that gained mass from zero makes KL infinite: not stable
+        kl = torch.where(p > 0, p * (lp - prev), 0.0).sum(-1)  # (B, N)
+        kl = torch.where(self._seen[rows, None], kl, torch.inf)
+        kls = torch.cat([kl[:, None], self._kl[rows, :-1]], dim=1)
+        self._kl[rows] = kls
+        self._prev[rows] = lp
+        self._seen[rows] = True
+        stable = (kls < self.kl_threshold).all(1)
+        reveal = stable & (state.x0_prob > self.conf_threshold) & state.eligible
+        empty = ~reveal.any(1)
+        if bool(empty.any()):
+            fallback = top_k_mask(state.x0_prob, state.eligible, self.count(state))
+            reveal = torch.where(empty[:, None], fallback, reveal)
+        return Selection(reveal)

@@ -1,0 +1,190 @@
+"""Info-Gain and LookUM on the exact toy MDM: objectives by hand, bypass, de-duplication."""
+
+import pytest
+import torch
+
+from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
+from unmask.samplers.info_gain import InfoGainSampler
+from unmask.samplers.lookum import LookUMSampler
+
+
+def recording(cls):
+    """A subclass of ``cls`` that keeps (state, LookaheadStep) of every step."""
+
+    class Recording(cls):
+        def begin(self, batch_size, seq_len):
+            self.record = []
+
+        def score(self, state):
+            step = super().score(state)
+            self.record.append((state, step))
+            return step
+
+    return Recording
+
+
+def entropy(p):
+    return float(torch.special.entr(p).sum())
+
+
+def hbar(model, x, remaining="mean"):
+    """Mean (or sum) over masked positions of the exact conditional entropies of state x (N,)."""
+    p = model.conditionals(x[None])[0]
+    masked = (x == model.mask_id).nonzero().flatten().tolist()
+    if not masked:
+        return 0.0
+    total = sum(entropy(p[i]) for i in masked)
+    return total if remaining == "sum" else total / len(masked)
+
+
+def hand_objective(model, x, action, cost_weight=1.0, remaining="mean"):
+    """J of revealing action {position: token} in state x (N,), from the joint table."""
+    p = model.conditionals(x[None])[0]
+    cost = sum(entropy(p[i]) for i in action)
+    y = x.clone()
+    for i, v in action.items():
+        y[i] = v
+    return hbar(model, x, remaining) - hbar(model, y, remaining) - cost_weight * cost
+
+
+def first_states(toy):
+    full = torch.full((1, 5), toy.mask_id)
+    part = full.clone()
+    part[0, 1] = int(toy.conditionals(full)[0, 1].argmax())
+    return torch.cat([full, part])
+
+
+@pytest.mark.parametrize("cls,weight", [(InfoGainSampler, 1.0), (LookUMSampler, 0.0)])
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("remaining", ["mean", "sum"])
+def test_objective_of_every_candidate_matches_hand_computation(toy, cls, weight, k, remaining):
+    s = recording(cls)(k=k, n_candidates=8, tau_pos=0.5, tau_tok=1.0, remaining=remaining)
+    x = first_states(toy)
+    decode(toy, x, s, DecodeConfig(temperature=0.5), seed=3)
+    checked = 0
+    for state, step in s.record:
+        cands = step.candidates
+        for r in range(state.tokens.shape[0]):
+            z = state.tokens[r]
+            best = -float("inf")
+            for c in range(cands.valid.shape[1]):
+                if not cands.valid[r, c]:
+                    assert step.objective[r, c] == -float("inf")
+                    continue
+                pos = cands.reveal[r, c].nonzero().flatten().tolist()
+                # the next state is z with exactly the action written
+                assert len(pos) == min(k, int(state.eligible[r].sum()))
+                keep = ~cands.reveal[r, c]
+                assert torch.equal(cands.tokens[r, c][keep], z[keep])
+                action = {i: int(cands.tokens[r, c, i]) for i in pos}
+                j = hand_objective(toy, z, action, weight, remaining)
+                assert step.objective[r, c].item() == pytest.approx(j, abs=1e-9)
+                best = max(best, j)
+                checked += 1
+            assert step.objective[r, step.winner[r]].item() == pytest.approx(best, abs=1e-9)
+    assert checked > 10
+
+
+def test_lookum_and_info_gain_differ_by_the_cost(toy):
+    x = first_states(toy)
+    ig, lu = recording(InfoGainSampler)(tau_pos=1.0), recording(LookUMSampler)(tau_pos=1.0)
+    decode(toy, x, ig, seed=0)
+    decode(toy, x, lu, seed=0)
+    (_, a), (_, b) = ig.record[0], lu.record[0]
+    assert torch.equal(a.candidates.tokens, b.candidates.tokens)
+    valid = a.candidates.valid
+    assert torch.allclose(b.objective[valid] - a.objective[valid], a.candidates.cost[valid])
+
+
+def test_duplicate_candidates_are_dropped(toy):
+    # N=5 positions and greedy tokens: at most 5 distinct single-token actions among 32
+    s = recording(InfoGainSampler)(n_candidates=32, tau_pos=100.0)
+    x = torch.full((3, 5), toy.mask_id)
+    res = decode(toy, x, s, seed=0)
+    state, step = s.record[0]
+    nxt = step.candidates.tokens
+    for r in range(3):
+        rows = [tuple(t.tolist()) for t in nxt[r]]
+        distinct = set(rows)
+        assert 1 < len(distinct) <= 5
+        assert int(step.candidates.valid[r].sum()) == len(distinct)
+        # the kept ones are the first occurrence of each distinct next state
+        firsts = sorted(rows.index(d) for d in distinct)
+        assert step.candidates.valid[r].nonzero().flatten().tolist() == firsts
+    # sequences evaluated: the first loop call plus every distinct non-final candidate
+    assert (res.sequences > res.nfe).all()
+
+
+def test_one_candidate_is_sequential_confidence_decoding(toy):
+    x = torch.full((4, 5), toy.mask_id)
+    x[1, 2] = 0
+    x[2, [0, 4]] = torch.tensor([1, 2])
+    greedy = decode(toy, x, "confidence")
+    ig = decode(toy, x, make_sampler("info-gain", tau_pos=0.0, tau_tok=0.0))
+    assert torch.equal(ig.tokens, greedy.tokens)
+    assert torch.equal(ig.reveal_step, greedy.reveal_step)
+    # the winner's lookahead output is reused: one model call per step, none after the last
+    assert torch.equal(ig.nfe, greedy.nfe) and torch.equal(ig.nfe, ig.steps)
+    assert torch.equal(ig.sequences, ig.nfe)
+    assert torch.allclose(ig.cumulative_entropy, greedy.cumulative_entropy)
+
+
+def test_model_calls_stay_one_per_step_and_cumulative_entropy_is_the_cost(toy):
+    s = recording(InfoGainSampler)(k=2, tau_pos=0.3)
+    x = torch.full((2, 5), toy.mask_id)
+    res = decode(toy, x, s, seed=5)
+    assert torch.equal(res.nfe, res.steps)  # steps = 3 (2 + 2 + 1), calls = 3
+    assert res.steps.tolist() == [3, 3]
+    cost = torch.zeros(2, dtype=torch.float64)
+    for state, step in s.record:
+        cost[state.row_ids] += step.candidates.cost.gather(1, step.winner[:, None]).squeeze(1)
+    assert torch.allclose(res.cumulative_entropy, cost)
+
+
+def test_bypass_fires_exactly_when_a_position_clears_gamma():
+    m = ExactJointMDM(n=5, v=3, seed=2, concentration=0.3)
+    x = torch.full((6, 5), m.mask_id)
+    g = torch.Generator().manual_seed(0)
+    for r in range(1, 6):  # condition some rows on a likely token so confidence varies
+        i = int(torch.randint(0, 5, (1,), generator=g))
+        x[r, i] = int(m.conditionals(x[r:r + 1])[0, i].argmax())
+    conf = m.conditionals(x).max(-1).values.masked_fill(x != m.mask_id, -1)
+    gamma = float(conf.max(1).values.median())
+    s = recording(InfoGainSampler)(bypass=gamma, tau_pos=1.0)
+    decode(m, x, s, seed=0)
+    fired = held = 0
+    for state, step in s.record:
+        sure = (state.x0_prob >= gamma) & state.eligible
+        assert torch.equal(step.bypass, sure.any(1))
+        rows = step.bypass
+        # a bypassing row reveals exactly its confident positions, with no other candidate
+        assert torch.equal(step.candidates.reveal[rows, 0], sure[rows])
+        assert not step.candidates.valid[rows, 1:].any()
+        assert (step.winner[rows] == 0).all()
+        fired += int(rows.sum())
+        held += int((~rows).sum())
+    assert fired > 0 and held > 0
+
+
+def test_bypass_off_by_default_and_validation():
+    assert make_sampler("info-gain").bypass is None
+    for bad in ({"n_candidates": 0}, {"tau_pos": -1.0}, {"tau_tok": -0.1}, {"bypass": 1.5},
+                {"remaining": "max"}, {"k": 0}):
+        with pytest.raises(UnmaskError, match=next(iter(bad))):
+            make_sampler("info-gain", **bad)
+
+
+def test_semi_autoregressive_blocks_measure_the_whole_sequence():
+    # the objective's Hbar covers masked positions outside the current block as well
+    s = recording(InfoGainSampler)(tau_pos=1.0)
+    m = ExactJointMDM(n=4, v=3, seed=5, concentration=0.3)
+    x = torch.full((1, 4), m.mask_id)
+    decode(m, x, s, DecodeConfig(block_size=2), seed=1)
+    state, step = s.record[0]
+    assert not state.eligible[0, 2:].any()
+    for c in step.candidates.valid[0].nonzero().flatten().tolist():
+        pos = step.candidates.reveal[0, c].nonzero().flatten().tolist()
+        action = {i: int(step.candidates.tokens[0, c, i]) for i in pos}
+        assert pos[0] < 2
+        j = hand_objective(m, state.tokens[0], action)
+        assert step.objective[0, c].item() == pytest.approx(j, abs=1e-9)

@@ -1,0 +1,332 @@
+"""Ground-truth MI labels at scale: contexts from a task, probed, written in resumable shards.
+
+A label set is a folder::
+
+    manifest.json                 identity (task, model fingerprint, seed, eps, mask ratio,
+                                  shard size, precision), versions, finished shards + sha256
+    shard-00000.safetensors       tensors of contexts [0, S), metadata in the header
+    shard-00001.safetensors       contexts [S, 2S), ...
+
+Context c is a pure function of (task, seed, c), so every shard can be computed on its own, in
+any order, and a killed run resumed: finished shards (complete files, renamed into place
+atomically) are skipped and the rest recomputed, giving files byte-identical to an
+uninterrupted run on the same machine and versions. A folder holding labels of another
+identity is an error, never a silent mix.
+
+Shard tensors (S contexts of length N):
+    tokens (S, N) int64 with MASK at the masked positions; masked (S, N) bool;
+    mi (S, N, N) float32 symmetrised MI; directed (S, N, N) float32 raw directed MI (row i =
+    probed position); entropy (S, N) float32; dropped_mass (S, N) float32 pruned mass per row;
+    sequences (S,) int64 sequences evaluated per context.
+The pruning bound is recomputed from these with :func:`unmask.mi.directed_error_bound`
+(conditional entropy = entropy[:, None, :] - directed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from unmask.errors import UnmaskError, require
+from unmask.io import atomic_path, atomic_write_text
+from unmask.mi.probe import perturbation_mi
+from unmask.models.base import MaskedModel
+
+FORMAT = "unmask-mi-labels/1"
+MANIFEST = "manifest.json"
+_META_KEY = "unmask_mi_labels"
+_SHARD_RE = re.compile(r"^shard-(\d{5,})\.safetensors$")
+
+
+@dataclass(frozen=True)
+class ContextTask:
+    """A source of label contexts.
+
+    generate(seed, start, count, mask_ratio) -> (count, N) long tokens with MASK, context
+        start + k depending only on (seed, start + k, mask_ratio).
+    check(model) raises :class:`UnmaskError` if the model cannot read the task's tokens.
+    """
+
+    name: str
+    generate: Callable[[int, int, int, tuple[float, float]], torch.Tensor]
+    check: Callable[[MaskedModel], None]
+    description: str = ""
+
+
+CONTEXT_TASKS: dict[str, ContextTask] = {}
+
+
+def register_task(task: ContextTask) -> ContextTask:
+    CONTEXT_TASKS[task.name] = task
+    return task
+
+
+def get_task(name: str) -> ContextTask:
+    if name not in CONTEXT_TASKS:
+        raise UnmaskError(f"task: unknown {name!r} (known: {', '.join(sorted(CONTEXT_TASKS))})")
+    return CONTEXT_TASKS[name]
+
+
+def random_masks(seed_key: tuple[int, ...], start: int, count: int, length: int,
+                 mask_ratio: tuple[float, float]) -> np.ndarray:
+    """(count, length) bool masks; mask k has round(r * length) (at least 1) cells masked,
+    r uniform in [lo, hi), drawn from a generator keyed by (*seed_key, start + k)."""
+    lo, hi = mask_ratio
+    out = np.zeros((count, length), dtype=bool)
+    for k in range(count):  # one small generator per context: contexts independent of shards
+        rng = np.random.default_rng([*seed_key, start + k])
+        ratio = lo + (hi - lo) * rng.random()
+        n_masked = min(length, max(1, round(ratio * length)))
+        out[k, np.argsort(rng.random(length), kind="stable")[:n_masked]] = True
+    return out
+
+
+# --- Sudoku -----------------------------------------------------------------------------------
+
+# Keeps label grids apart from training grids drawn with small seeds and from the trainer's pool.
+_SUDOKU_LABEL_SALT = 0x1ABE_15D0_0000_0000
+_SUDOKU_MASK_KEY = 0x1ABE_3A5C
+
+
+def sudoku_contexts(seed: int, start: int, count: int,
+                    mask_ratio: tuple[float, float]) -> torch.Tensor:
+    """(count, 81) Sudoku tokens: fresh solution grids (never a test-set solution, from a
+    stream no training run draws) with a random share of cells masked."""
+    from unmask.sudoku.datasets import training_grids
+    from unmask.sudoku.tokens import MASK_ID, grid_to_tokens
+
+    grids = training_grids(count, seed=(int(seed) ^ _SUDOKU_LABEL_SALT), offset=start)
+    masks = random_masks((_SUDOKU_MASK_KEY, int(seed)), start, count, 81, mask_ratio)
+    return grid_to_tokens(grids).masked_fill(torch.from_numpy(masks), MASK_ID)
+
+
+def _check_sudoku_model(model: MaskedModel) -> None:
+    from unmask.sudoku.tokens import MASK_ID
+
+    require(model.mask_id == MASK_ID and tuple(model.real_token_ids) == tuple(range(9))
+            and model.max_length >= 81,
+            "model: the sudoku task needs a model over Sudoku tokens (digits 0-8, MASK 9, "
+            "length 81)")
+
+
+register_task(ContextTask("sudoku", sudoku_contexts, _check_sudoku_model,
+                          "Sudoku solution grids, random cells masked"))
+
+
+# --- shards -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """What a label folder holds; two runs may share a folder only if these are equal."""
+
+    task: str
+    model_fingerprint: str
+    seed: int
+    eps: float
+    mask_ratio: tuple[float, float]
+    shard_size: int
+    renormalize: bool = True
+    precision: str = "fp32"
+
+    def __post_init__(self):
+        lo, hi = self.mask_ratio
+        require(0.0 <= lo < hi <= 1.0,
+                f"mask_ratio: expected 0 <= LO < HI <= 1, got {lo}:{hi}")
+        require(0.0 <= self.eps < 1.0, f"eps: must be in [0, 1), got {self.eps}")
+        require(self.shard_size >= 1, f"shard_size: must be >= 1, got {self.shard_size}")
+        require(self.precision in ("fp32", "bf16"),
+                f"precision: expected fp32 or bf16, got {self.precision!r}")
+
+    def identity(self) -> dict:
+        return {"format": FORMAT, "task": self.task, "model_fingerprint": self.model_fingerprint,
+                "seed": self.seed, "eps": self.eps, "mask_ratio": list(self.mask_ratio),
+                "shard_size": self.shard_size, "renormalize": self.renormalize,
+                "precision": self.precision}
+
+
+def versions() -> dict:
+    import safetensors
+
+    import unmask
+
+    return {"unmask": unmask.__version__, "torch": torch.__version__,
+            "safetensors": safetensors.__version__, "numpy": np.__version__}
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:05d}.safetensors"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def shard_metadata(path: Path) -> dict:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except Exception as e:  # noqa: BLE001 - any unreadable file is reported the same way
+        raise UnmaskError(f"out: {path} is not a readable label shard ({e})") from None
+    if _META_KEY not in meta:
+        raise UnmaskError(f"out: {path} is not an unmask MI label shard")
+    return json.loads(meta[_META_KEY])
+
+
+def _mismatch(found: dict, expected: dict) -> str | None:
+    for key, value in expected.items():
+        if found.get(key) != value:
+            return f"{key}={found.get(key)!r}, not {value!r}"
+    return None
+
+
+def _open_folder(out: Path, spec: LabelSpec) -> dict:
+    """Check or create the manifest of ``out``; remove temporary files a killed run left."""
+    out.mkdir(parents=True, exist_ok=True)
+    identity = spec.identity()
+    manifest_path = out / MANIFEST
+    if manifest_path.is_file():
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError:
+            raise UnmaskError(f"out: {manifest_path} is not valid JSON") from None
+        diff = _mismatch(manifest.get("identity", {}), identity)
+        if diff:
+            raise UnmaskError(f"out: {out} holds labels with {diff}; use another folder")
+    else:
+        if any(_SHARD_RE.match(p.name) for p in out.iterdir()):
+            raise UnmaskError(f"out: {out} holds label shards but no {MANIFEST}")
+        manifest = {"identity": identity, "versions": versions(), "contexts": 0, "shards": []}
+        atomic_write_text(manifest_path, json.dumps(manifest, indent=2) + "\n")
+    for tmp in out.glob(".shard-*.tmp"):  # atomic_path's leftovers after a SIGKILL
+        tmp.unlink()
+    for tmp in out.glob(f".{MANIFEST}.*.tmp"):
+        tmp.unlink()
+    return manifest
+
+
+def _shard_done(path: Path, identity: dict, start: int, count: int) -> bool:
+    if not path.is_file():
+        return False
+    meta = shard_metadata(path)
+    diff = _mismatch(meta, identity)
+    if diff:
+        raise UnmaskError(f"out: {path} was written with {diff}")
+    # a shorter last shard of an earlier, smaller run is recomputed at its new size; a longer
+    # one (an earlier, larger run) already holds every context asked for
+    return meta.get("start") == start and meta.get("count", 0) >= count
+
+
+def compute_shard(model: MaskedModel, task: ContextTask, spec: LabelSpec, start: int,
+                  count: int, batch_size: int) -> dict[str, torch.Tensor]:
+    """Tensors of one shard (see the module docstring)."""
+    tokens = task.generate(spec.seed, start, count, spec.mask_ratio)
+    res = perturbation_mi(model, tokens.to(model.device), eps=spec.eps, batch_size=batch_size,
+                          renormalize=spec.renormalize)
+    return {"tokens": tokens.long().cpu().contiguous(),
+            "masked": (tokens == model.mask_id).cpu().contiguous(),
+            "mi": res.mi.float().cpu().contiguous(),
+            "directed": res.directed.float().cpu().contiguous(),
+            "entropy": res.entropy.float().cpu().contiguous(),
+            "dropped_mass": res.dropped_mass.float().cpu().contiguous(),
+            "sequences": res.row_sequences.long().cpu().contiguous()}
+
+
+def write_labels(model: MaskedModel, out: str | Path, *, contexts: int, task: str = "sudoku",
+                 seed: int = 0, eps: float = 1e-4, mask_ratio: tuple[float, float] = (0.05, 1.0),
+                 shard_size: int = 256, batch_size: int = 4096, renormalize: bool = True,
+                 log: Callable[[str], None] | None = None) -> dict:
+    """Write (or finish) the label set of ``contexts`` contexts into folder ``out``.
+
+    Returns the final manifest. The model's precision (``autocast_bf16``) is part of the
+    identity, so fp32 and bf16 labels never share a folder.
+    """
+    require(isinstance(contexts, int) and contexts >= 1,
+            f"contexts: must be an integer >= 1, got {contexts}")
+    require(isinstance(batch_size, int) and batch_size >= 1,
+            f"batch_size: must be an integer >= 1, got {batch_size}")
+    context_task = get_task(task)
+    context_task.check(model)
+    precision = "bf16" if getattr(model, "autocast_bf16", False) else "fp32"
+    spec = LabelSpec(task=task, model_fingerprint=model.fingerprint(), seed=int(seed),
+                     eps=float(eps), mask_ratio=(float(mask_ratio[0]), float(mask_ratio[1])),
+                     shard_size=int(shard_size), renormalize=bool(renormalize),
+                     precision=precision)
+    out = Path(out)
+    manifest = _open_folder(out, spec)
+    identity = spec.identity()
+    n_shards = math.ceil(contexts / spec.shard_size)
+    shards = []
+    for index in range(n_shards):
+        start = index * spec.shard_size
+        count = min(spec.shard_size, contexts - start)
+        path = out / shard_name(index)
+        if _shard_done(path, identity, start, count):
+            count = shard_metadata(path)["count"]
+            if log:
+                log(f"shard {index + 1}/{n_shards}: done already")
+        else:
+            t0 = time.perf_counter()
+            tensors = compute_shard(model, context_task, spec, start, count, batch_size)
+            meta = {**identity, "shard": index, "start": start, "count": count,
+                    "versions": versions()}
+            from safetensors.torch import save_file
+
+            with atomic_path(path) as tmp:
+                save_file(tensors, str(tmp), metadata={_META_KEY: json.dumps(meta,
+                                                                             sort_keys=True)})
+            seconds = time.perf_counter() - t0
+            seqs = int(tensors["sequences"].sum())
+            if log:
+                log(f"shard {index + 1}/{n_shards}: {count} contexts, {seqs:,} sequences, "
+                    f"{seconds:.1f} s ({seqs / max(seconds, 1e-9):,.0f} sequences/s)")
+        shards.append({"file": path.name, "start": start, "count": count,
+                       "sha256": _sha256(path)})
+        merged = _merge_shards(manifest.get("shards", []), shards)
+        manifest = {**manifest, "contexts": sum(s["count"] for s in merged), "shards": merged}
+        atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _merge_shards(old: list[dict], new: list[dict]) -> list[dict]:
+    """Shard entries in file order; ``new`` replaces ``old`` entries of the same file, and
+    further shards of an earlier, larger run stay listed."""
+    merged = {s["file"]: s for s in old}
+    merged.update({s["file"]: s for s in new})
+    return [merged[k] for k in sorted(merged)]
+
+
+def read_labels(out: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors concatenated over the manifest's shards in order, manifest)."""
+    from safetensors.torch import load_file
+
+    out = Path(out)
+    manifest_path = out / MANIFEST
+    if not manifest_path.is_file():
+        raise UnmaskError(f"labels: {out} has no {MANIFEST}")
+    manifest = json.loads(manifest_path.read_text())
+    parts: dict[str, list[torch.Tensor]] = {}
+    expected_start = 0
+    for entry in manifest["shards"]:
+        require(entry["start"] == expected_start,
+                f"labels: {out} is missing contexts from {expected_start}")
+        path = out / entry["file"]
+        require(path.is_file(), f"labels: {path} is missing")
+        for key, value in load_file(str(path)).items():
+            parts.setdefault(key, []).append(value)
+        expected_start += entry["count"]
+    return {k: torch.cat(v) for k, v in parts.items()}, manifest

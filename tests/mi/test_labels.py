@@ -1,0 +1,189 @@
+"""Label shards: pure contexts, atomic resumable shards, identity checks, kill-and-resume."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import unmask
+from unmask import ExactJointMDM, UnmaskError
+from unmask.cli import main
+from unmask.mi import perturbation_mi
+from unmask.mi.labels import _SUDOKU_LABEL_SALT, read_labels, sudoku_contexts, write_labels
+from unmask.models import MDMTransformer
+from unmask.sudoku import grid_to_tokens, is_valid_solution, training_grids
+from unmask.sudoku.train import sudoku_model_config
+
+SRC = str(Path(unmask.__file__).resolve().parents[1])
+
+
+@pytest.fixture(scope="module")
+def tiny_sudoku(tmp_path_factory):
+    """A randomly initialised one-layer Sudoku MDM saved as a model folder."""
+    torch.manual_seed(0)
+    model = MDMTransformer(sudoku_model_config(d_model=16, n_layers=1, n_heads=2, d_ff=32))
+    path = tmp_path_factory.mktemp("model") / "tiny"
+    model.save_pretrained(path)
+    return MDMTransformer.from_pretrained(path), path
+
+
+def test_contexts_are_a_pure_function_of_seed_and_index():
+    batch = sudoku_contexts(3, 10, 6, (0.05, 1.0))
+    one_by_one = torch.cat([sudoku_contexts(3, 10 + k, 1, (0.05, 1.0)) for k in range(6)])
+    assert torch.equal(batch, one_by_one)
+    assert not torch.equal(batch, sudoku_contexts(4, 10, 6, (0.05, 1.0)))
+    assert (batch == 9).any(1).all()
+    # a ratio range near 0 still masks one cell, so no context is free of probes
+    assert ((sudoku_contexts(3, 10, 6, (0.0, 1e-9)) == 9).sum(1) == 1).all()
+
+
+def test_contexts_hide_fresh_valid_grids_at_the_asked_ratio():
+    lo, hi = 0.3, 0.5
+    x = sudoku_contexts(0, 0, 40, (lo, hi))
+    n_masked = (x == 9).sum(1)
+    assert n_masked.min() >= round(lo * 81) and n_masked.max() <= round(hi * 81)
+    assert n_masked.float().std() > 0  # the ratio varies per context
+    grids = training_grids(40, seed=_SUDOKU_LABEL_SALT, offset=0)
+    assert is_valid_solution(grids).all()
+    revealed = x != 9
+    assert torch.equal(x[revealed], grid_to_tokens(grids)[revealed])
+    # not the grids a training run with a small seed draws
+    assert not (training_grids(40, seed=0) == grids).all(1).any()
+
+
+def test_shards_hold_the_probing_result(tiny_sudoku, tmp_path):
+    model, _ = tiny_sudoku
+    manifest = write_labels(model, tmp_path / "labels", contexts=5, shard_size=2, eps=1e-3,
+                            seed=7)
+    assert [s["count"] for s in manifest["shards"]] == [2, 2, 1]
+    assert manifest["contexts"] == 5
+    tensors, read_manifest = read_labels(tmp_path / "labels")
+    assert read_manifest == manifest
+    assert torch.equal(tensors["tokens"], sudoku_contexts(7, 0, 5, (0.05, 1.0)))
+    res = perturbation_mi(model, tensors["tokens"], eps=1e-3)
+    assert torch.equal(tensors["masked"], tensors["tokens"] == 9)
+    assert torch.allclose(tensors["mi"], res.mi.float(), atol=1e-5)
+    assert torch.allclose(tensors["directed"], res.directed.float(), atol=1e-5)
+    assert torch.allclose(tensors["entropy"], res.entropy.float(), atol=1e-5)
+    assert torch.allclose(tensors["dropped_mass"], res.dropped_mass.float(), atol=1e-6)
+    assert tensors["sequences"].tolist() == res.row_sequences.tolist()
+
+
+def test_rerun_skips_finished_shards_and_grows(tiny_sudoku, tmp_path):
+    model, _ = tiny_sudoku
+    out = tmp_path / "labels"
+    write_labels(model, out, contexts=3, shard_size=2)
+    first = (out / "shard-00000.safetensors").stat().st_mtime_ns
+    (out / ".shard-00001.safetensors.x1y2.tmp").write_bytes(b"half a shard")  # a SIGKILL's mess
+    lines = []
+    write_labels(model, out, contexts=3, shard_size=2, log=lines.append)
+    assert lines == ["shard 1/2: done already", "shard 2/2: done already"]
+    assert (out / "shard-00000.safetensors").stat().st_mtime_ns == first
+    assert not list(out.glob(".*.tmp"))
+    # growing the set recomputes the short last shard at its new size
+    write_labels(model, out, contexts=6, shard_size=2)
+    write_labels(model, tmp_path / "direct", contexts=6, shard_size=2)
+    for name in ["shard-00000.safetensors", "shard-00001.safetensors",
+                 "shard-00002.safetensors", "manifest.json"]:
+        assert (out / name).read_bytes() == (tmp_path / "direct" / name).read_bytes()
+    # a smaller request keeps the larger set
+    manifest = write_labels(model, out, contexts=2, shard_size=2)
+    assert manifest["contexts"] == 6
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"seed": 1}, "seed"), ({"eps": 0.0}, "eps"), ({"mask_ratio": (0.1, 0.9)}, "mask_ratio"),
+    ({"shard_size": 3}, "shard_size"),
+])
+def test_a_folder_of_other_labels_is_an_error(tiny_sudoku, tmp_path, change, field):
+    model, _ = tiny_sudoku
+    kwargs = dict(contexts=2, shard_size=2, seed=0, eps=1e-4, mask_ratio=(0.05, 1.0))
+    write_labels(model, tmp_path, **kwargs)
+    with pytest.raises(UnmaskError, match=field):
+        write_labels(model, tmp_path, **{**kwargs, **change})
+
+
+def test_another_model_is_an_error(tiny_sudoku, tmp_path):
+    model, _ = tiny_sudoku
+    write_labels(model, tmp_path, contexts=2, shard_size=2)
+    torch.manual_seed(1)
+    other = MDMTransformer(sudoku_model_config(d_model=16, n_layers=1, n_heads=2, d_ff=32))
+    with pytest.raises(UnmaskError, match="model_fingerprint"):
+        write_labels(other, tmp_path, contexts=2, shard_size=2)
+    other.autocast_bf16 = True
+    with pytest.raises(UnmaskError, match="model_fingerprint|precision"):
+        write_labels(other, tmp_path, contexts=2, shard_size=2)
+
+
+def test_shards_without_manifest_and_wrong_model_are_errors(tiny_sudoku, tmp_path):
+    model, _ = tiny_sudoku
+    write_labels(model, tmp_path, contexts=2, shard_size=2)
+    (tmp_path / "manifest.json").unlink()
+    with pytest.raises(UnmaskError, match="manifest"):
+        write_labels(model, tmp_path, contexts=2, shard_size=2)
+    with pytest.raises(UnmaskError, match="model: the sudoku task"):
+        write_labels(ExactJointMDM(), tmp_path / "toy", contexts=2)
+    with pytest.raises(UnmaskError, match="task"):
+        write_labels(model, tmp_path / "x", contexts=2, task="proteins")
+    with pytest.raises(UnmaskError, match="contexts"):
+        write_labels(model, tmp_path / "x", contexts=0)
+
+
+def _cli(*args):
+    return [sys.executable, "-m", "unmask", "mi", "label", *args]
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _run_until(cmd, path: Path, timeout: float = 120.0) -> None:
+    """Start ``cmd`` and SIGKILL it as soon as ``path`` exists (or it ends)."""
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def test_killed_and_resumed_run_is_byte_identical(tiny_sudoku, tmp_path):
+    _, model_dir = tiny_sudoku
+    args = ["--model", str(model_dir), "--contexts", "8", "--shard-size", "2", "--eps", "1e-3",
+            "--seed", "5", "--threads", "1", "--batch-size", "512"]
+    resumed, straight = tmp_path / "resumed", tmp_path / "straight"
+    cmd = _cli(*args, "--out", str(resumed))
+    _run_until(cmd, resumed / "shard-00000.safetensors")  # killed computing shard 1
+    _run_until(cmd, resumed / "shard-00002.safetensors")  # killed again further on
+    assert not (resumed / "shard-00003.safetensors").exists()  # the kills did interrupt
+    subprocess.run(cmd, env=_env(), check=True, capture_output=True)
+    subprocess.run(_cli(*args, "--out", str(straight)), env=_env(), check=True,
+                   capture_output=True)
+    names = sorted(p.name for p in straight.iterdir())
+    assert names == sorted(p.name for p in resumed.iterdir())  # no temp files left over
+    assert names == ["manifest.json"] + [f"shard-{k:05d}.safetensors" for k in range(4)]
+    for name in names:
+        assert (resumed / name).read_bytes() == (straight / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--mask-ratio", "0.6:0.2"], "--mask-ratio"), (["--mask-ratio", "half"], "--mask-ratio"),
+    (["--eps", "1.5"], "--eps"), (["--contexts", "0"], "--contexts"),
+    (["--shard-size", "0"], "--shard-size"),
+])
+def test_cli_bad_input_is_one_line(tiny_sudoku, tmp_path, capsys, args, message):
+    _, model_dir = tiny_sudoku
+    base = ["mi", "label", "--model", str(model_dir), "--contexts", "2", "--out",
+            str(tmp_path / "o")]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err

@@ -60,3 +60,84 @@ def train_arithmetic(args: argparse.Namespace) -> int:
           log=lambda s: print(s, flush=True))
     print(f"best weights: {out / 'best'}")
     return 0
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="arithmetic",
+                   help="shipped model name or a model folder (default: the shipped one)")
+    p.add_argument("--prompts", type=int, default=500, help="inputs per task")
+    p.add_argument("--tasks", default="generate,product,factors",
+                   help="comma-separated: generate, product (factors given), factors "
+                        "(product given)")
+    p.add_argument("--samplers", default=None,
+                   help="comma-separated sampler names or labels to keep (default: all)")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="token temperature of unconditional generation")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+@command("bench", "arithmetic",
+         help="benchmark every sampler on multiplication: accuracy, NFE, sequences, entropy")
+@arguments(_bench_args)
+def bench_arithmetic(args: argparse.Namespace) -> int:
+    import torch
+
+    from unmask.arithmetic.bench import default_entries, run_bench
+    from unmask.arithmetic.train import format_of
+    from unmask.commands.common import output_path, progress_bar
+    from unmask.errors import UnmaskError
+    from unmask.io import atomic_write_text
+    from unmask.pretrained import load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    json_path = output_path(args.json, "--json") if args.json else None
+    model = load_model(args.model)
+    fmt = format_of(model)
+    tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    entries = default_entries(fmt)
+    if args.samplers:
+        keep = {s.strip() for s in args.samplers.split(",") if s.strip()}
+        unknown = keep - {e.name for e in entries} - {e.label for e in entries}
+        if unknown:
+            raise UnmaskError(f"--samplers: unknown {sorted(unknown)[0]!r}; choose from "
+                              f"{', '.join(sorted({e.name for e in entries}))}")
+        entries = [e for e in entries if e.name in keep or e.label in keep]
+    with progress_bar(len(tasks) * len(entries), "decoding", enabled=not args.quiet) as update:
+        rows = run_bench(model, fmt, entries, tasks, args.prompts, args.temperature, args.seed,
+                         progress=update)
+    print_tables(rows, f"{model.source}, {fmt.a_digits}x{fmt.b_digits}-digit factors")
+    if json_path is not None:
+        atomic_write_text(json_path, json.dumps({"model": str(model.source), "rows": rows},
+                                                indent=2) + "\n")
+    return 0
+
+
+TASK_TITLES = {"generate": "unconditional generation", "product": "factors given -> product",
+               "factors": "product given -> factors"}
+
+
+def print_tables(rows: list[dict], source: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for task in dict.fromkeys(r["task"] for r in rows):
+        part = [r for r in rows if r["task"] == task]
+        base = next((r["ms_per_step"] for r in part if r["sampler"] == "confidence"), None)
+        t = part[0]["temperature"]
+        table = Table(title=f"{TASK_TITLES.get(task, task)} ({part[0]['prompts']} prompts, "
+                            f"temperature {t:g}) — {source}")
+        table.add_column("sampler", no_wrap=True)
+        for col in ("acc %", "format %", "NFE", "seqs", "cum H", "ms/step", "vs conf"):
+            table.add_column(col, justify="right")
+        for r in part:
+            ratio = f"{r['ms_per_step'] / base:.2f}x" if base else "-"
+            table.add_row(r["sampler"], f"{100 * r['accuracy']:.1f}",
+                          f"{100 * r['well_formed']:.1f}", f"{r['nfe']:.2f}",
+                          f"{r['sequences']:.1f}", f"{r['cumulative_entropy']:.3f}",
+                          f"{r['ms_per_step']:.2f}", ratio)
+        console.print(table)

@@ -1,0 +1,123 @@
+"""The multiplication task: format, training data, prompts, and the benchmark command."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from unmask import UnmaskError
+from unmask.arithmetic import (
+    MASK_ID,
+    EquationFormat,
+    arithmetic_model_config,
+    format_of,
+    task_inputs,
+    training_batch,
+)
+from unmask.arithmetic.format import EQUALS_ID, STAR_ID
+from unmask.cli import main
+from unmask.models import MDMTransformer
+
+
+def test_layout_and_encoding():
+    fmt = EquationFormat(2, 3)
+    assert (fmt.length, fmt.star, fmt.equals, fmt.c_digits) == (12, 2, 6, 5)
+    x = fmt.encode(np.array([7, 99]), np.array([13, 999]))
+    assert fmt.to_text(x) == ["07*013=00091", "99*999=98901"]
+    assert fmt.correct(x).tolist() == [True, True]
+    assert [v.tolist() for v in fmt.values(x)] == [[7, 99], [13, 999], [91, 98901]]
+
+
+def test_correct_needs_format_and_equation():
+    fmt = EquationFormat()
+    x = fmt.encode(np.array([12, 12, 12, 12]), np.array([34, 34, 34, 34]))
+    x[1, 9] = 9  # 12*34=0409: wrong product
+    x[2, fmt.star] = EQUALS_ID  # operator out of place
+    x[3, 0] = STAR_ID  # operator in a digit field
+    assert fmt.correct(x).tolist() == [True, False, False, False]
+    assert fmt.well_formed(x).tolist() == [True, True, False, False]
+    # commuted and zero-padded equations are just as correct
+    y = fmt.encode(np.array([34, 0]), np.array([12, 57]))
+    assert fmt.correct(y).all() and fmt.to_text(y)[1] == "00*57=0000"
+
+
+def test_bad_formats_and_factors_name_the_field():
+    with pytest.raises(UnmaskError, match="a_digits"):
+        EquationFormat(0, 2)
+    with pytest.raises(UnmaskError, match="b:"):
+        EquationFormat().encode(np.array([1]), np.array([100]))
+    with pytest.raises(UnmaskError, match="task"):
+        task_inputs(EquationFormat(), "division", 4)
+
+
+def test_training_batch_is_a_pure_function_of_step_and_holds_true_equations():
+    fmt = EquationFormat()
+    a = training_batch(fmt, 5, 64, seed=1)
+    b = training_batch(fmt, 5, 64, seed=1)
+    c = training_batch(fmt, 6, 64, seed=1)
+    assert all(torch.equal(u, v) for u, v in zip(a, b, strict=True))
+    assert not torch.equal(a[0], c[0])
+    inputs, targets, loss_mask = a
+    assert fmt.correct(targets).all()
+    assert torch.equal(inputs == MASK_ID, loss_mask) and loss_mask.any(1).all()
+    assert torch.equal(inputs[~loss_mask], targets[~loss_mask])
+
+
+def test_task_prompts_mask_the_right_fields():
+    fmt = EquationFormat()
+    gen, prod, fac = (task_inputs(fmt, t, 16, seed=2) for t in ("generate", "product",
+                                                                 "factors"))
+    assert (gen == MASK_ID).all()
+    assert (prod[:, fmt.field("c")] == MASK_ID).all() and (prod[:, :6] != MASK_ID).all()
+    masked = fac == MASK_ID
+    assert masked[:, fmt.field("a")].all() and masked[:, fmt.field("b")].all()
+    assert not masked[:, fmt.equals:].any() and not masked[:, fmt.star].any()
+    # the same seed draws the same pairs: factors of one task times product of the other hold
+    joined = torch.cat([prod[:, : fmt.equals + 1], fac[:, fmt.equals + 1:]], dim=1)
+    assert fmt.correct(joined).all()
+
+
+def test_model_config_round_trips_the_format(tmp_path):
+    fmt = EquationFormat(3, 2)
+    model = MDMTransformer(arithmetic_model_config(fmt, d_model=16, n_layers=1, n_heads=2,
+                                                   d_ff=32))
+    model.save_pretrained(tmp_path / "m")
+    loaded = MDMTransformer.from_pretrained(tmp_path / "m")
+    assert format_of(loaded) == fmt and loaded.max_length == fmt.length
+
+
+@pytest.fixture
+def tiny_model_dir(tmp_path):
+    torch.manual_seed(0)
+    model = MDMTransformer(arithmetic_model_config(d_model=16, n_layers=1, n_heads=2, d_ff=32))
+    model.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"
+
+
+def test_bench_command_prints_and_writes_every_task(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    rc = main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--prompts", "6",
+               "--samplers", "confidence,info-gain,klass", "--quiet", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "product given -> factors" in text and "info-gain bypass=0.9" in text
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["task"] for r in rows} == {"generate", "product", "factors"}
+    assert {r["sampler"] for r in rows} == {"confidence", "info-gain", "info-gain bypass=0.9",
+                                            "klass"}
+    for r in rows:
+        assert 0.0 <= r["accuracy"] <= r["well_formed"] <= 1.0
+        assert r["sequences"] >= r["nfe"] > 0
+        n_masked = {"generate": 10, "product": 4, "factors": 4}[r["task"]]
+        assert r["steps"] <= n_masked
+    conf = {r["task"]: r for r in rows if r["sampler"] == "confidence"}
+    assert all(conf[t]["nfe"] == {"generate": 10, "product": 4, "factors": 4}[t] for t in conf)
+
+
+def test_bench_command_rejects_bad_input(tiny_model_dir, capsys):
+    assert main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--samplers", "nope",
+                 "--quiet"]) == 2
+    assert "--samplers" in capsys.readouterr().err
+    assert main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--tasks", "divide",
+                 "--quiet", "--prompts", "2"]) == 2

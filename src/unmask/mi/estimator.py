@@ -1,0 +1,229 @@
+"""Neural pairwise MI estimator: a small head on an MDM's frozen hidden states.
+
+Ground-truth MI by perturbation probing costs 1 + |M||V| sequences per context; this head
+predicts the whole (B, N, N) matrix from the hidden states (B, N, D) of the one forward pass the
+decoder already makes.
+
+Architecture (about 0.1M parameters at the defaults):
+
+    h (B, N, D) -> Linear(D, d) + GELU -> ``mixer_layers`` pre-LN transformer blocks (d)
+    for each of U pair units: z_u(i, j) = q_i^u . k_j^u + b_u   (q^u, k^u: linear maps d -> r)
+    M_ij = softplus(sum_u w_u act(z_u(i, j)) + c);  M <- (M + M^T) / 2;  diagonal 0
+
+This is the "pair feature q_i * k_j (Hadamard) -> MLP -> softplus" head: the first MLP layer on
+a Hadamard feature is a set of bilinear forms q_i^T diag(w_u) k_j, here each of rank r with its
+own projections. Written this way the pair stage is one batched matmul into (B, U, N, N) plus
+one reduction, and never materialises a (B, N, N, d) tensor, whose memory traffic made the
+literal form cost more than the MDM's own forward pass on CPU.
+
+An estimator belongs to one MDM: its config records the MDM's :meth:`fingerprint`, and
+loading or running it against another model raises :class:`UnmaskError`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from unmask.errors import UnmaskError, require
+from unmask.io import atomic_path, atomic_write_text
+from unmask.models.base import MaskedModel
+from unmask.models.transformer import Block, TransformerConfig
+
+MODEL_TYPE = "mi-estimator"
+WEIGHTS_FILE = "estimator.safetensors"
+CONFIG_FILE = "config.json"
+
+
+@dataclass
+class EstimatorConfig:
+    """Shape of an :class:`MIEstimator` and the MDM it reads.
+
+    hidden_size: D, the width of the MDM hidden states read.
+    layer: which hidden states: None = the model's final hidden states (``ModelOutput.hidden``);
+        an int indexes ``ModelOutput.hidden_layers`` (0 = embeddings, negative from the end).
+    d: width of the adapter, mixer and q/k projections.
+    n_heads: attention heads of the mixer blocks.
+    mixer_layers: transformer blocks after the adapter (0 = none).
+    pair_hidden: hidden units U of the pair MLP (its cost grows as N^2 x U: this is what
+        bounds the estimator's share of a forward pass).
+    pair_rank: rank r of each unit's bilinear form q_i^u . k_j^u (see the module docstring).
+    activation: 'relu' or 'gelu' in the pair MLP (relu is cheaper on the N^2 pair tensor).
+    model_fingerprint: :meth:`MaskedModel.fingerprint` of the MDM the estimator was trained on
+        ("" = not tied to a model yet: only the hidden size is checked).
+    """
+
+    hidden_size: int
+    layer: int | None = None
+    d: int = 64
+    n_heads: int = 4
+    mixer_layers: int = 1
+    pair_hidden: int = 8
+    pair_rank: int = 16
+    activation: str = "relu"
+    model_fingerprint: str = ""
+
+    def __post_init__(self):
+        require(isinstance(self.hidden_size, int) and self.hidden_size >= 1,
+                f"hidden_size: must be an integer >= 1, got {self.hidden_size!r}")
+        require(self.layer is None or isinstance(self.layer, int),
+                f"layer: must be None or an integer, got {self.layer!r}")
+        require(self.d >= 1 and self.pair_hidden >= 1 and self.pair_rank >= 1,
+                "d, pair_hidden, pair_rank: must be >= 1")
+        require(self.activation in ("relu", "gelu"),
+                f"activation: expected 'relu' or 'gelu', got {self.activation!r}")
+        require(self.mixer_layers >= 0, f"mixer_layers: must be >= 0, got {self.mixer_layers}")
+        require(self.d % self.n_heads == 0,
+                f"d: {self.d} is not divisible by n_heads={self.n_heads}")
+
+
+class MIEstimator(nn.Module):
+    """hidden (B, N, D) -> MI (B, N, N): symmetric, non-negative, zero diagonal, in nats."""
+
+    def __init__(self, config: EstimatorConfig):
+        super().__init__()
+        self.config = config
+        d = config.d
+        self.adapter = nn.Linear(config.hidden_size, d)
+        block_cfg = TransformerConfig(vocab_size=2, mask_id=1, max_length=1, d_model=d,
+                                      n_layers=max(1, config.mixer_layers),
+                                      n_heads=config.n_heads, d_ff=4 * d)
+        self.mixer = nn.ModuleList(Block(block_cfg) for _ in range(config.mixer_layers))
+        self.norm = nn.LayerNorm(d)
+        u, r = config.pair_hidden, config.pair_rank
+        self.query = nn.Linear(d, u * r)
+        self.key = nn.Linear(d, u * r)
+        self.pair_bias = nn.Parameter(torch.zeros(u))
+        self.out = nn.Linear(u, 1)
+        # start near MI ~ 0 (softplus(-4) ~ 0.018): most pairs carry little information
+        nn.init.constant_(self.out.bias, -4.0)
+
+    def forward(self, hidden: torch.Tensor, masked: torch.Tensor | None = None) -> torch.Tensor:
+        """MI (B, N, N) from hidden states (B, N, D).
+
+        masked: optional (B, N) bool; pairs that are not both masked get 0 (revealed positions
+        carry no conditional information).
+        """
+        if hidden.dim() != 3 or hidden.shape[-1] != self.config.hidden_size:
+            raise UnmaskError(f"hidden: expected shape (B, N, {self.config.hidden_size}), "
+                              f"got {tuple(hidden.shape)}")
+        dtype = self.adapter.weight.dtype
+        a = F.gelu(self.adapter(hidden.to(dtype)))
+        for blk in self.mixer:
+            a = blk(a)
+        a = self.norm(a)
+        b, n, _ = a.shape
+        u, r = self.config.pair_hidden, self.config.pair_rank
+        q = self.query(a).view(b, n, u, r).transpose(1, 2)  # (B, U, N, r)
+        k = self.key(a).view(b, n, u, r).transpose(1, 2)
+        # z[b, u, i, j] = q_i^u . k_j^u + bias_u as one batched matmul: the bias rides on an
+        # extra constant-1 channel so no separate pass over the (B, U, N, N) tensor is needed
+        q = torch.cat([q, self.pair_bias.view(1, u, 1, 1).expand(b, u, n, 1)], -1)
+        k = torch.cat([k, k.new_ones(b, u, n, 1)], -1)
+        z = torch.matmul(q, k.transpose(-1, -2))  # (B, U, N, N)
+        z = F.gelu(z) if self.config.activation == "gelu" else F.relu_(z)
+        # contract the units with (1, U) @ (B, U, N*N): no permute of the pair tensor
+        w = self.out.weight.expand(b, 1, u)
+        m = torch.bmm(w, z.view(b, u, n * n)).view(b, n, n) + self.out.bias
+        m = F.softplus(m)
+        m = 0.5 * (m + m.transpose(1, 2))
+        keep = ~torch.eye(n, dtype=torch.bool, device=m.device)
+        if masked is not None:
+            if masked.shape != (b, n):
+                raise UnmaskError(f"masked: expected shape {(b, n)}, got {tuple(masked.shape)}")
+            masked = masked.to(m.device)
+            keep = keep & masked[:, :, None] & masked[:, None, :]
+        return m * keep
+
+    # -- the MDM it belongs to -------------------------------------------------------------
+
+    def hidden_from(self, output) -> torch.Tensor:
+        """The hidden states (B, N, D) this estimator reads from a :class:`ModelOutput`."""
+        layer = self.config.layer
+        if layer is None:
+            return output.hidden
+        if output.hidden_layers is None:
+            raise UnmaskError(f"layer: estimator reads hidden layer {layer}; run the model "
+                              "with output_hidden_layers=True")
+        n_layers = len(output.hidden_layers)
+        if not -n_layers <= layer < n_layers:
+            raise UnmaskError(f"layer: {layer} is outside the model's {n_layers} hidden layers")
+        return output.hidden_layers[layer]
+
+    def check_model(self, model: MaskedModel) -> None:
+        """Raise :class:`UnmaskError` unless this estimator was trained on ``model``."""
+        if model.hidden_size != self.config.hidden_size:
+            raise UnmaskError(f"model: hidden size {model.hidden_size} does not match the "
+                              f"estimator's {self.config.hidden_size}")
+        want = self.config.model_fingerprint
+        if not want:
+            return
+        # the fingerprint hashes every weight: cache it per model object and weight version
+        key = (id(model), sum(p._version for p in model.parameters()))
+        if getattr(self, "_checked", None) == key:
+            return
+        got = model.fingerprint()
+        if got != want:
+            raise UnmaskError(f"model: fingerprint {got} does not match the estimator's MDM "
+                              f"{want} (an estimator only works with the model it was "
+                              "trained on)")
+        self._checked = key
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def save(self, directory: str | Path, extra: dict | None = None) -> None:
+        """Write ``config.json`` and ``estimator.safetensors`` atomically into ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        with atomic_path(directory / WEIGHTS_FILE) as tmp:
+            save_file(state, str(tmp), metadata={"model_fingerprint":
+                                                 self.config.model_fingerprint})
+        meta = {"model_type": MODEL_TYPE, "config": asdict(self.config), **(extra or {})}
+        atomic_write_text(directory / CONFIG_FILE, json.dumps(meta, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: str | Path, model: MaskedModel | None = None,
+             map_location: str = "cpu") -> MIEstimator:
+        """Load an estimator; with ``model``, raise unless it was trained on that model."""
+        directory = Path(directory)
+        cfg_path, weights = directory / CONFIG_FILE, directory / WEIGHTS_FILE
+        if not cfg_path.is_file() or not weights.is_file():
+            raise UnmaskError(f"estimator: {directory} has no {CONFIG_FILE} + {WEIGHTS_FILE}")
+        meta = json.loads(cfg_path.read_text())
+        if meta.get("model_type") != MODEL_TYPE:
+            raise UnmaskError(f"estimator: {cfg_path} is not an {MODEL_TYPE} config")
+        est = cls(EstimatorConfig(**meta["config"]))
+        est.load_state_dict(load_file(str(weights), device=map_location))
+        est.metadata = {k: v for k, v in meta.items() if k != "config"}
+        est.eval()
+        if model is not None:
+            est.check_model(model)
+        return est
+
+
+def needs_hidden_layers(estimator: MIEstimator) -> bool:
+    """Whether the model must be run with ``output_hidden_layers=True`` for ``estimator``."""
+    return estimator.config.layer is not None
+
+
+def estimate_mi(model: MaskedModel, estimator: MIEstimator, tokens: torch.Tensor,
+                output=None) -> torch.Tensor:
+    """Estimated MI (B, N, N) of ``tokens`` (B, N) under ``model``, zero off masked pairs.
+
+    output: the model's :class:`ModelOutput` on ``tokens`` when the caller already has it
+    (a decoder does), so no second forward pass is made.
+    """
+    estimator.check_model(model)
+    if output is None:
+        model.check_tokens(tokens)
+        with torch.inference_mode():
+            output = model(tokens, output_hidden_layers=needs_hidden_layers(estimator))
+    with torch.inference_mode():
+        return estimator(estimator.hidden_from(output), tokens == model.mask_id)

@@ -1,0 +1,436 @@
+"""Training and evaluating the MI estimator on ground-truth label sets.
+
+The MDM is frozen, so its hidden states are computed once per context and kept; an epoch then
+costs only the estimator's own passes. Loss: mean squared error over the pairs (i, j), i != j,
+of masked positions. Contexts are split into train / held-out by their group (the puzzle a
+context comes from; in :mod:`unmask.mi.labels` every context is its own puzzle grid) with a
+hash of (split seed, group), so a context keeps its side of the split however many contexts a
+label set holds. Training stops early when the held-out loss has not improved for
+``patience`` evaluations; ``out/best/`` holds the best estimator, ``out/checkpoint.pt`` the
+state to resume from.
+
+Evaluation metrics are computed over the unordered pairs i < j of masked positions (the
+matrices are symmetric), pooled over contexts, overall and per mask-ratio bucket:
+MSE, Pearson, Spearman (average ranks for ties) and top-decile recall (of the true top 10% of
+pairs, the share also in the predicted top 10%; ties broken by pair order).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from unmask.errors import UnmaskError, require
+from unmask.io import atomic_path
+from unmask.mi.estimator import EstimatorConfig, MIEstimator, needs_hidden_layers
+from unmask.models.base import MaskedModel
+
+MASK_RATIO_BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+# -- label sets ------------------------------------------------------------------------------
+
+@dataclass
+class LabelSet:
+    """Ground-truth MI for M contexts of length N.
+
+    tokens: (M, N) long with MASK at the masked positions.
+    mi: (M, N, N) float symmetric MI in nats (0 off masked pairs).
+    groups: (M,) long puzzle id of each context (the unit of the held-out split).
+    model_fingerprint: the MDM the labels were probed on.
+    identity: what made the labels (the label folder's identity), for the record.
+    """
+
+    tokens: torch.Tensor
+    mi: torch.Tensor
+    groups: torch.Tensor
+    model_fingerprint: str
+    identity: dict | None = None
+
+    def __post_init__(self):
+        m, n = self.tokens.shape
+        require(self.mi.shape == (m, n, n),
+                f"mi: expected shape {(m, n, n)}, got {tuple(self.mi.shape)}")
+        require(self.groups.shape == (m,),
+                f"groups: expected shape {(m,)}, got {tuple(self.groups.shape)}")
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    @classmethod
+    def from_dir(cls, path: str | Path) -> LabelSet:
+        """Read a label folder written by ``unmask mi label``."""
+        from unmask.mi.labels import read_labels
+
+        path = Path(path)
+        if not path.is_dir():
+            raise UnmaskError(f"labels: {path} is not a directory")
+        tensors, manifest = read_labels(path)
+        if "tokens" not in tensors or "mi" not in tensors:
+            raise UnmaskError(f"labels: {path} holds no contexts")
+        identity = manifest.get("identity", {})
+        # every context of a label folder is drawn from its own puzzle grid
+        groups = torch.arange(len(tensors["tokens"]))
+        return cls(tensors["tokens"].long(), tensors["mi"].float(), groups,
+                   identity.get("model_fingerprint", ""), identity)
+
+    def check_model(self, model: MaskedModel) -> None:
+        """Raise :class:`UnmaskError` unless the labels were probed on ``model``."""
+        got = model.fingerprint()
+        if self.model_fingerprint != got:
+            raise UnmaskError(f"labels: probed on model {self.model_fingerprint or '?'}, "
+                              f"not on this model ({got})")
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser on uint64: a fixed, well-spread hash of each value."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def held_out_mask(groups: torch.Tensor, fraction: float, seed: int = 0) -> torch.Tensor:
+    """(M,) bool: the contexts whose group hashes into the held-out ``fraction``."""
+    require(0.0 < fraction < 1.0, f"held_out: must be in (0, 1), got {fraction}")
+    g = groups.cpu().numpy().astype(np.int64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        h = _mix64(g ^ _mix64(np.full(g.shape, seed, dtype=np.uint64)))
+    u = (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)  # uniform in [0, 1)
+    return torch.from_numpy(u < fraction)
+
+
+# -- hidden states ---------------------------------------------------------------------------
+
+def compute_hidden(model: MaskedModel, tokens: torch.Tensor, layer: int | None = None,
+                   batch_size: int = 256, dtype: torch.dtype = torch.float16,
+                   progress: Callable[[int], None] | None = None) -> torch.Tensor:
+    """(M, N, D) frozen hidden states of ``model`` on ``tokens`` (M, N), stored in ``dtype``
+    (float16 halves the memory; post-norm hidden states lose nothing that matters)."""
+    model.check_tokens(tokens)
+    probe = MIEstimator(EstimatorConfig(hidden_size=model.hidden_size, layer=layer))
+    parts = []
+    with torch.inference_mode():
+        for lo in range(0, len(tokens), batch_size):
+            out = model(tokens[lo:lo + batch_size].to(model.device),
+                        output_hidden_layers=needs_hidden_layers(probe))
+            parts.append(probe.hidden_from(out).to("cpu", dtype))
+            if progress is not None:
+                progress(min(lo + batch_size, len(tokens)))
+    return torch.cat(parts) if parts else torch.zeros(0, tokens.shape[1], model.hidden_size)
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+def rankdata(x: torch.Tensor) -> torch.Tensor:
+    """(P,) float64 ranks 1..P of ``x`` (P,), tied values sharing their average rank."""
+    x = x.double().flatten()
+    order = torch.argsort(x, stable=True)
+    _, inverse, counts = torch.unique(x[order], return_inverse=True, return_counts=True)
+    ends = torch.cumsum(counts, 0).double()  # last 1-based rank of each run of ties
+    avg = ends - (counts.double() - 1) / 2
+    ranks = torch.empty_like(x)
+    ranks[order] = avg[inverse]
+    return ranks
+
+
+def pearson(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Pearson correlation of two (P,) vectors; nan when either is constant."""
+    a, b = a.double() - a.double().mean(), b.double() - b.double().mean()
+    denom = math.sqrt(float((a * a).sum()) * float((b * b).sum()))
+    return float((a * b).sum()) / denom if denom > 0 else float("nan")
+
+
+def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
+    return pearson(rankdata(a), rankdata(b))
+
+
+def top_decile_recall(pred: torch.Tensor, true: torch.Tensor, fraction: float = 0.1) -> float:
+    """Of the ``fraction`` of pairs with the largest true MI, the share that are also among the
+    ``fraction`` with the largest predicted MI (k = ceil(fraction * P) pairs each)."""
+    p = true.numel()
+    if p == 0:
+        return float("nan")
+    k = max(1, math.ceil(fraction * p))
+    top_true = torch.argsort(true.double(), descending=True, stable=True)[:k]
+    top_pred = torch.argsort(pred.double(), descending=True, stable=True)[:k]
+    hit = torch.zeros(p, dtype=torch.bool)
+    hit[top_true] = True
+    return float(hit[top_pred].sum()) / k
+
+
+def pair_metrics(pred: torch.Tensor, true: torch.Tensor) -> dict:
+    """MSE, Pearson, Spearman, top-decile recall of predicted vs true values (P,)."""
+    if true.numel() == 0:
+        return {"pairs": 0}
+    return {"pairs": int(true.numel()),
+            "mse": float(((pred.double() - true.double()) ** 2).mean()),
+            "pearson": pearson(pred, true), "spearman": spearman(pred, true),
+            "top_decile_recall": top_decile_recall(pred, true),
+            "true_mean": float(true.double().mean())}
+
+
+def masked_pairs(masked: torch.Tensor) -> torch.Tensor:
+    """(M, N, N) bool: unordered pairs i < j of masked positions."""
+    n = masked.shape[1]
+    upper = torch.ones(n, n, dtype=torch.bool).triu(1)
+    return masked[:, :, None] & masked[:, None, :] & upper
+
+
+def evaluate_predictions(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
+                         buckets=MASK_RATIO_BUCKETS) -> dict:
+    """Metrics of predicted vs true MI (M, N, N) over masked pairs, overall and per bucket of
+    mask ratio (share of masked positions); plus the mean over contexts of the within-context
+    Spearman and top-decile recall (what a decoder ranking pairs of one state relies on)."""
+    pairs = masked_pairs(masked.cpu())
+    pred, true = pred.cpu(), true.cpu()
+    result = {"contexts": int(len(true)), **pair_metrics(pred[pairs], true[pairs])}
+    ratio = masked.float().mean(1).cpu()
+    per_bucket = []
+    for k, (lo, hi) in enumerate(zip(buckets[:-1], buckets[1:], strict=True)):
+        last = k == len(buckets) - 2
+        sel = (ratio >= lo) & ((ratio <= hi) if last else (ratio < hi))
+        sub = pairs & sel[:, None, None]
+        per_bucket.append({"mask_ratio": [lo, hi], "contexts": int(sel.sum()),
+                           **pair_metrics(pred[sub], true[sub])})
+    result["buckets"] = per_bucket
+    within_s, within_r = [], []
+    for c in range(len(true)):  # evaluation only, not the hot path
+        t, p = true[c][pairs[c]], pred[c][pairs[c]]
+        if t.numel() >= 10 and float(t.std()) > 0:
+            within_s.append(spearman(p, t))
+            within_r.append(top_decile_recall(p, t))
+    result["spearman_within"] = float(np.mean(within_s)) if within_s else float("nan")
+    result["recall_within"] = float(np.mean(within_r)) if within_r else float("nan")
+    return result
+
+
+def predict(estimator: MIEstimator, hidden: torch.Tensor, masked: torch.Tensor,
+            batch_size: int = 256) -> torch.Tensor:
+    """(M, N, N) float32 estimated MI from stored hidden states (M, N, D)."""
+    parts = []
+    with torch.inference_mode():
+        for lo in range(0, len(hidden), batch_size):
+            parts.append(estimator(hidden[lo:lo + batch_size].float(),
+                                   masked[lo:lo + batch_size]))
+    n = hidden.shape[1]
+    return torch.cat(parts) if parts else torch.zeros(0, n, n)
+
+
+def _time_call(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up: allocator, kernels
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def cost_fraction(model: MaskedModel, estimator: MIEstimator, tokens: torch.Tensor,
+                  repeats: int = 5) -> dict:
+    """Median wall time of one MDM forward on ``tokens`` (B, N) and of the estimator on its
+    hidden states, and their ratio (the estimator's cost as a fraction of a forward)."""
+    layers = needs_hidden_layers(estimator)
+    with torch.inference_mode():
+        out = model(tokens, output_hidden_layers=layers)
+        hidden = estimator.hidden_from(out)
+        masked = tokens == model.mask_id
+        model_s = _time_call(lambda: model(tokens, output_hidden_layers=layers), repeats)
+        est_s = _time_call(lambda: estimator(hidden, masked), repeats)
+    return {"batch": int(tokens.shape[0]), "model_forward_s": model_s, "estimator_s": est_s,
+            "fraction": est_s / model_s,
+            "model_parameters": sum(p.numel() for p in model.parameters()),
+            "estimator_parameters": sum(p.numel() for p in estimator.parameters())}
+
+
+# -- training --------------------------------------------------------------------------------
+
+@dataclass
+class EstimatorTrainConfig:
+    """Training settings.
+
+    eval_every: optimiser steps between held-out evaluations (0 = once per epoch).
+    patience: evaluations without a held-out improvement before stopping.
+    held_out: share of groups (puzzles) held out; split_seed picks which.
+    """
+
+    batch_size: int = 64
+    lr: float = 2e-3
+    min_lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    max_epochs: int = 100
+    eval_every: int = 0
+    patience: int = 8
+    held_out: float = 0.1
+    split_seed: int = 0
+    seed: int = 0
+    grad_clip: float = 1.0
+    max_time_s: float | None = None
+
+    def __post_init__(self):
+        require(self.batch_size >= 1, f"batch_size: must be >= 1, got {self.batch_size}")
+        require(self.lr > 0 and self.min_lr >= 0, "lr, min_lr: must be positive")
+        require(self.max_epochs >= 1, f"max_epochs: must be >= 1, got {self.max_epochs}")
+        require(self.eval_every >= 0, f"eval_every: must be >= 0, got {self.eval_every}")
+        require(self.patience >= 1, f"patience: must be >= 1, got {self.patience}")
+        require(0.0 < self.held_out < 1.0, f"held_out: must be in (0, 1), got {self.held_out}")
+
+
+def pair_mse(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """Mean squared error over ordered pairs i != j of masked positions ((B, N, N) inputs)."""
+    n = masked.shape[1]
+    pairs = masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
+                                                                  device=masked.device)
+    count = pairs.sum()
+    if count == 0:
+        return pred.sum() * 0.0
+    return (((pred - true) ** 2) * pairs).sum() / count
+
+
+def held_out_loss(estimator: MIEstimator, hidden: torch.Tensor, mi: torch.Tensor,
+                  masked: torch.Tensor, batch_size: int = 256) -> float:
+    """Pair MSE over all masked pairs i != j of the given contexts (pair-weighted)."""
+    total, count = 0.0, 0
+    n = masked.shape[1]
+    with torch.inference_mode():
+        for lo in range(0, len(hidden), batch_size):
+            sl = slice(lo, lo + batch_size)
+            pred = estimator(hidden[sl].float(), masked[sl])
+            pairs = masked[sl, :, None] & masked[sl, None, :] & ~torch.eye(n, dtype=torch.bool)
+            total += float((((pred - mi[sl]) ** 2) * pairs).sum())
+            count += int(pairs.sum())
+    return total / max(count, 1)
+
+
+def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelSet,
+                    mask_id: int, cfg: EstimatorTrainConfig, out_dir: str | Path, *,
+                    resume: bool = False, log: Callable[[str], None] = print,
+                    progress: Callable[[int, int], None] | None = None,
+                    extra: dict | None = None) -> dict:
+    """Train ``estimator`` on stored ``hidden`` (M, N, D) states of the labelled contexts.
+
+    out_dir/checkpoint.pt: estimator, optimiser, step, best, history (for ``resume``).
+    out_dir/best/: the estimator with the lowest held-out loss (MIEstimator.save).
+    out_dir/history.jsonl: one line per evaluation.
+    progress(step, total_steps) is called after every step. Batches are a pure function of
+    (seed, step), so a resumed run sees the batches an uninterrupted one would have.
+    Returns {"best_loss", "best_step", "steps", "stopped", "history"}.
+    """
+    require(len(hidden) == len(labels),
+            f"hidden: {len(hidden)} contexts for {len(labels)} labelled contexts")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    masked_all = labels.tokens == mask_id
+    held = held_out_mask(labels.groups, cfg.held_out, cfg.split_seed)
+    train_idx = (~held).nonzero().squeeze(1)
+    held_idx = held.nonzero().squeeze(1)
+    if len(train_idx) == 0 or len(held_idx) == 0:
+        raise UnmaskError(f"labels: {len(labels)} contexts are too few to hold out "
+                          f"{cfg.held_out:.0%} and still train")
+    h_held, mi_held, m_held = hidden[held_idx], labels.mi[held_idx], masked_all[held_idx]
+    steps_per_epoch = math.ceil(len(train_idx) / cfg.batch_size)
+    total_steps = cfg.max_epochs * steps_per_epoch
+    eval_every = cfg.eval_every or steps_per_epoch
+
+    decay = [p for p in estimator.parameters() if p.dim() >= 2]
+    no_decay = [p for p in estimator.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return cfg.lr * (step + 1) / cfg.warmup_steps
+        frac = min(1.0, (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps))
+        return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * frac))
+
+    step, history, best, best_step, bad = 0, [], math.inf, 0, 0
+    ckpt = out / "checkpoint.pt"
+    if resume:
+        if not ckpt.is_file():
+            raise UnmaskError(f"resume: no checkpoint at {ckpt}")
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        if state["estimator_config"] != asdict(estimator.config):
+            raise UnmaskError(f"resume: {ckpt} was written for another estimator configuration")
+        if state["train_config"] != asdict(cfg):
+            raise UnmaskError(f"resume: {ckpt} was written with other training settings")
+        estimator.load_state_dict(state["estimator"])
+        opt.load_state_dict(state["optimizer"])
+        step, history, best = state["step"], state["history"], state["best"]
+        best_step, bad = state["best_step"], state["bad"]
+        log(f"resumed at step {step}, best held-out loss {best:.5g}")
+    else:
+        # the loss of the untrained head, so the history shows what training bought
+        history.append({"step": 0, "held_out_loss": held_out_loss(estimator, h_held, mi_held,
+                                                                  m_held)})
+
+    def save_checkpoint():
+        with atomic_path(ckpt) as tmp:
+            torch.save({"estimator": estimator.state_dict(), "optimizer": opt.state_dict(),
+                        "step": step, "history": history, "best": best,
+                        "best_step": best_step, "bad": bad,
+                        "estimator_config": asdict(estimator.config),
+                        "train_config": asdict(cfg)}, tmp)
+
+    start = time.time()
+    stopped = "max_epochs"
+    running = None
+    while step < total_steps:
+        if bad >= cfg.patience:
+            stopped = "early_stopping"
+            break
+        if cfg.max_time_s is not None and time.time() - start > cfg.max_time_s:
+            stopped = "max_time"
+            break
+        epoch, k = divmod(step, steps_per_epoch)
+        perm = torch.from_numpy(np.random.default_rng([cfg.seed, epoch])
+                                .permutation(len(train_idx)))
+        idx = train_idx[perm[k * cfg.batch_size:(k + 1) * cfg.batch_size]]
+        estimator.train()
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        masked = masked_all[idx]
+        loss = pair_mse(estimator(hidden[idx].float(), masked), labels.mi[idx], masked)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(estimator.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        value = float(loss.detach())
+        running = value if running is None else 0.95 * running + 0.05 * value
+        if progress is not None:
+            progress(step, total_steps)
+        if step % eval_every == 0 or step == total_steps:
+            estimator.eval()
+            loss_h = held_out_loss(estimator, h_held, mi_held, m_held)
+            record = {"step": step, "epoch": round(step / steps_per_epoch, 2),
+                      "train_loss": running, "held_out_loss": loss_h, "lr": lr_at(step),
+                      "wall_s": round(time.time() - start, 1)}
+            if loss_h < best:
+                best, best_step, bad = loss_h, step, 0
+                estimator.save(out / "best", extra={
+                    "train": record, **(extra or {}),
+                    "split": {"held_out": cfg.held_out, "split_seed": cfg.split_seed,
+                              "train_contexts": len(train_idx),
+                              "held_out_contexts": len(held_idx)}})
+                record["best"] = True
+            else:
+                bad += 1
+            history.append(record)
+            with open(out / "history.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+            log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                         for k, v in record.items()))
+            save_checkpoint()
+    save_checkpoint()
+    return {"best_loss": best, "best_step": best_step, "steps": step, "stopped": stopped,
+            "history": history}

@@ -1,0 +1,164 @@
+"""The estimator head: shape guarantees, one forward pass, persistence tied to one MDM."""
+
+import pytest
+import torch
+
+from unmask import UnmaskError
+from unmask.mi.estimator import EstimatorConfig, MIEstimator, estimate_mi
+from unmask.models import MDMTransformer, TransformerConfig
+
+
+def make_estimator(model, **kw):
+    torch.manual_seed(0)
+    cfg = EstimatorConfig(hidden_size=model.hidden_size, d=16, n_heads=2, pair_hidden=4,
+                          pair_rank=4, model_fingerprint=model.fingerprint(), **kw)
+    return MIEstimator(cfg).eval()
+
+
+def perturb(est):
+    """Random weights everywhere, so properties do not hold merely by initialisation."""
+    with torch.no_grad():
+        for p in est.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    return est
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_output_is_symmetric_non_negative_with_zero_diagonal(activation):
+    torch.manual_seed(1)
+    est = perturb(MIEstimator(EstimatorConfig(hidden_size=12, d=8, n_heads=2, pair_hidden=3,
+                                              pair_rank=5, activation=activation)))
+    h = torch.randn(4, 7, 12) * 3
+    mi = est(h)
+    assert mi.shape == (4, 7, 7)
+    assert torch.equal(mi, mi.transpose(1, 2))
+    assert (mi >= 0).all()
+    assert (mi.diagonal(dim1=1, dim2=2) == 0).all()
+    assert (mi + torch.eye(7) * 1.0).gt(0).all()  # softplus: strictly positive off-diagonal
+    masked = torch.rand(4, 7) < 0.5
+    mm = est(h, masked)
+    both = masked[:, :, None] & masked[:, None, :]
+    assert torch.equal(mm[both], mi[both])
+    assert (mm[~both] == 0).all()
+
+
+def test_pairs_match_the_hadamard_mlp_written_out():
+    """z_u(i, j) = q_i^u . k_j^u + b_u -> act -> weighted sum -> softplus, symmetrised."""
+    torch.manual_seed(2)
+    est = perturb(MIEstimator(EstimatorConfig(hidden_size=6, d=4, n_heads=2, mixer_layers=0,
+                                              pair_hidden=3, pair_rank=2)))
+    h = torch.randn(2, 5, 6)
+    a = est.norm(torch.nn.functional.gelu(est.adapter(h)))
+    q = est.query(a).view(2, 5, 3, 2)
+    k = est.key(a).view(2, 5, 3, 2)
+    z = torch.einsum("biur,bjur->biju", q, k) + est.pair_bias
+    raw = torch.nn.functional.softplus(torch.relu(z) @ est.out.weight[0] + est.out.bias)
+    want = (raw + raw.transpose(1, 2)) / 2 * (1 - torch.eye(5))
+    assert torch.allclose(est(h), want, atol=1e-6)
+
+
+def test_bad_hidden_shape_names_the_field():
+    est = MIEstimator(EstimatorConfig(hidden_size=8, d=8, n_heads=2))
+    with pytest.raises(UnmaskError, match="hidden"):
+        est(torch.randn(2, 5, 7))
+    with pytest.raises(UnmaskError, match="masked"):
+        est(torch.randn(2, 5, 8), torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(UnmaskError, match="d: "):
+        EstimatorConfig(hidden_size=8, d=6, n_heads=4)
+
+
+class CountingModel(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.calls = model, 0
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.inner, name)
+
+    def forward(self, tokens, output_hidden_layers=False):
+        self.calls += 1
+        return self.inner(tokens, output_hidden_layers)
+
+
+def test_estimate_mi_is_one_forward_pass_and_zero_off_masked_pairs(tiny_transformer):
+    est = perturb(make_estimator(tiny_transformer))
+    torch.manual_seed(3)
+    tokens = torch.randint(0, 5, (3, 12))
+    tokens[torch.rand(3, 12) < 0.5] = tiny_transformer.mask_id
+    counting = CountingModel(tiny_transformer)
+    counting.fingerprint = tiny_transformer.fingerprint
+    counting.check_tokens = tiny_transformer.check_tokens
+    mi = estimate_mi(counting, est, tokens)
+    assert counting.calls == 1
+    masked = tokens == tiny_transformer.mask_id
+    with torch.no_grad():
+        want = est(tiny_transformer(tokens).hidden, masked)
+    assert torch.allclose(mi, want)
+    assert (mi[~(masked[:, :, None] & masked[:, None, :])] == 0).all()
+    # a caller holding the forward output (a decoder) pays no extra pass
+    out = tiny_transformer(tokens)
+    estimate_mi(counting, est, tokens, output=out)
+    assert counting.calls == 1
+
+
+def test_layer_index_reads_that_hidden_layer(tiny_transformer):
+    est = perturb(make_estimator(tiny_transformer, layer=1))
+    tokens = torch.full((2, 12), tiny_transformer.mask_id)
+    tokens[0, :4] = torch.tensor([0, 1, 2, 3])
+    with torch.no_grad():
+        layers = tiny_transformer(tokens, output_hidden_layers=True).hidden_layers
+        want = est(layers[1], tokens == tiny_transformer.mask_id)
+    assert torch.allclose(estimate_mi(tiny_transformer, est, tokens), want)
+    assert not torch.allclose(want, est(layers[2], tokens == tiny_transformer.mask_id))
+    far = make_estimator(tiny_transformer, layer=7)
+    with pytest.raises(UnmaskError, match="layer: 7"):
+        estimate_mi(tiny_transformer, far, tokens)
+
+
+def test_save_load_round_trip(tiny_transformer, tmp_path):
+    est = perturb(make_estimator(tiny_transformer, layer=-1))
+    est.save(tmp_path / "est", extra={"note": "kept"})
+    back = MIEstimator.load(tmp_path / "est", model=tiny_transformer)
+    assert back.config == est.config
+    assert back.metadata["note"] == "kept"
+    h = torch.randn(2, 12, tiny_transformer.hidden_size)
+    assert torch.equal(back(h), est(h))
+    assert sorted(p.name for p in (tmp_path / "est").iterdir()) == ["config.json",
+                                                                     "estimator.safetensors"]
+
+
+def test_another_model_is_refused(tiny_transformer, tmp_path):
+    est = make_estimator(tiny_transformer)
+    est.save(tmp_path / "est")
+    torch.manual_seed(99)
+    other = MDMTransformer(tiny_transformer.config).eval()
+    with pytest.raises(UnmaskError, match="fingerprint"):
+        MIEstimator.load(tmp_path / "est", model=other)
+    with pytest.raises(UnmaskError, match="fingerprint"):
+        estimate_mi(other, est, torch.full((1, 12), other.mask_id))
+    # the check follows in-place weight changes of the same model object
+    estimate_mi(tiny_transformer, est, torch.full((1, 12), tiny_transformer.mask_id))
+    with torch.no_grad():
+        tiny_transformer.head.bias.add_(1.0)
+    try:
+        with pytest.raises(UnmaskError, match="fingerprint"):
+            estimate_mi(tiny_transformer, est, torch.full((1, 12), tiny_transformer.mask_id))
+    finally:
+        with torch.no_grad():
+            tiny_transformer.head.bias.sub_(1.0)
+    wide = MDMTransformer(TransformerConfig(vocab_size=6, mask_id=5, max_length=12, d_model=8,
+                                            n_layers=1, n_heads=2, d_ff=16))
+    with pytest.raises(UnmaskError, match="hidden size"):
+        estimate_mi(wide, est, torch.full((1, 12), 5))
+
+
+def test_load_rejects_other_folders(tmp_path, tiny_transformer):
+    with pytest.raises(UnmaskError, match="estimator"):
+        MIEstimator.load(tmp_path)
+    tiny_transformer.save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "estimator.safetensors").write_bytes(b"")
+    with pytest.raises(UnmaskError, match="not an mi-estimator"):
+        MIEstimator.load(tmp_path / "m")

@@ -1,0 +1,96 @@
+"""Evaluation metrics on hand inputs, the held-out split and the pair loss."""
+
+import math
+
+import pytest
+import torch
+
+from unmask import UnmaskError
+from unmask.mi.estimator_train import (
+    evaluate_predictions,
+    held_out_mask,
+    pair_metrics,
+    pair_mse,
+    pearson,
+    rankdata,
+    spearman,
+    top_decile_recall,
+)
+
+
+def test_rankdata_averages_ties():
+    assert rankdata(torch.tensor([3.0, 1.0, 2.0, 2.0])).tolist() == [4.0, 1.0, 2.5, 2.5]
+    assert rankdata(torch.tensor([5.0, 5.0, 5.0])).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_correlations_on_hand_inputs():
+    x = torch.tensor([0.1, 0.5, 0.2, 2.0, 0.0, 1.1])
+    assert spearman(x.exp() * 3 + 1, x) == pytest.approx(1.0)  # any monotone transform
+    assert spearman(-x, x) == pytest.approx(-1.0)
+    assert pearson(2 * x + 1, x) == pytest.approx(1.0)
+    assert pearson(x**3, x) < 1 - 1e-3  # Pearson sees the curvature Spearman ignores
+    a, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 3.0, 2.0])
+    assert pearson(a, b) == pytest.approx(0.5)
+    assert math.isnan(pearson(torch.ones(4), x[:4]))
+
+
+def test_top_decile_recall_on_hand_inputs():
+    true = torch.arange(20.0)  # k = 2: the true top pairs are 19 and 18
+    assert top_decile_recall(true, true) == 1.0
+    assert top_decile_recall(true.exp(), true) == 1.0
+    assert top_decile_recall(-true, true) == 0.0
+    pred = true.clone()
+    pred[18] = -1.0  # predicted top 2 = {19, 17}
+    assert top_decile_recall(pred, true) == 0.5
+    assert top_decile_recall(torch.arange(21.0), torch.arange(21.0)) == 1.0  # k = ceil(2.1)
+
+
+def test_pair_metrics_perfect_and_mse():
+    true = torch.tensor([0.0, 0.5, 1.0, 0.25])
+    m = pair_metrics(true + 0.5, true)
+    assert m["mse"] == pytest.approx(0.25)
+    assert m["pearson"] == pytest.approx(1.0) and m["spearman"] == pytest.approx(1.0)
+    assert m["top_decile_recall"] == 1.0 and m["pairs"] == 4
+
+
+def test_evaluate_predictions_uses_unordered_masked_pairs_per_bucket():
+    torch.manual_seed(0)
+    n = 8
+    masked = torch.zeros(3, n, dtype=torch.bool)
+    masked[0, :2] = True   # ratio 0.25 -> bucket [0.25, 0.5): 1 pair
+    masked[1, :6] = True   # ratio 0.75 -> last bucket: 15 pairs
+    masked[2] = True       # ratio 1.0 -> last bucket (closed): 28 pairs
+    true = torch.rand(3, n, n)
+    true = (true + true.transpose(1, 2)) / 2
+    pred = true * 2
+    r = evaluate_predictions(pred, true, masked)
+    assert r["pairs"] == 1 + 15 + 28 and r["contexts"] == 3
+    assert r["spearman"] == pytest.approx(1.0) and r["top_decile_recall"] == 1.0
+    counts = [(b["mask_ratio"], b["contexts"], b["pairs"]) for b in r["buckets"]]
+    assert counts == [([0.0, 0.25], 0, 0), ([0.25, 0.5], 1, 1), ([0.5, 0.75], 0, 0),
+                      ([0.75, 1.0], 2, 43)]
+    iu = torch.triu_indices(n, n, 1)
+    want = ((pred[2] - true[2])[iu[0], iu[1]] ** 2).mean()
+    assert r["buckets"][3]["mse"] == pytest.approx(
+        (float(want) * 28 + float(((pred[1] - true[1])[:6, :6].triu(1) ** 2).sum())) / 43)
+    assert r["spearman_within"] == pytest.approx(1.0)
+
+
+def test_pair_mse_counts_ordered_masked_pairs_off_the_diagonal():
+    masked = torch.tensor([[True, True, False]])
+    pred = torch.tensor([[[9.0, 1.0, 9.0], [3.0, 9.0, 9.0], [9.0, 9.0, 9.0]]])
+    assert float(pair_mse(pred, torch.zeros(1, 3, 3), masked)) == pytest.approx((1 + 9) / 2)
+
+
+def test_held_out_split_is_by_group_and_stable_across_set_sizes():
+    groups = torch.arange(5000)
+    held = held_out_mask(groups, 0.1, seed=3)
+    assert 0.08 < held.float().mean() < 0.12
+    assert torch.equal(held_out_mask(groups[:700], 0.1, seed=3), held[:700])
+    assert not torch.equal(held_out_mask(groups, 0.1, seed=4), held)
+    # contexts of one puzzle fall on one side
+    rep = torch.arange(300).repeat_interleave(4)
+    h = held_out_mask(rep, 0.2)
+    assert (h.view(300, 4).all(1) | (~h.view(300, 4)).all(1)).all()
+    with pytest.raises(UnmaskError, match="held_out"):
+        held_out_mask(groups, 1.0)

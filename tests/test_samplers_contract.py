@@ -6,16 +6,30 @@ import torch
 from unmask import DecodeConfig, available_samplers, decode, make_sampler
 from unmask.samplers.base import sampler_class
 
-# Samplers whose defaults need no extra model (estimators etc.) run with these parameters.
-PARAMS: dict[str, dict] = {}
+
+def _untrained_estimator(model):
+    from unmask.mi.estimator import EstimatorConfig, MIEstimator
+
+    torch.manual_seed(0)
+    return {"estimator": MIEstimator(EstimatorConfig(hidden_size=model.hidden_size)),
+            "gamma": 1.0}
+
+
+# Parameters for samplers whose defaults need something the test models lack (a shipped
+# estimator, ...): a dict, or a function of the model returning one.
+PARAMS: dict = {
+    "mi-guided": _untrained_estimator,
+    "mi-oracle": {"gamma": 1.0, "eps": 0.0},
+}
 
 
 def sampler_names():
     return available_samplers()
 
 
-def build(name):
-    return make_sampler(name, **PARAMS.get(name, {}))
+def build(name, model):
+    params = PARAMS.get(name, {})
+    return make_sampler(name, **(params(model) if callable(params) else params))
 
 
 def masked_inputs(model, b, seed=0):
@@ -33,7 +47,7 @@ def masked_inputs(model, b, seed=0):
 def test_contract_on_toy(name, temperature, toy):
     x = masked_inputs(toy, 6)
     history_cfg = DecodeConfig(temperature=temperature, record_history=True)
-    res = decode(toy, x, build(name), history_cfg, seed=11)
+    res = decode(toy, x, build(name, toy), history_cfg, seed=11)
     masked = x == toy.mask_id
     # revealed tokens never change, and every mask is filled with a real token
     assert torch.equal(res.tokens[~masked], x[~masked])
@@ -55,7 +69,7 @@ def test_contract_on_toy(name, temperature, toy):
     # reveal_step agrees with masking
     assert ((res.reveal_step >= 0) == masked).all()
     # same seed -> same output
-    again = decode(toy, x, build(name), history_cfg, seed=11)
+    again = decode(toy, x, build(name, toy), history_cfg, seed=11)
     assert torch.equal(res.tokens, again.tokens)
 
 
@@ -63,9 +77,9 @@ def test_contract_on_toy(name, temperature, toy):
 def test_batch_equals_rows(name, toy):
     x = masked_inputs(toy, 5, seed=3)
     cfg = DecodeConfig(temperature=0.7)
-    batch = decode(toy, x, build(name), cfg, seed=100)
+    batch = decode(toy, x, build(name, toy), cfg, seed=100)
     for r in range(x.shape[0]):
-        one = decode(toy, x[r:r + 1], build(name), cfg, seed=100 + r)
+        one = decode(toy, x[r:r + 1], build(name, toy), cfg, seed=100 + r)
         assert torch.equal(one.tokens[0], batch.tokens[r]), (name, r)
         assert one.nfe[0] == batch.nfe[r]
         assert one.steps[0] == batch.steps[r]
@@ -75,7 +89,7 @@ def test_batch_equals_rows(name, toy):
 def test_blocks_decode_left_to_right(name, tiny_transformer):
     m = tiny_transformer
     x = torch.full((3, 12), m.mask_id)
-    res = decode(m, x, build(name), DecodeConfig(block_size=4), seed=0)
+    res = decode(m, x, build(name, m), DecodeConfig(block_size=4), seed=0)
     # every position of block j is revealed before any position of block j + 1
     step = res.reveal_step.view(3, 3, 4)
     assert (step[:, :-1].max(-1).values < step[:, 1:].min(-1).values).all()
@@ -85,7 +99,7 @@ def test_blocks_decode_left_to_right(name, tiny_transformer):
 @pytest.mark.parametrize("name", sampler_names())
 def test_nothing_masked_costs_nothing(name, toy):
     x = torch.zeros(2, 5, dtype=torch.long)
-    res = decode(toy, x, build(name))
+    res = decode(toy, x, build(name, toy))
     assert res.nfe.tolist() == [0, 0] and res.steps.tolist() == [0, 0]
     assert torch.equal(res.tokens, x)
 

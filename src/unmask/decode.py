@@ -72,10 +72,11 @@ class ModelHandle:
         self.calls = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.sequences = torch.zeros(batch_size, dtype=torch.long, device=device)
 
-    def __call__(self, tokens: torch.Tensor, rows: torch.Tensor) -> ModelOutput:
+    def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
+                 output_hidden_layers: bool = False) -> ModelOutput:
         """Run the model on tokens (M, N); ``rows`` (M,) names the original row of each."""
         with torch.inference_mode():
-            out = self.model(tokens)
+            out = self.model(tokens, output_hidden_layers=output_hidden_layers)
         self.calls[torch.unique(rows)] += 1
         self.sequences.index_add_(0, rows, torch.ones_like(rows))
         return out
@@ -157,7 +158,8 @@ def decode(
         block_step[rows] = torch.where(entered, 0, block_step[rows])
         block_masked[rows] = torch.where(entered, eligible.sum(1), block_masked[rows])
 
-        out = cached if cached is not None else handle(x, rows)
+        out = cached if cached is not None else handle(
+            x, rows, output_hidden_layers=getattr(sampler, "needs_hidden_layers", False))
         log_probs = real_log_probs(out.logits, real_mask)
         probs = log_probs.exp()
         entropy = torch.where(masked, torch.special.entr(probs).sum(-1), 0.0)
@@ -186,8 +188,11 @@ def decode(
         still = (tokens[rows] == mask_id).any(1)
         cached = None
         if sel.next_output is not None:
+            layers = sel.next_output.hidden_layers
             cached = ModelOutput(logits=sel.next_output.logits[still],
-                                 hidden=sel.next_output.hidden[still])
+                                 hidden=sel.next_output.hidden[still],
+                                 hidden_layers=None if layers is None else
+                                 tuple(h[still] for h in layers))
         rows = rows[still]
         if progress is not None:
             progress(b - len(rows))

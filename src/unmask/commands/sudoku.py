@@ -70,13 +70,13 @@ def solve(args: argparse.Namespace) -> int:
                                        show_progress=not args.json and len(puzzles) > 50)
     wall = time.perf_counter() - t0
     if args.json:
-        for p, g, s, n in zip(puzzles, grids, solved, nfe):
+        for p, g, s, n in zip(puzzles, grids, solved, nfe, strict=True):
             print(json.dumps({"puzzle": to_string(p), "grid": to_string(g), "solved": bool(s),
                               "nfe": int(n)}))
         return 0
     out = sys.stdout
-    for k, (p, g, s, n) in enumerate(zip(puzzles, grids, solved, nfe)):
-        if len(puzzles) <= 10:
+    if len(puzzles) <= 10:
+        for k, (g, s, n) in enumerate(zip(grids, solved, nfe, strict=True)):
             out.write(f"puzzle {k + 1}: {'solved' if s else 'NOT solved'} in {int(n)} passes\n")
             out.write(format_grid(g) + "\n\n")
     out.write(f"{int(solved.sum())}/{len(puzzles)} solved ({100 * solved.mean():.1f}%), "

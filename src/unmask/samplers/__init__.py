@@ -8,6 +8,7 @@ from unmask.samplers import (  # noqa: F401  (imported for registration)
     klass,
     lookum,
     margin,
+    mi_guided,
     pc,
     threshold,
     topk,

@@ -1,0 +1,166 @@
+"""MI-guided parallel decoding: reveal many positions per pass only where they are
+(conditionally) independent of each other.
+
+One step (SPEC section 3): visit eligible positions in scan order (ascending entropy, or
+descending confidence); take position i while its cost
+    H_i + lam * sum_{j already taken} I[i, j]
+fits the remaining budget (which starts at gamma); otherwise i waits for a later pass.
+Independent, confident positions go in parallel; dependent ones are split across passes.
+The MI matrix I comes from the neural estimator on the hidden states of the same forward pass
+(no extra model call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from unmask.errors import UnmaskError, require
+from unmask.samplers.base import Sampler, Selection, StepState, register, scan_order_scores
+
+SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator"}
+
+
+def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Tensor,
+                     scores: torch.Tensor, gamma: float, lam: float,
+                     stop_at_first_miss: bool = False) -> torch.Tensor:
+    """The MI-guided selection rule, vectorised over the batch.
+
+    entropy: (B, N) nats; mi: (B, N, N) pairwise MI in nats (symmetric); eligible: (B, N) bool;
+    scores: (B, N), visited in descending order; gamma: initial budget (nats); lam: weight of
+    the MI with positions already taken. Returns reveal (B, N) bool: never empty where a row
+    has an eligible position (the first in scan order is taken when nothing fits).
+    With ``stop_at_first_miss`` the scan of a row ends at its first position that does not fit;
+    otherwise later (cheaper) positions may still fit.
+    """
+    b, n = entropy.shape
+    ent = entropy.double()
+    mi = mi.double()
+    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+                          descending=True, stable=True)
+    rows = torch.arange(b, device=entropy.device)
+    taken = torch.zeros(b, n, dtype=torch.float64, device=entropy.device)
+    budget = torch.full((b,), float(gamma), dtype=torch.float64, device=entropy.device)
+    open_ = torch.ones(b, dtype=torch.bool, device=entropy.device)
+    n_scan = int(eligible.sum(1).max()) if b else 0
+    for t in range(n_scan):  # positions in scan order; each iteration is vectorised over rows
+        i = order[:, t]
+        valid = eligible[rows, i] & open_
+        cost = ent[rows, i] + lam * (mi[rows, i] * taken).sum(1)
+        take = valid & (cost <= budget + 1e-12)
+        taken[rows, i] = torch.where(take, 1.0, taken[rows, i])
+        budget = budget - torch.where(take, cost, 0.0)
+        if stop_at_first_miss:
+            open_ = open_ & ~(valid & ~take)
+    reveal = taken.bool()
+    empty = ~reveal.any(1) & eligible.any(1)
+    reveal[rows[empty], order[empty, 0]] = True
+    return reveal
+
+
+@dataclass
+class _BudgetedMISampler(Sampler):
+    """Shared fields and rule of the MI-guided samplers; subclasses supply the MI matrix."""
+
+    gamma: float = 0.3
+    lam: float = 1.0
+    order: str = "entropy"
+    stop_at_first_miss: bool = False
+
+    def __post_init__(self):
+        require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
+        require(self.lam >= 0, f"lam: must be >= 0, got {self.lam}")
+        require(self.order in ("entropy", "confidence"),
+                f"order: expected 'entropy' or 'confidence', got {self.order!r}")
+
+    def mutual_information(self, state: StepState) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def select(self, state: StepState) -> Selection:
+        mi = self.mutual_information(state)
+        reveal = mi_budget_select(state.entropy, mi, state.eligible,
+                                  scan_order_scores(state, self.order), self.gamma, self.lam,
+                                  self.stop_at_first_miss)
+        return Selection(reveal)
+
+
+@register("mi-guided")
+@dataclass
+class MIGuidedSampler(_BudgetedMISampler):
+    """MI-guided decoding with the neural estimator (one MDM pass per step).
+
+    estimator: an :class:`~unmask.mi.estimator.MIEstimator`, a folder holding one, or None for
+    the estimator shipped with the model's task (``model.config.task``, e.g. Sudoku).
+    """
+
+    estimator: object = field(default=None, repr=False)
+
+    def _load(self, model):
+        from unmask.mi.estimator import MIEstimator
+
+        est = self.estimator
+        if est is None:
+            from unmask.pretrained import pretrained_path
+
+            task = getattr(getattr(model, "config", None), "task", "")
+            if task not in SHIPPED_ESTIMATORS:
+                raise UnmaskError("estimator: no shipped MI estimator for this model; pass "
+                                  "estimator=FOLDER")
+            est = pretrained_path(SHIPPED_ESTIMATORS[task])
+        if not isinstance(est, MIEstimator):
+            est = MIEstimator.load(est)
+        est.check_model(model)
+        self.estimator = est
+        return est
+
+    @property
+    def needs_hidden_layers(self) -> bool:
+        from unmask.mi.estimator import MIEstimator, needs_hidden_layers
+
+        return isinstance(self.estimator, MIEstimator) and needs_hidden_layers(self.estimator)
+
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        self._ready = False
+
+    def mutual_information(self, state: StepState) -> torch.Tensor:
+        est = self.estimator
+        if not getattr(self, "_ready", False):
+            est = self._load(state.model.model)
+            self._ready = True
+        with torch.inference_mode():
+            return est(est.hidden_from(state.output), state.masked)
+
+
+@register("mi-oracle")
+@dataclass
+class MIOracleSampler(_BudgetedMISampler):
+    """The same rule with ground-truth MI by perturbation probing (slow; for analysis of how
+    much the estimator loses). Every probe is charged to the row's NFE and sequences.
+
+    Only positions whose own entropy fits the budget (H_i <= gamma) can ever be taken, so only
+    those are probed: the same decisions as probing all, at a fraction of the cost.
+    eps: probe pruning threshold passed to :func:`~unmask.mi.probe.perturbation_mi`.
+    """
+
+    eps: float = 1e-3
+    batch_size: int = 4096
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(0.0 <= self.eps < 1.0, f"eps: must be in [0, 1), got {self.eps}")
+
+    def mutual_information(self, state: StepState) -> torch.Tensor:
+        from unmask.mi.probe import perturbation_mi
+
+        candidates = state.eligible & (state.entropy <= self.gamma + 1e-12)
+        b, n = state.tokens.shape
+        mi = torch.zeros(b, n, n, dtype=torch.float64, device=state.tokens.device)
+        # probe only rows with a candidate, so a row's cost never depends on its batch-mates
+        probe = candidates.any(1).nonzero().squeeze(1)
+        if probe.numel():
+            res = perturbation_mi(state.model, state.tokens[probe], eps=self.eps,
+                                  batch_size=self.batch_size, positions=candidates[probe],
+                                  row_ids=state.row_ids[probe])
+            mi[probe] = res.mi.to(mi.dtype)
+        return mi

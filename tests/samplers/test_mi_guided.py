@@ -1,0 +1,96 @@
+"""Exact behaviour of the MI-guided selection rule on hand-made entropy / MI inputs."""
+
+import pytest
+import torch
+
+from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
+from unmask.samplers.mi_guided import mi_budget_select
+
+
+def select(entropy, mi, gamma, lam, eligible=None, scores=None, stop=False):
+    entropy = torch.tensor([entropy], dtype=torch.float64)
+    mi = torch.tensor([mi], dtype=torch.float64)
+    eligible = torch.ones_like(entropy, dtype=torch.bool) if eligible is None else \
+        torch.tensor([eligible])
+    scores = -entropy if scores is None else torch.tensor([scores], dtype=torch.float64)
+    return mi_budget_select(entropy, mi, eligible, scores, gamma, lam, stop)[0].tolist()
+
+
+ZERO = [[0.0] * 4 for _ in range(4)]
+
+
+def test_budget_consumed_in_entropy_order():
+    # ascending entropy: 0.05 (pos 2), 0.1 (pos 0), 0.2 (pos 3), 0.4 (pos 1); budget 0.36
+    assert select([0.1, 0.4, 0.05, 0.2], ZERO, gamma=0.36, lam=1.0) == [True, False, True, True]
+    # budget 0.3: 0.05 + 0.1 = 0.15 taken, 0.2 no longer fits (0.15 left); 0.4 neither
+    assert select([0.1, 0.4, 0.05, 0.2], ZERO, gamma=0.3, lam=1.0) == [True, False, True, False]
+
+
+def test_continue_scanning_vs_stop_at_first_miss():
+    # order 0.1, 0.25, 0.05? no: scan order given by scores: pos0, pos1, pos2
+    ent, scores = [0.1, 0.25, 0.05, 9.0], [3.0, 2.0, 1.0, 0.0]
+    assert select(ent, ZERO, 0.2, 1.0, scores=scores) == [True, False, True, False]
+    assert select(ent, ZERO, 0.2, 1.0, scores=scores, stop=True) == [True, False, False, False]
+
+
+def test_always_at_least_one():
+    assert select([0.5, 0.9, 0.7, 0.6], ZERO, gamma=0.1, lam=1.0) == [True, False, False, False]
+    assert select([0.5, 0.9, 0.7, 0.6], ZERO, gamma=0.0, lam=1.0,
+                  eligible=[False, True, True, False]) == [False, False, True, False]
+
+
+def test_independent_positions_all_taken_when_lambda_is_zero():
+    mi = [[0.0, 5.0, 5.0, 5.0], [5.0, 0.0, 5.0, 5.0], [5.0, 5.0, 0.0, 5.0],
+          [5.0, 5.0, 5.0, 0.0]]
+    assert select([0.01, 0.02, 0.03, 0.04], mi, gamma=1.0, lam=0.0) == [True] * 4
+
+
+def test_dependent_pair_is_split():
+    # positions 0 and 1 are strongly dependent, 2 and 3 are independent of everything
+    mi = [[0.0, 0.6, 0.0, 0.0], [0.6, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0],
+          [0.0, 0.0, 0.0, 0.0]]
+    got = select([0.01, 0.02, 0.03, 0.04], mi, gamma=0.5, lam=1.0)
+    assert got == [True, False, True, True]
+    # the same inputs without the MI term take the pair together
+    assert select([0.01, 0.02, 0.03, 0.04], mi, gamma=0.5, lam=0.0) == [True] * 4
+
+
+def test_cost_includes_lambda_times_summed_mi():
+    mi = [[0.0, 0.1, 0.1, 0.0], [0.1, 0.0, 0.1, 0.0], [0.1, 0.1, 0.0, 0.0],
+          [0.0, 0.0, 0.0, 0.0]]
+    # taken 0 (cost 0); 1 costs 0 + 2*0.1 = 0.2; 2 costs 2*(0.1+0.1) = 0.4 > 0.5-0.2
+    assert select([0.0, 0.0, 0.0, 1.0], mi, gamma=0.5, lam=2.0) == [True, True, False, False]
+    assert select([0.0, 0.0, 0.0, 1.0], mi, gamma=0.6, lam=2.0) == [True, True, True, False]
+
+
+def test_batch_rows_independent():
+    ent = torch.tensor([[0.1, 0.2, 0.3], [0.3, 0.2, 0.1]], dtype=torch.float64)
+    mi = torch.zeros(2, 3, 3, dtype=torch.float64)
+    el = torch.ones(2, 3, dtype=torch.bool)
+    got = mi_budget_select(ent, mi, el, -ent, 0.35, 1.0)
+    assert got.tolist() == [[True, True, False], [False, True, True]]
+
+
+@pytest.mark.parametrize("bad, field", [({"gamma": -1.0}, "gamma"), ({"lam": -0.5}, "lam"),
+                                        ({"order": "random"}, "order")])
+def test_bad_config(bad, field):
+    with pytest.raises(UnmaskError, match=field):
+        make_sampler("mi-guided", **bad)
+
+
+def test_oracle_on_exact_model_never_reveals_a_dependent_pair_together():
+    # X0 = X1 exactly (MI log 2), X2 independent: a budget that fits both marginals but not
+    # their MI must reveal 0 and 1 in different passes
+    joint = torch.zeros(2, 2, 2, dtype=torch.float64)
+    joint[0, 0, :] = 0.25
+    joint[1, 1, :] = 0.25
+    m = ExactJointMDM(joint)
+    x = torch.full((1, 3), m.mask_id)
+    res = decode(m, x, make_sampler("mi-oracle", gamma=2.0, lam=1.0, eps=0.0),
+                 DecodeConfig(record_history=True))
+    steps = res.reveal_step[0].tolist()
+    assert steps[0] != steps[1]
+    assert res.tokens[0, 0] == res.tokens[0, 1]
+    # EB with the same budget takes all three at once and can break the pair
+    eb = decode(m, x, make_sampler("eb", gamma=2.0))
+    assert eb.steps.item() == 1

@@ -227,3 +227,24 @@ def estimate_mi(model: MaskedModel, estimator: MIEstimator, tokens: torch.Tensor
             output = model(tokens, output_hidden_layers=needs_hidden_layers(estimator))
     with torch.inference_mode():
         return estimator(estimator.hidden_from(output), tokens == model.mask_id)
+
+
+#: the estimator shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)
+SHIPPED_ESTIMATOR = "sudoku_mi_estimator"
+
+
+def load_estimator(name_or_path: str | Path | None = None,
+                   model: MaskedModel | None = None) -> MIEstimator:
+    """Load an estimator from a folder or by shipped name (default: the Sudoku estimator);
+    with ``model``, raise unless it was trained on that model."""
+    from unmask.pretrained import PRETRAINED_DIR
+
+    name_or_path = name_or_path or SHIPPED_ESTIMATOR
+    path = Path(name_or_path)
+    if not path.is_dir():
+        shipped = PRETRAINED_DIR / str(name_or_path)
+        if not shipped.is_dir():
+            raise UnmaskError(f"estimator: {name_or_path} is neither a folder nor a shipped "
+                              "estimator")
+        path = shipped
+    return MIEstimator.load(path, model=model)

@@ -286,6 +286,12 @@ class EstimatorTrainConfig:
         require(0.0 < self.held_out < 1.0, f"held_out: must be in (0, 1), got {self.held_out}")
 
 
+def planned_steps(labels: LabelSet, cfg: EstimatorTrainConfig) -> int:
+    """Optimiser steps of a run that is not stopped early: max_epochs x batches per epoch."""
+    n_train = int((~held_out_mask(labels.groups, cfg.held_out, cfg.split_seed)).sum())
+    return cfg.max_epochs * math.ceil(n_train / cfg.batch_size)
+
+
 def pair_mse(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
     """Mean squared error over ordered pairs i != j of masked positions ((B, N, N) inputs)."""
     n = masked.shape[1]

@@ -1,0 +1,261 @@
+"""``unmask train mi-estimator``, ``unmask mi eval``, ``unmask mi map``: the neural MI
+estimator's training, evaluation and the MI maps of Sudoku puzzles."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from unmask.cli import arguments, command
+from unmask.commands.common import progress_bar
+from unmask.errors import UnmaskError
+
+
+def _load_labels(path: str, model):
+    from unmask.commands.common import existing_dir
+    from unmask.mi.estimator_train import LabelSet
+
+    labels = LabelSet.from_dir(existing_dir(path, "--labels"))
+    labels.check_model(model)
+    return labels
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--labels", required=True, help="label folder written by `unmask mi label`")
+    p.add_argument("--out", required=True, help="run folder (checkpoint.pt, best/, history)")
+    p.add_argument("--model", default=None,
+                   help="model folder or shipped name the labels were probed on "
+                        "(default: the shipped Sudoku model)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--epochs", type=int, default=100, help="at most this many epochs")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--patience", type=int, default=8,
+                   help="held-out evaluations without improvement before stopping")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="steps between held-out evaluations (0 = every epoch)")
+    p.add_argument("--held-out", type=float, default=0.1, help="share of puzzles held out")
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--layer", type=int, default=None,
+                   help="hidden layer to read (0 = embeddings; default: the final hidden states)")
+    p.add_argument("--d", type=int, default=64, help="estimator width")
+    p.add_argument("--mixer-layers", type=int, default=1)
+    p.add_argument("--pair-hidden", type=int, default=8, help="pair MLP units")
+    p.add_argument("--pair-rank", type=int, default=16, help="rank of each unit's bilinear form")
+    p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+
+@command("train", "mi-estimator", help="train the neural MI estimator on ground-truth labels")
+@arguments(_train_args)
+def train_mi_estimator(args: argparse.Namespace) -> int:
+    import time
+
+    import torch
+
+    from unmask.mi.estimator import EstimatorConfig, MIEstimator
+    from unmask.mi.estimator_train import (
+        EstimatorTrainConfig,
+        compute_hidden,
+        planned_steps,
+        train_estimator,
+    )
+    from unmask.pretrained import load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = load_model(args.model)
+    labels = _load_labels(args.labels, model)
+    est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer, d=args.d,
+                              mixer_layers=args.mixer_layers, pair_hidden=args.pair_hidden,
+                              pair_rank=args.pair_rank, model_fingerprint=model.fingerprint())
+    cfg = EstimatorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
+                               eval_every=args.eval_every, patience=args.patience,
+                               held_out=args.held_out, split_seed=args.split_seed,
+                               seed=args.seed, max_time_s=args.max_time)
+    torch.manual_seed(args.seed)
+    estimator = MIEstimator(est_cfg)
+    t0 = time.perf_counter()
+    with progress_bar(len(labels), "hidden states") as update:
+        hidden = compute_hidden(model, labels.tokens, est_cfg.layer, progress=update)
+    print(f"{len(labels):,} labelled contexts, hidden states in {time.perf_counter() - t0:.1f} s;"
+          f" estimator {sum(p.numel() for p in estimator.parameters()):,} parameters",
+          flush=True)
+    extra = {"labels": {"path": str(args.labels), "identity": labels.identity,
+                        "contexts": len(labels)},
+             "model": getattr(model, "source", "")}
+    with progress_bar(planned_steps(labels, cfg), "training") as update:
+        res = train_estimator(estimator, hidden, labels, model.mask_id, cfg, args.out,
+                              resume=args.resume, log=lambda s: print(s, flush=True),
+                              progress=lambda step, total: update(step), extra=extra)
+    print(f"stopped ({res['stopped']}) after {res['steps']} steps; best held-out loss "
+          f"{res['best_loss']:.5g} at step {res['best_step']}; estimator: {args.out}/best "
+          f"({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--labels", required=True, help="label folder written by `unmask mi label`")
+    p.add_argument("--estimator", default=None,
+                   help="estimator folder or shipped name (default: the shipped Sudoku one)")
+    p.add_argument("--model", default=None,
+                   help="model folder or shipped name (default: the shipped Sudoku model)")
+    p.add_argument("--split", choices=("auto", "held-out", "all"), default="auto",
+                   help="contexts to score: the estimator's held-out split, all, or auto (the "
+                        "held-out split when these are its training labels, else all)")
+    p.add_argument("--cost-batch", type=int, default=256,
+                   help="batch size of the cost measurement")
+    p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+
+def select_contexts(labels, estimator, split: str):
+    """(M,) bool contexts to evaluate, and the split used ('held-out' or 'all')."""
+    import torch
+
+    from unmask.mi.estimator_train import held_out_mask
+
+    meta = getattr(estimator, "metadata", {})
+    trained_on = meta.get("labels", {}).get("identity")
+    if split == "auto":
+        split = "held-out" if trained_on is not None and trained_on == labels.identity else "all"
+    if split == "all":
+        return torch.ones(len(labels), dtype=torch.bool), split
+    if "split" not in meta:
+        raise UnmaskError("--split: the estimator records no held-out split; use --split all")
+    held = held_out_mask(labels.groups, meta["split"]["held_out"], meta["split"]["split_seed"])
+    if not held.any():
+        raise UnmaskError(f"--labels: none of the {len(labels)} contexts is held out")
+    return held, split
+
+
+def format_metrics(result: dict) -> str:
+    rows = [("all", result)] + [(f"{b['mask_ratio'][0]:.2f}-{b['mask_ratio'][1]:.2f}", b)
+                                for b in result["buckets"]]
+    lines = [f"{'mask ratio':<11}{'contexts':>9}{'pairs':>10}{'MSE':>10}{'Pearson':>9}"
+             f"{'Spearman':>9}{'top10%':>8}"]
+    for name, m in rows:
+        if not m.get("pairs"):
+            lines.append(f"{name:<11}{m.get('contexts', 0):>9}{0:>10}")
+            continue
+        lines.append(f"{name:<11}{m['contexts']:>9}{m['pairs']:>10}{m['mse']:>10.2e}"
+                     f"{m['pearson']:>9.3f}{m['spearman']:>9.3f}{m['top_decile_recall']:>8.3f}")
+    lines.append(f"within one context (mean over contexts): Spearman "
+                 f"{result['spearman_within']:.3f}, top-decile recall "
+                 f"{result['recall_within']:.3f}")
+    c = result["cost"]
+    lines.append(f"cost: estimator {1e3 * c['estimator_s']:.1f} ms vs MDM forward "
+                 f"{1e3 * c['model_forward_s']:.1f} ms at batch {c['batch']} = "
+                 f"{100 * c['fraction']:.1f}% of a forward ({c['estimator_parameters']:,} vs "
+                 f"{c['model_parameters']:,} parameters)")
+    return "\n".join(lines)
+
+
+@command("mi", "eval", help="score the MI estimator against ground-truth labels, and its cost")
+@arguments(_eval_args)
+def mi_eval(args: argparse.Namespace) -> int:
+    import torch
+
+    from unmask.mi.estimator import load_estimator
+    from unmask.mi.estimator_train import (
+        compute_hidden,
+        cost_fraction,
+        evaluate_predictions,
+        predict,
+    )
+    from unmask.pretrained import load_model
+
+    if args.cost_batch < 1:
+        raise UnmaskError(f"--cost-batch: must be >= 1, got {args.cost_batch}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = load_model(args.model)
+    model.autocast_bf16 = False
+    labels = _load_labels(args.labels, model)
+    estimator = load_estimator(args.estimator, model)
+    sel, split = select_contexts(labels, estimator, args.split)
+    tokens, mi = labels.tokens[sel], labels.mi[sel]
+    masked = tokens == model.mask_id
+    with progress_bar(len(tokens), "hidden states", enabled=not args.json) as update:
+        hidden = compute_hidden(model, tokens, estimator.config.layer, progress=update)
+    result = evaluate_predictions(predict(estimator, hidden, masked), mi, masked)
+    result["split"] = split
+    result["cost"] = cost_fraction(model, estimator, tokens[:args.cost_batch])
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{split} contexts of {args.labels}: {int(sel.sum())} of {len(labels)}")
+        print(format_metrics(result))
+    return 0
+
+
+def _map_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("puzzle", metavar="PUZZLE",
+                   help="81 characters, digits with 0 or . for blanks (as in `sudoku solve`)")
+    p.add_argument("--cell", default=None, metavar="R,C",
+                   help="cell whose MI is drawn on the board, 1-based (default: the blank cell "
+                        "with the largest total MI)")
+    p.add_argument("--source", default="gt", metavar="gt|estimator|gt,estimator",
+                   help="ground truth by probing, the estimator, or both side by side")
+    p.add_argument("--out", required=True, help="image file (.png, .pdf or .svg)")
+    p.add_argument("--model", default=None,
+                   help="model folder or shipped name (default: the shipped Sudoku model)")
+    p.add_argument("--estimator", default=None,
+                   help="estimator folder or shipped name (default: the shipped Sudoku one)")
+    p.add_argument("--eps", type=float, default=1e-4,
+                   help="ground truth: skip probes with p_i(v) < EPS (0 = exact)")
+    p.add_argument("--json", action="store_true", help="print the structure scores as JSON")
+
+
+SOURCES = ("gt", "estimator")
+
+
+@command("mi", "map", help="draw the pairwise MI map of a Sudoku puzzle (ground truth and/or "
+                           "estimator) with its structure score")
+@arguments(_map_args)
+def mi_map(args: argparse.Namespace) -> int:
+    from unmask.mi.estimator import estimate_mi, load_estimator
+    from unmask.mi.maps import cell_name, check_image_path, parse_cell, plot_mi_maps
+    from unmask.mi.probe import perturbation_mi
+    from unmask.pretrained import load_model
+    from unmask.sudoku.parse import parse_puzzle
+    from unmask.sudoku.tokens import grid_to_tokens
+
+    sources = [s.strip() for s in args.source.split(",") if s.strip()]
+    bad = [s for s in sources if s not in SOURCES]
+    if not sources or bad or len(set(sources)) != len(sources):
+        raise UnmaskError(f"--source: expected gt, estimator or gt,estimator, got "
+                          f"{args.source!r}")
+    grid = parse_puzzle(args.puzzle)
+    cell = parse_cell(args.cell) if args.cell is not None else None
+    if cell is not None and grid[cell] != 0:
+        raise UnmaskError(f"--cell: {args.cell} holds the clue {int(grid[cell])}; pick a blank "
+                          "cell")
+    if not (grid == 0).sum() >= 2:
+        raise UnmaskError("PUZZLE: needs at least two blank cells to have pairs")
+    out = check_image_path(args.out)
+    model = load_model(args.model)
+    model.autocast_bf16 = False
+    tokens = grid_to_tokens(grid)[None]
+    maps = {}
+    for source in sources:
+        if source == "gt":
+            maps["ground truth"] = perturbation_mi(model, tokens, eps=args.eps).mi[0]
+        else:
+            est = load_estimator(args.estimator, model)
+            maps["estimator"] = estimate_mi(model, est, tokens)[0]
+    if cell is None:
+        first = next(iter(maps.values()))
+        cell = int(first.sum(1).argmax())
+    scores = plot_mi_maps(grid, maps, cell, out, title=f"{int((grid > 0).sum())} clues, "
+                          f"{int((grid == 0).sum())} blanks; model {model.fingerprint()}")
+    if args.json:
+        print(json.dumps({"cell": cell_name(cell), "out": str(out), "scores": scores}))
+        return 0
+    for name, s in scores.items():
+        print(f"{name}: {100 * s['mass_share']:.1f}% of MI mass and {100 * s['top_share']:.1f}% "
+              f"of the top-10% pairs on row/column/box peers (chance "
+              f"{100 * s['chance_share']:.1f}%, {s['pairs']} pairs)")
+    print(f"map of {cell_name(cell)}: {out}")
+    return 0

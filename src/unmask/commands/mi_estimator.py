@@ -181,7 +181,9 @@ def mi_eval(args: argparse.Namespace) -> int:
         hidden = compute_hidden(model, tokens, estimator.config.layer, progress=update)
     result = evaluate_predictions(predict(estimator, hidden, masked), mi, masked)
     result["split"] = split
-    result["cost"] = cost_fraction(model, estimator, tokens[:args.cost_batch])
+    # a fixed batch (contexts repeated as needed), so the cost does not depend on the split
+    reps = -(-args.cost_batch // len(tokens))
+    result["cost"] = cost_fraction(model, estimator, tokens.repeat(reps, 1)[:args.cost_batch])
     if args.json:
         print(json.dumps(result))
     else:

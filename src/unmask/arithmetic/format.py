@@ -1,8 +1,8 @@
 """Fixed-width multiplication sequences ``a*b=c`` and their tokens.
 
 Every field is zero-padded to a fixed width, so each position always means the same thing:
-with 2-digit factors, ``07*13=0091`` is 10 tokens. Digits d are tokens d (0-9), ``*`` is 10,
-``=`` is 11, MASK is 12.
+with a 2-digit and a 1-digit factor, ``07*8=056`` is 8 tokens. Digits d are tokens d (0-9),
+``*`` is 10, ``=`` is 11, MASK is 12.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class EquationFormat:
     ``a_digits + b_digits`` wide product (wide enough for any product)."""
 
     a_digits: int = 2
-    b_digits: int = 2
+    b_digits: int = 1
 
     def __post_init__(self):
         for name in ("a_digits", "b_digits"):

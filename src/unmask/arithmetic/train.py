@@ -25,10 +25,11 @@ TASKS = {
 
 
 def arithmetic_model_config(fmt: EquationFormat | None = None, **overrides) -> TransformerConfig:
-    """The shipped multiplication architecture: 4 layers, d=96, learned positions."""
+    """The shipped multiplication architecture: 3 layers, d=64, learned positions (about 0.1M
+    parameters, 0.4 MB of weights)."""
     fmt = fmt or EquationFormat()
-    base = dict(vocab_size=VOCAB_SIZE, mask_id=MASK_ID, max_length=fmt.length, d_model=96,
-                n_layers=4, n_heads=4, d_ff=384, position="learned",
+    base = dict(vocab_size=VOCAB_SIZE, mask_id=MASK_ID, max_length=fmt.length, d_model=64,
+                n_layers=3, n_heads=4, d_ff=128, position="learned",
                 task=f"multiplication-{fmt.a_digits}x{fmt.b_digits}")
     base.update(overrides)
     return TransformerConfig(**base)

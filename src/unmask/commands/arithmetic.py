@@ -13,7 +13,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="runs/arithmetic", help="run folder (checkpoints, best/)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--a-digits", type=int, default=2, help="width of the first factor")
-    p.add_argument("--b-digits", type=int, default=2, help="width of the second factor")
+    p.add_argument("--b-digits", type=int, default=1, help="width of the second factor")
     p.add_argument("--steps", type=int, default=30_000, help="total optimiser steps")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -125,6 +125,7 @@ def print_tables(rows: list[dict], source: str) -> None:
     from rich.table import Table
 
     console = Console()
+    console = Console(width=max(console.width, 100))  # keep the numeric columns readable
     for task in dict.fromkeys(r["task"] for r in rows):
         part = [r for r in rows if r["task"] == task]
         base = next((r["ms_per_step"] for r in part if r["sampler"] == "confidence"), None)

@@ -71,7 +71,8 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[BenchEntry]
         for entry in entries:
             sampler = make_sampler(entry.name, **entry.params)
             start = time.perf_counter()
-            res = decode(model, x, sampler, cfg, seed=seed)
+            # rows draw seeds seed*prompts + r, so runs with different seeds share no row
+            res = decode(model, x, sampler, cfg, seed=seed * prompts)
             wall = time.perf_counter() - start
             rows.append({
                 "task": task, "sampler": entry.label, "name": entry.name,

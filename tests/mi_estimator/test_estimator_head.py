@@ -23,11 +23,12 @@ def perturb(est):
     return est
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_output_is_symmetric_non_negative_with_zero_diagonal(activation):
+@pytest.mark.parametrize("activation,prior", [("relu", 0), ("gelu", 0), ("relu", 9)])
+def test_output_is_symmetric_non_negative_with_zero_diagonal(activation, prior):
     torch.manual_seed(1)
     est = perturb(MIEstimator(EstimatorConfig(hidden_size=12, d=8, n_heads=2, pair_hidden=3,
-                                              pair_rank=5, activation=activation)))
+                                              pair_rank=5, activation=activation,
+                                              pair_prior_length=prior)))
     h = torch.randn(4, 7, 12) * 3
     mi = est(h)
     assert mi.shape == (4, 7, 7)
@@ -55,6 +56,26 @@ def test_pairs_match_the_hadamard_mlp_written_out():
     raw = torch.nn.functional.softplus(torch.relu(z) @ est.out.weight[0] + est.out.bias)
     want = (raw + raw.transpose(1, 2)) / 2 * (1 - torch.eye(5))
     assert torch.allclose(est(h), want, atol=1e-6)
+
+
+def test_pair_prior_adds_a_symmetric_table_to_the_logit():
+    torch.manual_seed(4)
+    cfg = dict(hidden_size=6, d=4, n_heads=2, pair_hidden=2, pair_rank=2)
+    plain = perturb(MIEstimator(EstimatorConfig(**cfg)))
+    prior = MIEstimator(EstimatorConfig(**cfg, pair_prior_length=6))
+    prior.load_state_dict({**plain.state_dict(), "pair_prior": torch.zeros(6, 6)})
+    h = torch.randn(2, 5, 6)
+    assert torch.equal(prior(h), plain(h))  # a zero table changes nothing
+    with torch.no_grad():
+        prior.pair_prior[0, 1] = 100.0  # +50 on both directed logits of the pair (0, 1)
+        high = prior(h)
+        prior.pair_prior[0, 1] = 80.0  # +40: softplus is linear up there
+        low = prior(h)
+    assert torch.allclose(high[:, 0, 1] - low[:, 0, 1], torch.full((2,), 10.0), atol=1e-4)
+    assert torch.equal(high[:, 1, 0], high[:, 0, 1])
+    assert torch.equal(high[:, 2:, 2:], plain(h)[:, 2:, 2:])
+    with pytest.raises(UnmaskError, match="pair prior"):
+        prior(torch.randn(1, 7, 6))
 
 
 def test_bad_hidden_shape_names_the_field():

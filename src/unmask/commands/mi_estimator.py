@@ -43,6 +43,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mixer-layers", type=int, default=1)
     p.add_argument("--pair-hidden", type=int, default=8, help="pair MLP units")
     p.add_argument("--pair-rank", type=int, default=16, help="rank of each unit's bilinear form")
+    p.add_argument("--pair-prior", action="store_true",
+                   help="learn a prior per pair of positions (for fixed-meaning positions such "
+                        "as Sudoku cells)")
     p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
@@ -69,7 +72,9 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     labels = _load_labels(args.labels, model)
     est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer, d=args.d,
                               mixer_layers=args.mixer_layers, pair_hidden=args.pair_hidden,
-                              pair_rank=args.pair_rank, model_fingerprint=model.fingerprint())
+                              pair_rank=args.pair_rank,
+                              pair_prior_length=model.max_length if args.pair_prior else 0,
+                              model_fingerprint=model.fingerprint())
     cfg = EstimatorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
                                eval_every=args.eval_every, patience=args.patience,
                                held_out=args.held_out, split_seed=args.split_seed,

@@ -8,7 +8,9 @@ Architecture (about 0.1M parameters at the defaults):
 
     h (B, N, D) -> Linear(D, d) + GELU -> ``mixer_layers`` pre-LN transformer blocks (d)
     for each of U pair units: z_u(i, j) = q_i^u . k_j^u + b_u   (q^u, k^u: linear maps d -> r)
-    M_ij = softplus(sum_u w_u act(z_u(i, j)) + c);  M <- (M + M^T) / 2;  diagonal 0
+    M_ij = softplus(sum_u w_u act(z_u(i, j)) + c [+ P_ij]);  M <- (M + M^T) / 2;  diagonal 0
+
+with P an optional learned table over pairs of positions (``pair_prior_length``).
 
 This is the "pair feature q_i * k_j (Hadamard) -> MLP -> softplus" head: the first MLP layer on
 a Hadamard feature is a set of bilinear forms q_i^T diag(w_u) k_j, here each of rank r with its
@@ -55,6 +57,10 @@ class EstimatorConfig:
         bounds the estimator's share of a forward pass).
     pair_rank: rank r of each unit's bilinear form q_i^u . k_j^u (see the module docstring).
     activation: 'relu' or 'gelu' in the pair MLP (relu is cheaper on the N^2 pair tensor).
+    pair_prior_length: L > 0 adds a learned symmetric (L, L) table to every pair's logit, a
+        prior per pair of positions for models whose positions have a fixed meaning (Sudoku
+        cells: it learns the row/column/box peers from few labels); inputs longer than L are
+        refused. 0 = none (positions are known only through the hidden states).
     model_fingerprint: :meth:`MaskedModel.fingerprint` of the MDM the estimator was trained on
         ("" = not tied to a model yet: only the hidden size is checked).
     """
@@ -67,6 +73,7 @@ class EstimatorConfig:
     pair_hidden: int = 8
     pair_rank: int = 16
     activation: str = "relu"
+    pair_prior_length: int = 0
     model_fingerprint: str = ""
 
     def __post_init__(self):
@@ -78,6 +85,8 @@ class EstimatorConfig:
                 "d, pair_hidden, pair_rank: must be >= 1")
         require(self.activation in ("relu", "gelu"),
                 f"activation: expected 'relu' or 'gelu', got {self.activation!r}")
+        require(self.pair_prior_length >= 0,
+                f"pair_prior_length: must be >= 0, got {self.pair_prior_length}")
         require(self.mixer_layers >= 0, f"mixer_layers: must be >= 0, got {self.mixer_layers}")
         require(self.d % self.n_heads == 0,
                 f"d: {self.d} is not divisible by n_heads={self.n_heads}")
@@ -101,6 +110,8 @@ class MIEstimator(nn.Module):
         self.key = nn.Linear(d, u * r)
         self.pair_bias = nn.Parameter(torch.zeros(u))
         self.out = nn.Linear(u, 1)
+        length = config.pair_prior_length
+        self.pair_prior = nn.Parameter(torch.zeros(length, length)) if length else None
         # start near MI ~ 0 (softplus(-4) ~ 0.018): most pairs carry little information
         nn.init.constant_(self.out.bias, -4.0)
 
@@ -131,6 +142,12 @@ class MIEstimator(nn.Module):
         # contract the units with (1, U) @ (B, U, N*N): no permute of the pair tensor
         w = self.out.weight.expand(b, 1, u)
         m = torch.bmm(w, z.view(b, u, n * n)).view(b, n, n) + self.out.bias
+        if self.pair_prior is not None:
+            if n > self.config.pair_prior_length:
+                raise UnmaskError(f"hidden: {n} positions exceed the estimator's pair prior of "
+                                  f"{self.config.pair_prior_length}")
+            prior = self.pair_prior[:n, :n]
+            m = m + 0.5 * (prior + prior.T)
         m = F.softplus(m)
         m = 0.5 * (m + m.transpose(1, 2))
         keep = ~torch.eye(n, dtype=torch.bool, device=m.device)

@@ -20,7 +20,7 @@ def pretrained_path(name: str) -> Path:
     if not (path / "config.json").is_file():
         shipped = sorted(p.name for p in PRETRAINED_DIR.iterdir()
                          if (p / "config.json").is_file())
-        raise UnmaskError(f"model: no shipped model named {name!r} "
+        raise UnmaskError(f"model: {name!r} is neither a model folder nor a shipped model "
                           f"(shipped: {', '.join(shipped) or 'none'})")
     return path
 

@@ -1,0 +1,122 @@
+"""Shared benchmark pieces: sampler entries, timed batched decoding, tables, Pareto plots."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from unmask.decode import DecodeConfig, DecodeResult, decode
+from unmask.errors import UnmaskError
+from unmask.samplers.base import make_sampler, parse_param_value
+
+
+@dataclass
+class BenchEntry:
+    """One sampler configuration to benchmark: a label, a registered name, its parameters."""
+
+    label: str
+    name: str
+    params: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, spec: str) -> BenchEntry:
+        """``NAME`` or ``NAME:K=V,K=V`` (e.g. ``eb:gamma=0.1,order=confidence``)."""
+        name, _, rest = spec.partition(":")
+        params = {}
+        for item in filter(None, (s.strip() for s in rest.split(","))):
+            if "=" not in item:
+                raise UnmaskError(f"sampler spec {spec!r}: expected K=V, got {item!r}")
+            k, v = item.split("=", 1)
+            params[k.strip()] = parse_param_value(v.strip())
+        make_sampler(name.strip(), **params)  # validate now, with a message naming the field
+        label = name.strip() + (" " + " ".join(f"{k}={v}" for k, v in params.items())
+                                if params else "")
+        return cls(label, name.strip(), params)
+
+
+def timed_decode(model, tokens: torch.Tensor, entry: BenchEntry, config: DecodeConfig,
+                 *, seed: int = 0, batch_size: int = 1000) -> tuple[DecodeResult, float]:
+    """Decode ``tokens`` (B, N) in chunks of ``batch_size`` rows; (merged result, seconds)."""
+    sampler = make_sampler(entry.name, **entry.params)
+    parts = []
+    start = time.perf_counter()
+    for i in range(0, tokens.shape[0], batch_size):
+        parts.append(decode(model, tokens[i:i + batch_size], sampler, config, seed=seed + i))
+    wall = time.perf_counter() - start
+    cat = {k: torch.cat([getattr(p, k) for p in parts]) for k in
+           ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step")}
+    return DecodeResult(**cat), wall
+
+
+def render_table(rows: list[dict], columns: list[tuple[str, str, str]], title: str) -> None:
+    """Print ``rows`` with rich. columns: (header, key, format spec) e.g. ("NFE", "nfe", ".1f")."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, (header, _, _) in enumerate(columns):
+        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for r in rows:
+        table.add_row(*[("-" if r.get(key) is None else format(r[key], fmt))
+                        for _, key, fmt in columns])
+    Console().print(table)
+
+
+def pareto_front(rows: list[dict], x: str, y: str) -> list[dict]:
+    """Rows not dominated by another (lower or equal ``x`` and higher or equal ``y``)."""
+    return [r for r in rows if not any(
+        (o[x] <= r[x] and o[y] >= r[y]) and (o[x] < r[x] or o[y] > r[y]) for o in rows)]
+
+
+def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = "accuracy",
+                xlabel: str = "mean forward passes (NFE)", ylabel: str = "solved %",
+                title: str = "", references: list[tuple[str, float, float]] = ()) -> None:
+    """Scatter of ``y`` (as %) against ``x`` per sampler family, Pareto front drawn, saved
+    atomically as PNG. references: extra (label, x, y%) points drawn hollow (published)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from unmask.io import atomic_path
+
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    families = list(dict.fromkeys(r["name"] for r in rows))
+    cmap = plt.get_cmap("tab10")
+    for k, fam in enumerate(families):
+        part = sorted((r for r in rows if r["name"] == fam), key=lambda r: r[x])
+        ax.plot([r[x] for r in part], [100 * r[y] for r in part], "o-", color=cmap(k % 10),
+                label=fam, alpha=0.85, ms=6)
+        for r in part:
+            short = r["label"][len(fam):].strip()
+            if short:
+                ax.annotate(short, (r[x], 100 * r[y]), fontsize=7, xytext=(4, 3),
+                            textcoords="offset points", color=cmap(k % 10))
+    front = sorted(pareto_front(rows, x, y), key=lambda r: r[x])
+    ax.plot([r[x] for r in front], [100 * r[y] for r in front], "k--", lw=1, alpha=0.5,
+            label="Pareto front")
+    for label, rx, ry in references:
+        ax.plot([rx], [ry], marker="s", mfc="none", mec="gray", ms=8, ls="none")
+        ax.annotate(label, (rx, ry), fontsize=7, color="gray", xytext=(4, -10),
+                    textcoords="offset points")
+    ax.set_xscale("log")
+    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+
+    xs = [r[x] for r in rows] + [rx for _, rx, _ in references]
+    ticks = [t for t in (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500)
+             if min(xs) / 1.5 <= t <= max(xs) * 1.5]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(xlabel + " (log scale)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)

@@ -1,0 +1,93 @@
+"""``unmask bench sudoku``: every sampler on one puzzle set, a table and a Pareto plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from unmask.cli import arguments, command
+
+
+def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", default="hard", help="hard | medium | a puzzle file (default hard)")
+    p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
+                   help="NAME or NAME:K=V,K=V (default: the full comparison)")
+    p.add_argument("--limit", type=int, default=None, help="first N puzzles only")
+    p.add_argument("--model", default=None, help="model folder (default: the shipped one)")
+    p.add_argument("--estimator", default=None,
+                   help="MI estimator folder for mi-guided (default: the shipped one)")
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", default=None, metavar="OUT", help="write results as JSON")
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="Pareto plot")
+    p.add_argument("--quiet", action="store_true")
+
+
+@command("bench", "sudoku", help="solved %% vs forward passes for every sampler on Sudoku")
+@arguments(_bench_sudoku_args)
+def bench_sudoku_cmd(args: argparse.Namespace) -> int:
+    import torch
+
+    from unmask.bench import BenchEntry, pareto_plot, render_table
+    from unmask.commands.common import output_path, progress_bar
+    from unmask.errors import UnmaskError
+    from unmask.io import atomic_write_text
+    from unmask.pretrained import load_model
+    from unmask.sudoku.bench import (
+        DEFAULT_SPECS,
+        SEED_REFERENCE,
+        bench_sudoku,
+        singles_reference,
+    )
+    from unmask.sudoku.datasets import load_set
+    from unmask.sudoku.parse import read_puzzles
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.limit is not None and args.limit < 1:
+        raise UnmaskError(f"--limit: must be >= 1, got {args.limit}")
+    json_path = output_path(args.json, "--json") if args.json else None
+    plot_path = output_path(args.plot, "--plot") if args.plot else None
+    if args.set in ("hard", "medium"):
+        puzzles, _ = load_set(args.set)
+    else:
+        puzzles = read_puzzles(args.set)
+    puzzles = puzzles[: args.limit]
+    model = load_model(args.model)
+    specs = args.samplers or DEFAULT_SPECS
+    entries = [BenchEntry.parse(s) for s in specs]
+    if args.estimator:
+        for e in entries:
+            if e.name == "mi-guided":
+                e.params["estimator"] = args.estimator
+    with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
+        rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
+                            batch_size=args.batch_size, progress=update)
+    ref = singles_reference(puzzles)
+    seq = next((r for r in rows if r["label"] == "confidence"), None)
+    for r in rows:
+        r["nfe_vs_sequential"] = r["nfe"] / seq["nfe"] if seq else None
+        r["solved_pct"] = 100 * r["solved"]
+    title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {model.source} "
+             f"(mean {ref['mean_blanks']:.1f} blanks)")
+    render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
+                        ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
+                        ("seqs", "sequences", ".1f"), ("cum. H", "cumulative_entropy", ".2f"),
+                        ("wall s", "wall_s", ".1f"), ("puzzles/s", "puzzles_per_s", ".1f")],
+                 title)
+    rounds = (f"{ref['mean_rounds']:.1f} rounds" if ref["mean_rounds"] is not None else "n/a")
+    print(f"physical reference: parallel naked/hidden singles finish "
+          f"{100 * ref['singles_share']:.0f}% of these puzzles ({rounds} where they do); "
+          f"a perfect MDM needs 1 pass.")
+    print("published reference (1,000 hard): " + "; ".join(
+        f"{label[4:]} {nfe} passes / {acc}%" for label, nfe, acc in SEED_REFERENCE))
+    if json_path is not None:
+        atomic_write_text(json_path, json.dumps(
+            {"set": args.set, "puzzles": len(puzzles), "model": str(model.source),
+             "singles_reference": ref, "rows": rows}, indent=2) + "\n")
+    if plot_path is not None:
+        pareto_plot([{**r, "accuracy": r["solved"]} for r in rows], plot_path,
+                    title=title, references=SEED_REFERENCE)
+        print(f"plot: {plot_path}")
+    return 0

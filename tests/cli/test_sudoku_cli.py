@@ -1,0 +1,74 @@
+"""The Sudoku CLI end to end on a tiny random model: JSON schema, bad input, the bench."""
+
+import json
+
+import pytest
+import torch
+
+from unmask.cli import main
+from unmask.models.transformer import MDMTransformer
+from unmask.sudoku.datasets import load_set
+from unmask.sudoku.parse import to_string
+from unmask.sudoku.train import sudoku_model_config
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny")
+    MDMTransformer(sudoku_model_config(d_model=16, n_layers=1, n_heads=2, d_ff=32)
+                   ).save_pretrained(path)
+    return str(path)
+
+
+def test_solve_json_schema(tiny_model_dir, capsys):
+    puzzles, solutions = load_set("medium")
+    # a puzzle with a single blank: any decent decoder fills it; the schema is what we check
+    nearly = solutions[0].copy()
+    nearly[5] = 0
+    args = ["sudoku", "solve", to_string(puzzles[0]), to_string(nearly), "--json",
+            "--model", tiny_model_dir]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    for line, puzzle in zip(lines, (puzzles[0], nearly), strict=True):
+        obj = json.loads(line)
+        assert set(obj) >= {"puzzle", "grid", "solved", "nfe"}
+        assert obj["puzzle"] == to_string(puzzle)
+        assert len(obj["grid"]) == 81 and "." not in obj["grid"]
+        assert isinstance(obj["solved"], bool) and isinstance(obj["nfe"], int)
+        # clues are kept
+        assert all(g == p for g, p in zip(obj["grid"], obj["puzzle"], strict=True) if p != ".")
+    assert json.loads(lines[1])["nfe"] == 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["sudoku", "solve", "123"], "81"),
+    (["sudoku", "solve", "x" * 81], "bad character"),
+    (["sudoku", "solve", "11" + "." * 79], "contradict"),
+    (["sudoku", "solve"], "no puzzle"),
+    (["sudoku", "solve", "." * 81, "--sampler", "nope"], "nope"),
+    (["sudoku", "solve", "." * 81, "--param", "k=0"], "k"),
+    (["sudoku", "solve", "." * 81, "--model", "/nonexistent/model"], "model"),
+    (["bench", "sudoku", "--limit", "0"], "--limit"),
+    (["bench", "sudoku", "--plot", "/nonexistent/dir/p.png"], "does not exist"),
+])
+def test_bad_input_one_line_exit_2(args, needle, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
+    out, plot = tmp_path / "b.json", tmp_path / "p.png"
+    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "4", "--quiet",
+                 "--samplers", "confidence", "topk:k=7", "eb:gamma=0.1,order=confidence",
+                 "--json", str(out), "--plot", str(plot)]) == 0
+    data = json.loads(out.read_text())
+    assert data["puzzles"] == 4 and [r["label"] for r in data["rows"]] == [
+        "confidence", "topk k=7", "eb gamma=0.1 order=confidence"]
+    seq, top7 = data["rows"][0], data["rows"][1]
+    assert seq["nfe"] == pytest.approx(57.0, abs=10)  # one pass per blank
+    assert top7["nfe"] < seq["nfe"] / 5
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert "physical reference" in capsys.readouterr().out

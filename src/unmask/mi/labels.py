@@ -247,7 +247,7 @@ def compute_shard(model: MaskedModel, task: ContextTask, spec: LabelSpec, start:
 
 
 def write_labels(model: MaskedModel, out: str | Path, *, contexts: int, task: str = "sudoku",
-                 seed: int = 0, eps: float = 1e-4, mask_ratio: tuple[float, float] = (0.05, 1.0),
+                 seed: int = 0, eps: float = 1e-3, mask_ratio: tuple[float, float] = (0.05, 1.0),
                  shard_size: int = 256, batch_size: int = 4096, renormalize: bool = True,
                  log: Callable[[str], None] | None = None) -> dict:
     """Write (or finish) the label set of ``contexts`` contexts into folder ``out``.

@@ -79,8 +79,11 @@ def check_image_path(path: str | Path) -> Path:
     return path
 
 
-def _draw_heatmap(ax, mi: np.ndarray, vmax: float, cmap):
-    im = ax.imshow(mi, cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest")
+def _draw_heatmap(ax, mi: np.ndarray, blank: np.ndarray, vmax: float, cmap):
+    """MI (81, 81); rows and columns of clues (``blank`` False) in grey: no MI is defined."""
+    shown = np.where(blank[:, None] & blank[None, :], mi, np.nan)
+    im = ax.imshow(shown, cmap=cmap.with_extremes(bad="0.88"), vmin=0.0, vmax=vmax,
+                   interpolation="nearest")
     for k in range(SIDE, N_CELLS, SIDE):  # row boundaries; thicker at box bands
         lw = 0.9 if k % (SIDE * BOX) == 0 else 0.25
         ax.axhline(k - 0.5, color="0.55", lw=lw)
@@ -157,9 +160,10 @@ def plot_mi_maps(grid, maps: dict[str, torch.Tensor], cell: int, out: str | Path
                              gridspec_kw={"hspace": 0.35, "wspace": 0.3})
     for col, (name, a) in enumerate(arrays.items()):
         s = scores[name]
-        im = _draw_heatmap(axes[0, col], a, heat_max, cmap)
+        im = _draw_heatmap(axes[0, col], a, grid == 0, heat_max, cmap)
         axes[0, col].set_title(
-            f"{name}: pairwise MI (nats)\npeers hold {100 * s['mass_share']:.0f}% of the MI, "
+            f"{name}: pairwise MI (nats), clues in grey\n"
+            f"peers hold {100 * s['mass_share']:.0f}% of the MI, "
             f"{100 * s['top_share']:.0f}% of the top-10% pairs\n(chance "
             f"{100 * s['chance_share']:.0f}%)", fontsize=9)
         fig.colorbar(im, ax=axes[0, col], fraction=0.046, pad=0.03).ax.tick_params(labelsize=7)

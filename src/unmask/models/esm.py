@@ -1,0 +1,120 @@
+"""Any ``transformers`` ``EsmForMaskedLM`` checkpoint (ESM-2 and ESM-1b/1v layouts) as a
+:class:`MaskedModel` over the protein tokens of :mod:`unmask.protein.tokens`.
+
+The adapter speaks our protein vocabulary (20 amino acids in ``AMINO_ACIDS`` order, MASK 20,
+PAD 21), so a checkpoint drops into everything built for the shipped protein MDM: rows of
+``max_length`` slots whose first L are residues or MASK and whose rest is PAD. Each forward
+maps a row to ESM's own ids as ``<cls> residues <eos> <pad>...`` with an attention mask that
+stops at ``<eos>``, runs the model once, and returns logits restricted to our 22 ids (the 20
+residues, ESM's ``<mask>`` and ``<pad>`` columns) and the final hidden states (after ESM's
+last layer norm) of the residue slots, for the MI estimator. ESM's extra letters (X, B, U, Z,
+O, gaps) are never emitted. ESM-C checkpoints (the ``esm`` package's own format) are not
+``EsmForMaskedLM`` checkpoints and are not read here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from unmask.errors import UnmaskError, require
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, VOCAB_SIZE, check_padded_tokens
+
+#: the ESM-2 alphabet in id order, used when a checkpoint folder has no vocab.txt
+ESM2_ALPHABET = ("<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T",
+                 "I", "D", "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U",
+                 "Z", "O", ".", "-", "<null_1>", "<mask>")
+
+
+def _import_esm():
+    try:
+        from transformers import EsmForMaskedLM
+    except ImportError:
+        raise UnmaskError("model: ESM checkpoints need transformers; pip install transformers "
+                          "(the 'esm' extra)") from None
+    return EsmForMaskedLM
+
+
+class EsmMaskedModel(MaskedModel):
+    """``EsmForMaskedLM`` behind the :class:`MaskedModel` contract on protein tokens.
+
+    esm: the loaded ``EsmForMaskedLM``; vocab: its token strings in id order.
+    """
+
+    def __init__(self, esm, vocab: list[str] | tuple[str, ...]):
+        super().__init__()
+        vocab = list(vocab)
+        require(len(vocab) == esm.config.vocab_size,
+                f"vocab: {len(vocab)} tokens but the model's vocab_size is "
+                f"{esm.config.vocab_size}")
+        for tok in ("<cls>", "<eos>", "<pad>", "<mask>", *AMINO_ACIDS):
+            require(tok in vocab, f"vocab: the checkpoint's vocabulary has no {tok!r}")
+        self.esm = esm.eval()
+        self.vocab_size = VOCAB_SIZE
+        self.mask_id = MASK_ID
+        self.real_token_ids = tuple(range(len(AMINO_ACIDS)))
+        # two slots go to <cls> and <eos>
+        self.max_length = int(esm.config.max_position_embeddings) - 2
+        self.hidden_size = int(esm.config.hidden_size)
+        self.autocast_bf16 = False
+        self.cls_id, self.eos_id = vocab.index("<cls>"), vocab.index("<eos>")
+        self.esm_pad_id = vocab.index("<pad>")
+        # our id -> ESM id (residues, MASK, PAD); the same list picks our logit columns
+        ours = [vocab.index(a) for a in AMINO_ACIDS] + [vocab.index("<mask>"), self.esm_pad_id]
+        self.register_buffer("to_esm", torch.tensor(ours, dtype=torch.long), persistent=False)
+
+    def check_tokens(self, tokens: torch.Tensor) -> None:
+        check_padded_tokens(tokens, super().check_tokens)
+
+    def esm_inputs(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(input_ids (B, N+2), attention_mask (B, N+2)) in ESM's ids for tokens (B, N)."""
+        b, n = tokens.shape
+        length = (tokens != PAD_ID).sum(1)  # PAD is a suffix, so this is where <eos> goes
+        ids = torch.full((b, n + 2), self.esm_pad_id, dtype=torch.long, device=tokens.device)
+        ids[:, 0] = self.cls_id
+        ids[:, 1:n + 1] = self.to_esm.to(tokens.device)[tokens]
+        ids.scatter_(1, (length + 1)[:, None], self.eos_id)
+        attention = torch.arange(n + 2, device=tokens.device)[None, :] <= (length + 1)[:, None]
+        return ids, attention.long()
+
+    def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False) -> ModelOutput:
+        n = tokens.shape[1]
+        ids, attention = self.esm_inputs(tokens)
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=self.autocast_bf16 and tokens.device.type == "cpu"):
+            out = self.esm.esm(input_ids=ids, attention_mask=attention,
+                               output_hidden_states=output_hidden_layers, return_dict=True)
+            h = out.last_hidden_state
+            logits = self.esm.lm_head(h)
+        logits = logits[:, 1:n + 1].index_select(-1, self.to_esm.to(tokens.device))
+        layers = None
+        if output_hidden_layers and out.hidden_states is not None:
+            layers = tuple(t[:, 1:n + 1].float() for t in out.hidden_states)
+        return ModelOutput(logits=logits.float(), hidden=h[:, 1:n + 1].float(),
+                           hidden_layers=layers)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, map_location: str = "cpu"
+                        ) -> EsmMaskedModel:
+        """Load an ``EsmForMaskedLM`` folder (config.json + weights; vocab.txt if present,
+        else the ESM-2 alphabet)."""
+        directory = Path(directory)
+        if not (directory / "config.json").is_file():
+            raise UnmaskError(f"model: {directory} has no config.json")
+        esm_cls = _import_esm()
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one line per failure is the CLI's contract
+        try:
+            esm = esm_cls.from_pretrained(str(directory)).to(map_location)
+        except (OSError, ValueError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UnmaskError(f"model: {directory} is not a readable EsmForMaskedLM "
+                              f"checkpoint ({first})") from None
+        vocab_file = directory / "vocab.txt"
+        vocab = (vocab_file.read_text().split() if vocab_file.is_file() else ESM2_ALPHABET)
+        model = cls(esm, vocab)
+        model.source = str(directory)
+        return model

@@ -1,0 +1,139 @@
+"""The protein MDM: PAD as given context, loading, held-out loss, and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from unmask import UnmaskError
+from unmask.cli import main
+from unmask.decode import decode
+from unmask.models import MDMTransformer, TransformerConfig
+from unmask.protein.data import CropSampler
+from unmask.protein.model import (
+    ProteinMDM,
+    check_protein_model,
+    heldout_eval_set,
+    load_protein_model,
+    masked_loss,
+    protein_model_config,
+)
+from unmask.protein.tokens import MASK_ID, PAD_ID, generation_inputs
+
+pytest.importorskip("pyhmmer")
+TINY = {"d_model": 16, "d_ff": 32, "n_layers": 1, "n_heads": 2}
+
+
+@pytest.fixture
+def tiny_protein():
+    torch.manual_seed(0)
+    return ProteinMDM(protein_model_config(**TINY)).eval()
+
+
+def test_decoding_fills_exactly_the_given_length(tiny_protein):
+    lengths = np.array([50, 77, 100])
+    x = generation_inputs(lengths)
+    res = decode(tiny_protein, x, "confidence")
+    assert res.nfe.tolist() == lengths.tolist()  # one residue per pass
+    filled = res.tokens != PAD_ID
+    assert filled.sum(1).tolist() == lengths.tolist()
+    assert bool((res.tokens[filled] < 20).all())
+    assert torch.equal(res.tokens == PAD_ID, x == PAD_ID)
+
+
+def test_pad_in_the_middle_is_rejected(tiny_protein):
+    x = generation_inputs(np.array([10]))
+    x[0, 3] = PAD_ID
+    with pytest.raises(UnmaskError, match="PAD must only follow"):
+        decode(tiny_protein, x, "confidence")
+
+
+def test_uniform_model_has_held_out_loss_log_20(tiny_protein):
+    torch.nn.init.zeros_(tiny_protein.head.weight)
+    torch.nn.init.zeros_(tiny_protein.head.bias)
+    rng = np.random.default_rng(0)
+    inputs, targets, masked = heldout_eval_set(CropSampler([rng.integers(0, 20, 300)]), n=16)
+    assert not bool(masked[targets == PAD_ID].any())
+    assert bool((inputs[masked] == MASK_ID).all())
+    m = masked_loss(tiny_protein, inputs, targets, masked, batch_size=5)
+    assert m["heldout_loss"] == pytest.approx(np.log(20), abs=1e-6)
+
+
+def test_save_load_and_model_checks(tiny_protein, tmp_path):
+    tiny_protein.save_pretrained(tmp_path / "m")
+    loaded = load_protein_model(tmp_path / "m")
+    assert isinstance(loaded, ProteinMDM) and loaded.fingerprint() == tiny_protein.fingerprint()
+    sudoku_like = MDMTransformer(TransformerConfig(vocab_size=10, mask_id=9, max_length=81,
+                                                   d_model=16, n_heads=2, d_ff=32))
+    with pytest.raises(UnmaskError, match="expected a protein model"):
+        check_protein_model(sudoku_like)
+    sudoku_like.save_pretrained(tmp_path / "s")
+    with pytest.raises(UnmaskError, match="expected a protein model"):
+        load_protein_model(tmp_path / "s")
+    with pytest.raises(UnmaskError, match="neither a model folder nor a shipped model"):
+        load_protein_model("no-such-model")
+
+
+def run_train(tmp_path, *extra):
+    return main(["train", "protein", "--out", str(tmp_path / "run"), "--batch-size", "8",
+                 "--eval-every", "2", "--eval-size", "16", "--threads", "1",
+                 "--model-config", json.dumps(TINY), *extra])
+
+
+def test_train_then_resume_then_bench(tmp_path, capsys):
+    assert run_train(tmp_path, "--steps", "2") == 0
+    assert run_train(tmp_path, "--steps", "4", "--resume") == 0
+    out = capsys.readouterr().out
+    assert "resumed at step 2" in out and "14 nonstandard" in out
+    history = [json.loads(line) for line in (tmp_path / "run/history.jsonl").open()]
+    assert [h["step"] for h in history] == [2, 4]
+    split = json.loads((tmp_path / "run/best/split.json").read_text())
+    assert split["heldout_proteins"] == len(split["heldout_names"]) > 0
+
+    out_json = tmp_path / "bench.json"
+    assert main(["bench", "protein", "--model", str(tmp_path / "run/best"), "--n", "6",
+                 "--samplers", "confidence", "topk:k=12", "--json", str(out_json),
+                 "--quiet", "--threads", "1"]) == 0
+    report = json.loads(out_json.read_text())
+    rows = {r["label"]: r for r in report["rows"]}
+    assert list(rows) == ["natural: training crops", "natural: held-out crops", "confidence",
+                          "topk k=12"]
+    lengths = np.random.default_rng([0, 4099]).integers(50, 101, 6)
+    assert rows["confidence"]["nfe"] == pytest.approx(lengths.mean())
+    assert rows["topk k=12"]["nfe"] == pytest.approx(np.ceil(lengths / 12).mean())
+    for r in report["rows"]:
+        assert 0 <= r["jsd_heldout"] <= np.log(2) and 0 <= r["low_complexity"] <= 1
+    # natural crops are far closer to held-out composition than an untrained model's output
+    assert rows["natural: held-out crops"]["jsd_2mer"] < rows["confidence"]["jsd_2mer"]
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--n", "0"], "--n"),
+    (["--max-length", "101"], "lengths"),
+    (["--min-length", "60", "--max-length", "50"], "lengths"),
+    (["--samplers", "topk:k=0"], "k"),
+    (["--json", "/no/such/dir/x.json"], "--json"),
+])
+def test_bench_bad_input_exits_2(tmp_path, tiny_protein, args, field, capsys):
+    tiny_protein.save_pretrained(tmp_path / "m")
+    code = main(["bench", "protein", "--model", str(tmp_path / "m"), "--n", "2", "--quiet",
+                 "--no-natural", "--samplers", "topk:k=50", *args])
+    assert code == 2
+    assert field in capsys.readouterr().err
+
+
+def test_train_on_a_bad_fasta_fails_cleanly_or_skips_with_counts(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    good = "".join(f">p{i}\n" + "".join(rng.choice(list("ACDEFGHIKLMNPQRSTVWY"), 120)) + "\n"
+                   for i in range(30))
+    fasta = tmp_path / "mixed.fa"
+    fasta.write_text(good + ">bad\nMKVJJJ\n>empty\n>short\nMKV\n")
+    assert run_train(tmp_path, "--fasta", str(fasta), "--steps", "1", "--eval-every", "1") == 0
+    out = capsys.readouterr().out
+    assert "27 training and 3 held-out" in out
+    assert "skipped: 1 empty, 1 nonstandard, 1 short" in out
+    garbage = tmp_path / "garbage.fa"
+    garbage.write_text("hello\n")
+    assert run_train(tmp_path, "--fasta", str(garbage), "--steps", "1") == 2
+    assert "before the first '>' header" in capsys.readouterr().err

@@ -145,3 +145,24 @@ def test_training_batches_are_pure_crops_of_training_proteins_with_pad_never_mas
     # mask ratios spread over (0, 1]: some rows nearly all masked, some barely
     share = masked.sum(1) / (targets != PAD_ID).sum(1)
     assert share.min() < 0.2 and share.max() > 0.8
+
+
+def test_label_contexts_come_from_held_out_proteins_and_ignore_shard_boundaries():
+    from unmask.protein.data import label_contexts
+
+    split = load_split()
+    whole = label_contexts(3, 0, 6, (0.2, 0.5), split)
+    parts = torch.cat([label_contexts(3, 0, 2, (0.2, 0.5), split),
+                       label_contexts(3, 2, 4, (0.2, 0.5), split)])
+    assert torch.equal(whole, parts)
+    held = "|".join(letters(p) for p in split.heldout)
+    for row in whole:
+        n = int((row != PAD_ID).sum())
+        share = float((row == MASK_ID).sum()) / n
+        assert 50 <= n <= 100 and 0.19 <= share <= 0.51
+        visible = row[:n].tolist()
+        # every unmasked stretch of the context is a substring of a held-out protein
+        for chunk in "".join("?" if t == MASK_ID else AMINO_ACIDS[t] for t in visible).split("?"):
+            assert chunk in held
+    with pytest.raises(UnmaskError, match="mask_ratio"):
+        label_contexts(0, 0, 1, (0.5, 0.5), split)

@@ -254,3 +254,28 @@ def training_batch(sampler: CropSampler, step: int, batch_size: int, seed: int =
     masked[np.arange(batch_size), draw.argmin(1)] = True
     mask_t = torch.from_numpy(masked)
     return targets.masked_fill(mask_t, MASK_ID), targets, mask_t
+
+
+#: keeps label contexts apart from every other random draw of this module
+_LABEL_SALT = 0x9E0_7E1
+
+
+def label_contexts(seed: int, start: int, count: int, mask_ratio: tuple[float, float],
+                   split: ProteinSplit | None = None) -> torch.Tensor:
+    """(count, MAX_LENGTH) contexts for MI labels: crops of *held-out* proteins (the MDM never
+    trained on them), lengths uniform in [50, 100], round(r * L) residues masked (at least 1)
+    with r uniform in ``mask_ratio``, PAD after the crop. Context c depends only on
+    (seed, c, mask_ratio), so label shards can be computed in any order."""
+    lo, hi = mask_ratio
+    require(0.0 <= lo < hi <= 1.0, f"mask_ratio: expected 0 <= lo < hi <= 1, got {mask_ratio}")
+    crops = (split or load_split()).heldout_sampler()
+    out = torch.empty(count, MAX_LENGTH, dtype=torch.long)
+    for k in range(count):  # one small generator per context: contexts independent of shards
+        rng = np.random.default_rng([_LABEL_SALT, seed, start + k])
+        tokens, crop = crops.crops(rng.integers(MIN_GEN_LENGTH, MAX_GEN_LENGTH + 1, 1), rng)
+        n = int(crop[0])
+        n_masked = min(n, max(1, round((lo + (hi - lo) * rng.random()) * n)))
+        hidden = np.argsort(rng.random(n), kind="stable")[:n_masked]
+        tokens[0, torch.from_numpy(hidden)] = MASK_ID
+        out[k] = tokens[0]
+    return out

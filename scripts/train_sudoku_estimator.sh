@@ -46,7 +46,7 @@ t1=$(stamp)
 RESUME=()
 [[ -f $RUN/checkpoint.pt ]] && RESUME=(--resume)
 unmask train mi-estimator --model "$MODEL" --labels "$LABELS" --out "$RUN" \
-    --threads "$THREADS" --epochs 60 --patience 8 "${RESUME[@]}"
+    --threads "$THREADS" --pair-prior --max-time 1200 "${RESUME[@]}"
 t2=$(stamp)
 
 unmask mi eval --model "$MODEL" --labels "$LABELS" --estimator "$RUN/best" \

@@ -27,10 +27,10 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                    help="model folder or shipped name the labels were probed on "
                         "(default: the shipped Sudoku model)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
-    p.add_argument("--epochs", type=int, default=100, help="at most this many epochs")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--patience", type=int, default=8,
+    p.add_argument("--epochs", type=int, default=200, help="at most this many epochs")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=5e-3)
+    p.add_argument("--patience", type=int, default=15,
                    help="held-out evaluations without improvement before stopping")
     p.add_argument("--eval-every", type=int, default=0,
                    help="steps between held-out evaluations (0 = every epoch)")

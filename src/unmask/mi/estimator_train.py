@@ -263,14 +263,14 @@ class EstimatorTrainConfig:
     held_out: share of groups (puzzles) held out; split_seed picks which.
     """
 
-    batch_size: int = 64
-    lr: float = 2e-3
+    batch_size: int = 16
+    lr: float = 5e-3
     min_lr: float = 1e-4
     weight_decay: float = 0.01
     warmup_steps: int = 100
-    max_epochs: int = 100
+    max_epochs: int = 200
     eval_every: int = 0
-    patience: int = 8
+    patience: int = 15
     held_out: float = 0.1
     split_seed: int = 0
     seed: int = 0

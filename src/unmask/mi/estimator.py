@@ -92,6 +92,20 @@ class EstimatorConfig:
                 f"d: {self.d} is not divisible by n_heads={self.n_heads}")
 
 
+def select_hidden(output, layer: int | None) -> torch.Tensor:
+    """Hidden states (B, N, D) of a :class:`ModelOutput`: the final ones (``layer`` None) or
+    ``hidden_layers[layer]`` (0 = embeddings, negative from the end)."""
+    if layer is None:
+        return output.hidden
+    if output.hidden_layers is None:
+        raise UnmaskError(f"layer: estimator reads hidden layer {layer}; run the model "
+                          "with output_hidden_layers=True")
+    n_layers = len(output.hidden_layers)
+    if not -n_layers <= layer < n_layers:
+        raise UnmaskError(f"layer: {layer} is outside the model's {n_layers} hidden layers")
+    return output.hidden_layers[layer]
+
+
 class MIEstimator(nn.Module):
     """hidden (B, N, D) -> MI (B, N, N): symmetric, non-negative, zero diagonal, in nats."""
 
@@ -162,16 +176,7 @@ class MIEstimator(nn.Module):
 
     def hidden_from(self, output) -> torch.Tensor:
         """The hidden states (B, N, D) this estimator reads from a :class:`ModelOutput`."""
-        layer = self.config.layer
-        if layer is None:
-            return output.hidden
-        if output.hidden_layers is None:
-            raise UnmaskError(f"layer: estimator reads hidden layer {layer}; run the model "
-                              "with output_hidden_layers=True")
-        n_layers = len(output.hidden_layers)
-        if not -n_layers <= layer < n_layers:
-            raise UnmaskError(f"layer: {layer} is outside the model's {n_layers} hidden layers")
-        return output.hidden_layers[layer]
+        return select_hidden(output, self.config.layer)
 
     def check_model(self, model: MaskedModel) -> None:
         """Raise :class:`UnmaskError` unless this estimator was trained on ``model``."""

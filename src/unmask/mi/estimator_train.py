@@ -29,7 +29,7 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path
-from unmask.mi.estimator import EstimatorConfig, MIEstimator, needs_hidden_layers
+from unmask.mi.estimator import MIEstimator, needs_hidden_layers, select_hidden
 from unmask.models.base import MaskedModel
 
 MASK_RATIO_BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -116,13 +116,12 @@ def compute_hidden(model: MaskedModel, tokens: torch.Tensor, layer: int | None =
     """(M, N, D) frozen hidden states of ``model`` on ``tokens`` (M, N), stored in ``dtype``
     (float16 halves the memory; post-norm hidden states lose nothing that matters)."""
     model.check_tokens(tokens)
-    probe = MIEstimator(EstimatorConfig(hidden_size=model.hidden_size, layer=layer))
     parts = []
     with torch.inference_mode():
         for lo in range(0, len(tokens), batch_size):
             out = model(tokens[lo:lo + batch_size].to(model.device),
-                        output_hidden_layers=needs_hidden_layers(probe))
-            parts.append(probe.hidden_from(out).to("cpu", dtype))
+                        output_hidden_layers=layer is not None)
+            parts.append(select_hidden(out, layer).to("cpu", dtype))
             if progress is not None:
                 progress(min(lo + batch_size, len(tokens)))
     return torch.cat(parts) if parts else torch.zeros(0, tokens.shape[1], model.hidden_size)

@@ -127,6 +127,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
     p.add_argument("--no-natural", action="store_true",
                    help="leave out the natural-crop reference rows")
     p.add_argument("--json", default=None, metavar="OUT", help="write results as JSON")
@@ -156,6 +157,7 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
     json_path = output_path(args.json, "--json") if args.json else None
     plot_path = output_path(args.plot, "--plot") if args.plot else None
     model = load_protein_model(args.model)
+    model.autocast_bf16 = bool(args.bf16)
     split = split_from_args(args, model.source)
     entries = [BenchEntry.parse(s) for s in (args.samplers or DEFAULT_SPECS)]
     if args.estimator:
@@ -175,7 +177,8 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
         r["distinct_pct"] = 100 * r["distinct"]
     title = (f"Proteins: {args.n} of length {args.min_length}-{args.max_length} "
              f"(mean {lengths.double().mean():.1f}) at temperature {args.temperature:g}, "
-             f"model {model.source}; JSD in nats vs {len(split.heldout)} held-out proteins")
+             f"model {model.source}{' (bf16)' if args.bf16 else ''}; JSD in nats vs "
+             f"{len(split.heldout)} held-out proteins")
     render_table(rows, [("sampler", "label", ""), ("mean NFE", "nfe", ".1f"),
                         ("NFE / seq.", "nfe_vs_sequential", ".2f"),
                         ("JSD aa", "jsd_heldout", ".4f"), ("JSD aa bg", "jsd_background", ".4f"),

@@ -23,14 +23,14 @@ from unmask.protein.tokens import (
 SEED_REFERENCE = [("ref sequential", 74.8, 0.093), ("ref top-12", 6.2, 0.218),
                   ("ref MI-guided γ=4", 10.0, 0.174)]
 
-#: protein positions carry 2-3 nats each, so entropy budgets are in units of ~2.7 nats per
-#: extra position and confidence thresholds sit far below Sudoku's
+#: protein positions carry 2-3 nats each, so entropy budgets are in units of ~2.8 nats per
+#: extra position and confidence thresholds sit far below Sudoku's; 'uniform' (random order)
+#: is plain ancestral sampling, free of any ordering bias
 DEFAULT_SPECS = [
-    "confidence", "entropy", "margin",
-    "topk:k=2", "topk:k=4", "topk:k=12",
-    "eb:gamma=3", "eb:gamma=10", "eb:gamma=30",
-    "eb:gamma=3,order=confidence", "eb:gamma=10,order=confidence",
-    "threshold:tau=0.9", "threshold:tau=0.5", "threshold:tau=0.3",
+    "confidence", "entropy", "uniform",
+    "topk:k=4", "topk:k=12",
+    "eb:gamma=3", "eb:gamma=10", "eb:gamma=30", "eb:gamma=10,order=confidence",
+    "threshold:tau=0.5", "threshold:tau=0.3", "threshold:tau=0.2",
 ]
 
 

@@ -137,3 +137,23 @@ def test_train_on_a_bad_fasta_fails_cleanly_or_skips_with_counts(tmp_path, capsy
     garbage.write_text("hello\n")
     assert run_train(tmp_path, "--fasta", str(garbage), "--steps", "1") == 2
     assert "before the first '>' header" in capsys.readouterr().err
+
+
+def test_shipped_model_is_small_and_was_trained_without_the_held_out_proteins():
+    from unmask.pretrained import pretrained_path
+    from unmask.protein.data import load_split
+
+    model = load_protein_model()
+    assert isinstance(model, ProteinMDM) and model.max_length == 100
+    folder = pretrained_path("protein")
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 5_000_000
+    record = json.loads((folder / "split.json").read_text())
+    split = load_split(None, record["heldout_fraction"], record["split_seed"])
+    assert record["heldout_names"] == split.heldout_names
+    # better than the held-out proteins' own unigram composition would be
+    from unmask.protein.metrics import composition
+
+    inputs, targets, masked = heldout_eval_set(split.heldout_sampler(), n=256)
+    comp = composition(split.heldout)
+    unigram = float(-np.log(comp[targets[masked].numpy()]).mean())
+    assert masked_loss(model, inputs, targets, masked)["heldout_loss"] < unigram

@@ -30,7 +30,7 @@ DEFAULT_SPECS = [
     "confidence", "entropy", "uniform",
     "topk:k=4", "topk:k=12",
     "eb:gamma=3", "eb:gamma=10", "eb:gamma=30", "eb:gamma=10,order=confidence",
-    "threshold:tau=0.5", "threshold:tau=0.3", "threshold:tau=0.2",
+    "threshold:tau=0.12", "threshold:tau=0.1",
 ]
 
 

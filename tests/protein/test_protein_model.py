@@ -94,7 +94,8 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
     out_json = tmp_path / "bench.json"
     assert main(["bench", "protein", "--model", str(tmp_path / "run/best"), "--n", "6",
                  "--samplers", "confidence", "topk:k=12", "--json", str(out_json),
-                 "--quiet", "--threads", "1"]) == 0
+                 "--plot", str(tmp_path / "bench.png"), "--quiet", "--threads", "1"]) == 0
+    assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
     report = json.loads(out_json.read_text())
     rows = {r["label"]: r for r in report["rows"]}
     assert list(rows) == ["natural: training crops", "natural: held-out crops", "confidence",

@@ -198,7 +198,8 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
                    if r["nfe"] is not None]
         pareto_plot(decoded, plot_path, y="closeness",
                     ylabel="100 × (1 − JSD of amino-acid composition vs held-out, nats)",
-                    title=title, references=[(label, nfe, 100 * (1 - j))
-                                             for label, nfe, j in SEED_REFERENCE])
+                    title=f"{args.n} proteins of length {args.min_length}-{args.max_length}, "
+                          f"temperature {args.temperature:g}, {Path(model.source).name}",
+                    references=[(label, nfe, 100 * (1 - j)) for label, nfe, j in SEED_REFERENCE])
         print(f"plot: {plot_path}")
     return 0

@@ -39,6 +39,7 @@ class TrainConfig:
     eval_every: int = 1000
     checkpoint_every_s: float = 300.0
     max_time_s: float | None = None
+    stop_at_step: int | None = None  # pause here (resume later) without changing the schedule
     seed: int = 0
     device: str = "cpu"
     select_metric: str = "accuracy"
@@ -108,6 +109,8 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
     t_window, n_window = time.time(), 0
     while step < cfg.total_steps:
         if cfg.max_time_s is not None and time.time() - start > cfg.max_time_s:
+            break
+        if cfg.stop_at_step is not None and step >= cfg.stop_at_step:
             break
         model.train()
         inputs, targets, loss_mask = (t.to(device) for t in batch_fn(step, cfg.batch_size))

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-
 import torch
 
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.arithmetic.train import TASKS, task_inputs, training_batch
+from unmask.bench import BenchEntry, timed_decode
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import require
 from unmask.models.base import MaskedModel
-from unmask.samplers.base import make_sampler
 from unmask.samplers.pc import frequency_table
-
-
-@dataclass
-class BenchEntry:
-    """One sampler configuration to benchmark: a label, a registered name, its parameters."""
-
-    label: str
-    name: str
-    params: dict = field(default_factory=dict)
 
 
 def default_entries(fmt: EquationFormat) -> list[BenchEntry]:
@@ -72,11 +60,9 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[BenchEntry]
         x = task_inputs(fmt, task, prompts, seed=seed)
         cfg = DecodeConfig(temperature=generate_temperature if task == "generate" else 0.0)
         for entry in entries:
-            sampler = make_sampler(entry.name, **entry.params)
-            start = time.perf_counter()
             # rows draw seeds seed*prompts + r, so runs with different seeds share no row
-            res = decode(model, x, sampler, cfg, seed=seed * prompts)
-            wall = time.perf_counter() - start
+            res, wall = timed_decode(model, x, entry, cfg, seed=seed * prompts,
+                                     batch_size=len(x))
             rows.append({
                 "task": task, "sampler": entry.label, "name": entry.name,
                 "params": {k: v for k, v in entry.params.items() if k != "frequencies"},

@@ -12,6 +12,9 @@ from unmask.cli import arguments, command
 def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="runs/sudoku", help="run folder (checkpoints, best/)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--init-from", default=None, metavar="MODEL",
+                   help="start from these weights (e.g. 'sudoku', the shipped model) with a "
+                        "fresh optimiser: how a later run continues the shipped model")
     p.add_argument("--steps", type=int, default=40_000, help="total optimiser steps")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -47,7 +50,16 @@ def train_sudoku(args: argparse.Namespace) -> int:
         overrides = json.loads(args.model_config) if args.model_config else {}
     except json.JSONDecodeError as e:
         raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
-    model = MDMTransformer(sudoku_model_config(**overrides))
+    if args.init_from and args.resume:
+        raise UnmaskError("--init-from: cannot be combined with --resume")
+    if args.init_from:
+        from unmask.pretrained import load_model
+
+        model = load_model(args.init_from)
+        if overrides:
+            raise UnmaskError("--model-config: the architecture comes from --init-from")
+    else:
+        model = MDMTransformer(sudoku_model_config(**overrides))
     cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
                       total_steps=args.steps, eval_every=args.eval_every,
                       max_time_s=args.max_time, seed=args.seed, device=args.device,

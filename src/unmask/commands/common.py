@@ -58,3 +58,46 @@ def progress_bar(total: int, description: str, enabled: bool = True):
                   console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task(description, total=total)
         yield lambda completed: prog.update(task, completed=completed)
+
+
+def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch_size: int,
+                      lr: float, warmup: int, eval_every: int) -> None:
+    """The flags every ``unmask train TASK`` shares, with the task's defaults."""
+    p.add_argument("--out", default=out, help="run folder (checkpoints, best/)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--steps", type=int, default=steps, help="total optimiser steps")
+    p.add_argument("--batch-size", type=int, default=batch_size)
+    p.add_argument("--lr", type=float, default=lr)
+    p.add_argument("--warmup", type=int, default=warmup)
+    p.add_argument("--eval-every", type=int, default=eval_every)
+    p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--seed", type=int, default=0, help="seed of the training batches")
+    p.add_argument("--model-config", default=None,
+                   help="JSON object overriding the architecture (e.g. '{\"n_layers\": 6}')")
+    p.add_argument("--no-bf16", action="store_true")
+
+
+def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
+    """Apply ``--threads``; return (architecture overrides from ``--model-config``,
+    the :class:`~unmask.training.TrainConfig` the flags describe, plus ``config``)."""
+    import json
+
+    import torch
+
+    from unmask.training import TrainConfig
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        overrides = json.loads(args.model_config) if args.model_config else {}
+    except json.JSONDecodeError as e:
+        raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
+    if not isinstance(overrides, dict):
+        raise UnmaskError("--model-config: not a JSON object")
+    cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
+                      total_steps=args.steps, eval_every=args.eval_every,
+                      max_time_s=args.max_time, seed=args.seed, device=args.device,
+                      bf16=not args.no_bf16, **config)
+    return overrides, cfg

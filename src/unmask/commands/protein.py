@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from unmask.cli import arguments, command
+from unmask.commands.common import add_training_args, training_setup
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:
@@ -19,22 +20,10 @@ def _data_args(p: argparse.ArgumentParser) -> None:
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="runs/protein", help="run folder (checkpoints, best/)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    add_training_args(p, out="runs/protein", steps=2400, batch_size=64, lr=1.5e-3, warmup=200,
+                      eval_every=200)
     _data_args(p)
-    p.add_argument("--steps", type=int, default=2400, help="total optimiser steps")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=1.5e-3)
-    p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--eval-size", type=int, default=512, help="held-out crops per evaluation")
-    p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--seed", type=int, default=0, help="seed of the training batches")
-    p.add_argument("--model-config", default=None,
-                   help="JSON object overriding the architecture (e.g. '{\"d_model\": 96}')")
-    p.add_argument("--no-bf16", action="store_true")
 
 
 def split_from_args(args: argparse.Namespace, model_dir: str | Path | None = None):
@@ -59,7 +48,6 @@ def split_record(split, fraction: float, seed: int) -> dict:
 @command("train", "protein", help="train the protein MDM (checkpoints, --resume)")
 @arguments(_train_args)
 def train_protein(args: argparse.Namespace) -> int:
-    import torch
 
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
@@ -70,14 +58,9 @@ def train_protein(args: argparse.Namespace) -> int:
         masked_loss,
         protein_model_config,
     )
-    from unmask.training import TrainConfig, train
+    from unmask.training import train
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
-        overrides = json.loads(args.model_config) if args.model_config else {}
-    except json.JSONDecodeError as e:
-        raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
+    overrides, cfg = training_setup(args, select_metric="score")
     if args.eval_size < 1:
         raise UnmaskError(f"--eval-size: must be >= 1, got {args.eval_size}")
     split = split_from_args(args)
@@ -91,10 +74,6 @@ def train_protein(args: argparse.Namespace) -> int:
     print(f"data: {split.source}: {len(split.train)} training and {len(split.heldout)} held-out "
           f"proteins; skipped: {skips}", flush=True)
     model = ProteinMDM(protein_model_config(**overrides))
-    cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
-                      total_steps=args.steps, eval_every=args.eval_every,
-                      max_time_s=args.max_time, seed=args.seed, device=args.device,
-                      bf16=not args.no_bf16, select_metric="score")
     print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
     train_crops = split.train_sampler()
     eval_set = heldout_eval_set(split.heldout_sampler(), args.eval_size)

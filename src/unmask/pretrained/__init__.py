@@ -1,7 +1,7 @@
 """Models shipped inside the package (safetensors + JSON config), loaded with no download.
 
-Each shipped model lives in a folder here: ``sudoku/`` (the Sudoku MDM) and, where present,
-companion files such as ``sudoku/mi_estimator/``.
+Each shipped model lives in a folder here: ``sudoku/`` (the Sudoku MDM),
+``sudoku_mi_estimator/`` (its MI estimator), ``arithmetic/``, ``protein/``.
 """
 
 from __future__ import annotations

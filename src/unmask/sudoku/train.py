@@ -6,7 +6,8 @@ Each training sample is a solution grid with some cells masked, in one of two wa
   decoder visits between a puzzle and its solution.
 - random: every cell masked with a probability drawn uniformly in (0, 1].
 Grids come from a pool of generated puzzles under a fresh random symmetry per sample, so the
-model never sees the same grid twice in practice; the pool excludes the test sets' solutions.
+model never sees the same grid twice in practice; the pool's grids come from
+:func:`~unmask.sudoku.datasets.training_grids`, which never returns a test-set solution.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import torch
 
 from unmask.decode import decode
 from unmask.models.transformer import MDMTransformer, TransformerConfig
-from unmask.sudoku.engine import is_valid_solution, make_puzzles, random_full_grids
+from unmask.sudoku.datasets import training_grids
+from unmask.sudoku.engine import is_valid_solution, make_puzzles
 from unmask.sudoku.symmetry import augment
 from unmask.sudoku.tokens import MASK_ID, VOCAB_SIZE, grid_to_tokens, tokens_to_grid
 
@@ -41,18 +43,14 @@ class SudokuPool:
     solutions: np.ndarray
 
     @classmethod
-    def generate(cls, n: int, seed: int, exclude: np.ndarray | None = None,
-                 cache_dir: str | Path | None = None) -> SudokuPool:
-        """Generate ``n`` minimal puzzles (cached by (n, seed) in ``cache_dir``)."""
+    def generate(cls, n: int, seed: int, cache_dir: str | Path | None = None) -> SudokuPool:
+        """Generate ``n`` minimal puzzles on grids that are no test-set solution (cached by
+        (n, seed) in ``cache_dir``)."""
         path = Path(cache_dir) / f"sudoku-pool-{n}-{seed}.npz" if cache_dir else None
         if path is not None and path.is_file():
             data = np.load(path)
             return cls(data["puzzles"], data["solutions"])
-        solutions = random_full_grids(n, seed=seed)
-        if exclude is not None and len(exclude):
-            test = {g.tobytes() for g in np.asarray(exclude, dtype=np.int8)}
-            keep = np.array([g.tobytes() not in test for g in solutions])
-            solutions = solutions[keep]
+        solutions = training_grids(n, seed=seed)
         puzzles = make_puzzles(solutions, seed=seed + 1)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

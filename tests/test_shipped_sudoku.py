@@ -1,0 +1,66 @@
+"""The shipped Sudoku MDM (and its MI estimator) load with no download and do their job."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from unmask import decode, make_sampler
+from unmask.cli import main
+from unmask.pretrained import load_model
+from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
+from unmask.sudoku.datasets import load_set
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model("sudoku")
+
+
+def test_shipped_model_is_the_documented_architecture(model):
+    assert model.config.task == "sudoku" and model.config.relation_bias
+    assert sum(p.numel() for p in model.parameters()) < 3_000_000
+
+
+def test_shipped_model_solves_easy_puzzles(model):
+    # solutions with 10 cells blanked: every blank is a naked single
+    _, solutions = load_set("medium")
+    rng = np.random.default_rng(0)
+    puzzles = solutions[:20].copy()
+    for row in puzzles:
+        row[rng.choice(81, 10, replace=False)] = 0
+    res = decode(model, grid_to_tokens(puzzles), make_sampler("confidence"))
+    assert is_valid_solution(tokens_to_grid(res.tokens), puzzles).all()
+    assert (res.nfe == 10).all()
+
+
+def test_shipped_estimator_belongs_to_the_shipped_model(model):
+    from unmask.mi.estimator import load_estimator
+
+    est = load_estimator(None, model)
+    x = grid_to_tokens(load_set("hard")[0][:2])
+    with torch.inference_mode():
+        out = model(x)
+        mi = est(out.hidden, x == model.mask_id)
+    assert mi.shape == (2, 81, 81) and (mi >= 0).all()
+    assert torch.allclose(mi, mi.transpose(1, 2))
+
+
+@pytest.mark.slow
+def test_bench_on_a_hard_slice(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "sudoku", "--limit", "20", "--quiet", "--samplers", "confidence",
+                 "topk:k=7", "eb:gamma=0.1,order=confidence",
+                 "mi-guided:gamma=0.3,order=confidence", "--json", str(out)]) == 0
+    rows = {r["label"]: r for r in json.loads(out.read_text())["rows"]}
+    seq = rows["confidence"]
+    assert seq["solved"] >= 0.2  # the shipped model is well above this on hard puzzles
+    assert rows["topk k=7"]["nfe"] < seq["nfe"] / 5
+    assert rows["mi-guided gamma=0.3 order=confidence"]["nfe"] < seq["nfe"]
+
+
+@pytest.mark.slow
+def test_demo_runs(capsys):
+    assert main(["demo", "--puzzles", "10"]) == 0
+    assert "solved %" in capsys.readouterr().out

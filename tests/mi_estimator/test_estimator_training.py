@@ -11,7 +11,7 @@ from unmask.mi.estimator import EstimatorConfig, MIEstimator
 from unmask.mi.estimator_train import (
     EstimatorTrainConfig,
     LabelSet,
-    compute_hidden,
+    compute_features,
     held_out_loss,
     held_out_mask,
     train_estimator,
@@ -27,7 +27,8 @@ def toy_labels(positional_toy, toy_contexts):
 
 @pytest.fixture(scope="module")
 def toy_hidden(positional_toy, toy_contexts):
-    return compute_hidden(positional_toy, toy_contexts, batch_size=100)
+    cfg = EstimatorConfig(hidden_size=positional_toy.hidden_size)
+    return compute_features(positional_toy, toy_contexts, cfg, batch_size=100)
 
 
 def new_estimator(model):
@@ -37,11 +38,34 @@ def new_estimator(model):
                                        model_fingerprint=model.fingerprint()))
 
 
-def test_compute_hidden_matches_the_model(positional_toy, toy_contexts, toy_hidden):
+def test_compute_features_matches_the_model(positional_toy, toy_contexts, toy_hidden):
     want = positional_toy(toy_contexts[:7]).hidden.to(torch.float16)
     assert torch.equal(toy_hidden[:7], want)
-    layer0 = compute_hidden(positional_toy, toy_contexts[:7], layer=0)
+    cfg = EstimatorConfig(hidden_size=positional_toy.hidden_size, layer=0)
+    layer0 = compute_features(positional_toy, toy_contexts[:7], cfg)
     assert layer0.shape == (7, 5, 4)  # the toy's first hidden layer: one-hot tokens
+
+
+def test_marginal_features_are_the_models_probabilities_and_entropy(positional_toy,
+                                                                   toy_contexts):
+    from unmask.decode import entropy_from_log_probs, real_log_probs
+
+    k = len(positional_toy.real_token_ids)
+    cfg = EstimatorConfig(hidden_size=positional_toy.hidden_size, marginal_size=k)
+    feats = compute_features(positional_toy, toy_contexts[:7], cfg, dtype=torch.float32)
+    assert feats.shape == (7, 5, positional_toy.hidden_size + k + 1) == (7, 5, cfg.feature_size)
+    out = positional_toy(toy_contexts[:7])
+    real = torch.zeros(positional_toy.vocab_size, dtype=torch.bool)
+    real[list(positional_toy.real_token_ids)] = True
+    log_p = real_log_probs(out.logits, real)
+    d = positional_toy.hidden_size
+    torch.testing.assert_close(feats[..., :d], out.hidden.float())
+    probs, ent = log_p.exp()[..., real].float(), entropy_from_log_probs(log_p).float()
+    torch.testing.assert_close(feats[..., d:d + k], probs, atol=1e-6, rtol=0)
+    torch.testing.assert_close(feats[..., -1], ent, atol=1e-5, rtol=0)
+    bad = EstimatorConfig(hidden_size=positional_toy.hidden_size, marginal_size=k + 1)
+    with pytest.raises(UnmaskError, match="real tokens"):
+        compute_features(positional_toy, toy_contexts[:2], bad)
 
 
 def test_training_beats_the_untrained_head_and_the_mean(positional_toy, toy_labels,

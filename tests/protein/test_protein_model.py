@@ -158,3 +158,40 @@ def test_shipped_model_is_small_and_was_trained_without_the_held_out_proteins():
     comp = composition(split.heldout)
     unigram = float(-np.log(comp[targets[masked].numpy()]).mean())
     assert masked_loss(model, inputs, targets, masked)["heldout_loss"] < unigram
+
+
+def test_mi_labels_and_estimator_on_protein_contexts(tiny_protein, tmp_path, capsys):
+    """`unmask mi label --task protein` probes held-out crops (PAD never probed) with the
+    protein model, and the estimator trains and evaluates on those labels."""
+    from unmask.mi import perturbation_mi
+    from unmask.mi.labels import read_labels
+    from unmask.protein.data import label_contexts
+
+    tiny_protein.save_pretrained(tmp_path / "m")
+    labels = tmp_path / "labels"
+    assert main(["mi", "label", "--task", "protein", "--model", str(tmp_path / "m"),
+                 "--contexts", "3", "--mask-ratio", "0.05:0.1", "--shard-size", "2",
+                 "--out", str(labels), "--seed", "5"]) == 0
+    tensors, manifest = read_labels(labels)
+    assert manifest["identity"]["task"] == "protein" and manifest["contexts"] == 3
+    tokens = label_contexts(5, 0, 3, (0.05, 0.1))
+    assert torch.equal(tensors["tokens"], tokens)
+    pad = tokens == PAD_ID
+    assert pad.any() and not tensors["masked"][pad].any()
+    assert (tensors["mi"][pad] == 0).all() and (tensors["mi"].transpose(1, 2)[pad] == 0).all()
+    want = perturbation_mi(tiny_protein, tokens, eps=1e-3)
+    torch.testing.assert_close(tensors["mi"], want.mi.float(), atol=1e-5, rtol=0)
+    # the estimator commands find the protein model through the labels' task
+    est = tmp_path / "est"
+    assert main(["train", "mi-estimator", "--labels", str(labels), "--model", str(tmp_path / "m"),
+                 "--out", str(est), "--epochs", "2", "--marginals", "--held-out", "0.5"]) == 0
+    cfg = json.loads((est / "best" / "config.json").read_text())["config"]
+    assert cfg["marginal_size"] == 20
+    assert main(["mi", "eval", "--labels", str(labels), "--model", str(tmp_path / "m"),
+                 "--estimator", str(est / "best"), "--split", "all", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["contexts"] == 3 and result["pairs"] > 0
+    # the shipped Sudoku model cannot read protein labels
+    assert main(["mi", "eval", "--labels", str(labels), "--model", "sudoku",
+                 "--estimator", str(est / "best")]) == 2
+    assert "protein" in capsys.readouterr().err

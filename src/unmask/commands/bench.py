@@ -73,7 +73,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
              f"(mean {ref['mean_blanks']:.1f} blanks)")
     render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
                         ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
-                        ("seqs", "sequences", ".1f"), ("cum. H", "cumulative_entropy", ".2f"),
+                        ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
+                        ("cum. H", "cumulative_entropy", ".2f"),
                         ("wall s", "wall_s", ".1f"), ("puzzles/s", "puzzles_per_s", ".1f")],
                  title)
     rounds = (f"{ref['mean_rounds']:.1f} rounds" if ref["mean_rounds"] is not None else "n/a")

@@ -23,7 +23,7 @@ def _label_args(p: argparse.ArgumentParser) -> None:
     from unmask.mi.labels import CONTEXT_TASKS
 
     p.add_argument("--model", default=None,
-                   help="model folder or shipped name (default: the shipped Sudoku model)")
+                   help="model folder or shipped name (default: the task's shipped model)")
     p.add_argument("--task", default="sudoku", choices=sorted(CONTEXT_TASKS),
                    help="where contexts come from (default sudoku)")
     p.add_argument("--contexts", type=int, required=True, help="number of contexts to label")
@@ -48,8 +48,7 @@ def mi_label(args: argparse.Namespace) -> int:
 
     import torch
 
-    from unmask.mi.labels import write_labels
-    from unmask.pretrained import load_model
+    from unmask.mi.labels import get_task, write_labels
 
     mask_ratio = parse_ratio_range(args.mask_ratio)
     if args.contexts < 1:
@@ -62,7 +61,7 @@ def mi_label(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--batch-size: must be >= 1, got {args.batch_size}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = load_model(args.model)
+    model = get_task(args.task).load_model(args.model)
     model.autocast_bf16 = bool(args.bf16)
     t0 = time.perf_counter()
     manifest = write_labels(model, args.out, contexts=args.contexts, task=args.task,

@@ -11,13 +11,17 @@ from unmask.commands.common import progress_bar
 from unmask.errors import UnmaskError
 
 
-def _load_labels(path: str, model):
+def _load_labels(path: str, model_arg: str | None):
+    """The label set at ``path`` and the model it was probed on: ``model_arg``, or by default
+    the shipped model of the labels' task; an error unless the two belong together."""
     from unmask.commands.common import existing_dir
     from unmask.mi.estimator_train import LabelSet
+    from unmask.mi.labels import get_task
 
     labels = LabelSet.from_dir(existing_dir(path, "--labels"))
+    model = get_task(labels.identity.get("task", "sudoku")).load_model(model_arg)
     labels.check_model(model)
-    return labels
+    return labels, model
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -25,7 +29,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="run folder (checkpoint.pt, best/, history)")
     p.add_argument("--model", default=None,
                    help="model folder or shipped name the labels were probed on "
-                        "(default: the shipped Sudoku model)")
+                        "(default: the shipped model of the labels' task)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--epochs", type=int, default=200, help="at most this many epochs")
     p.add_argument("--batch-size", type=int, default=16)
@@ -46,6 +50,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pair-prior", action="store_true",
                    help="learn a prior per pair of positions (for fixed-meaning positions such "
                         "as Sudoku cells)")
+    p.add_argument("--marginals", action="store_true",
+                   help="also read the model's marginals (probabilities and entropy) of the "
+                        "same pass; much better ranks on Sudoku")
     p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
@@ -60,20 +67,19 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     from unmask.mi.estimator import EstimatorConfig, MIEstimator
     from unmask.mi.estimator_train import (
         EstimatorTrainConfig,
-        compute_hidden,
+        compute_features,
         planned_steps,
         train_estimator,
     )
-    from unmask.pretrained import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = load_model(args.model)
-    labels = _load_labels(args.labels, model)
+    labels, model = _load_labels(args.labels, args.model)
     est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer, d=args.d,
                               mixer_layers=args.mixer_layers, pair_hidden=args.pair_hidden,
                               pair_rank=args.pair_rank,
                               pair_prior_length=model.max_length if args.pair_prior else 0,
+                              marginal_size=len(model.real_token_ids) if args.marginals else 0,
                               model_fingerprint=model.fingerprint())
     cfg = EstimatorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
                                eval_every=args.eval_every, patience=args.patience,
@@ -83,7 +89,7 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     estimator = MIEstimator(est_cfg)
     t0 = time.perf_counter()
     with progress_bar(len(labels), "hidden states") as update:
-        hidden = compute_hidden(model, labels.tokens, est_cfg.layer, progress=update)
+        hidden = compute_features(model, labels.tokens, est_cfg, progress=update)
     print(f"{len(labels):,} labelled contexts, hidden states in {time.perf_counter() - t0:.1f} s;"
           f" estimator {sum(p.numel() for p in estimator.parameters()):,} parameters",
           flush=True)
@@ -105,7 +111,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--estimator", default=None,
                    help="estimator folder or shipped name (default: the shipped Sudoku one)")
     p.add_argument("--model", default=None,
-                   help="model folder or shipped name (default: the shipped Sudoku model)")
+                   help="model folder or shipped name (default: the shipped model of the "
+                        "labels' task)")
     p.add_argument("--split", choices=("auto", "held-out", "all"), default="auto",
                    help="contexts to score: the estimator's held-out split, all, or auto (the "
                         "held-out split when these are its training labels, else all)")
@@ -164,26 +171,24 @@ def mi_eval(args: argparse.Namespace) -> int:
 
     from unmask.mi.estimator import load_estimator
     from unmask.mi.estimator_train import (
-        compute_hidden,
+        compute_features,
         cost_fraction,
         evaluate_predictions,
         predict,
     )
-    from unmask.pretrained import load_model
 
     if args.cost_batch < 1:
         raise UnmaskError(f"--cost-batch: must be >= 1, got {args.cost_batch}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = load_model(args.model)
+    labels, model = _load_labels(args.labels, args.model)
     model.autocast_bf16 = False
-    labels = _load_labels(args.labels, model)
     estimator = load_estimator(args.estimator, model)
     sel, split = select_contexts(labels, estimator, args.split)
     tokens, mi = labels.tokens[sel], labels.mi[sel]
     masked = tokens == model.mask_id
     with progress_bar(len(tokens), "hidden states", enabled=not args.json) as update:
-        hidden = compute_hidden(model, tokens, estimator.config.layer, progress=update)
+        hidden = compute_features(model, tokens, estimator.config, progress=update)
     result = evaluate_predictions(predict(estimator, hidden, masked), mi, masked)
     result["split"] = split
     # a fixed batch (contexts repeated as needed), so the cost does not depend on the split

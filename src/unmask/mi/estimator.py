@@ -6,11 +6,18 @@ decoder already makes.
 
 Architecture (about 0.1M parameters at the defaults):
 
-    h (B, N, D) -> Linear(D, d) + GELU -> ``mixer_layers`` pre-LN transformer blocks (d)
+    f (B, N, F) -> Linear(F, d) + GELU -> ``mixer_layers`` pre-LN transformer blocks (d)
     for each of U pair units: z_u(i, j) = q_i^u . k_j^u + b_u   (q^u, k^u: linear maps d -> r)
     M_ij = softplus(sum_u w_u act(z_u(i, j)) + c [+ P_ij]);  M <- (M + M^T) / 2;  diagonal 0
 
 with P an optional learned table over pairs of positions (``pair_prior_length``).
+
+The features f are the frozen hidden states (F = D), optionally followed by the model's own
+marginals from the same pass: the K real-token probabilities and their entropy (F = D + K + 1,
+``marginal_size = K``). The marginals are a fixed function of the final hidden states, but not
+one a small head learns easily: two cells share information only where their marginals overlap
+(in Sudoku, peers split between the same two digits), which is one bilinear form p_i^T A p_j on
+the probabilities and hard to recover from the pre-softmax geometry of the hidden states.
 
 This is the "pair feature q_i * k_j (Hadamard) -> MLP -> softplus" head: the first MLP layer on
 a Hadamard feature is a set of bilinear forms q_i^T diag(w_u) k_j, here each of rank r with its
@@ -61,6 +68,9 @@ class EstimatorConfig:
         prior per pair of positions for models whose positions have a fixed meaning (Sudoku
         cells: it learns the row/column/box peers from few labels); inputs longer than L are
         refused. 0 = none (positions are known only through the hidden states).
+    marginal_size: K > 0 also reads the model's marginals over its K real tokens and their
+        entropy (see the module docstring); K must equal ``len(model.real_token_ids)``.
+        0 = hidden states only.
     model_fingerprint: :meth:`MaskedModel.fingerprint` of the MDM the estimator was trained on
         ("" = not tied to a model yet: only the hidden size is checked).
     """
@@ -74,6 +84,7 @@ class EstimatorConfig:
     pair_rank: int = 16
     activation: str = "relu"
     pair_prior_length: int = 0
+    marginal_size: int = 0
     model_fingerprint: str = ""
 
     def __post_init__(self):
@@ -88,8 +99,15 @@ class EstimatorConfig:
         require(self.pair_prior_length >= 0,
                 f"pair_prior_length: must be >= 0, got {self.pair_prior_length}")
         require(self.mixer_layers >= 0, f"mixer_layers: must be >= 0, got {self.mixer_layers}")
+        require(isinstance(self.marginal_size, int) and self.marginal_size >= 0,
+                f"marginal_size: must be an integer >= 0, got {self.marginal_size!r}")
         require(self.d % self.n_heads == 0,
                 f"d: {self.d} is not divisible by n_heads={self.n_heads}")
+
+    @property
+    def feature_size(self) -> int:
+        """F, the width of the features the head reads: D, or D + K + 1 with marginals."""
+        return self.hidden_size + (self.marginal_size + 1 if self.marginal_size else 0)
 
 
 def select_hidden(output, layer: int | None) -> torch.Tensor:
@@ -106,6 +124,24 @@ def select_hidden(output, layer: int | None) -> torch.Tensor:
     return output.hidden_layers[layer]
 
 
+def estimator_features(output, model: MaskedModel, config: EstimatorConfig) -> torch.Tensor:
+    """(B, N, F) features of a :class:`ModelOutput` of ``model`` for an estimator of
+    ``config``: the selected hidden states, then (with ``marginal_size`` K) the K real-token
+    probabilities and their entropy in nats."""
+    hidden = select_hidden(output, config.layer)
+    if not config.marginal_size:
+        return hidden
+    from unmask.decode import entropy_from_log_probs
+
+    real = list(model.real_token_ids)
+    if len(real) != config.marginal_size:
+        raise UnmaskError(f"model: {len(real)} real tokens, but the estimator reads marginals "
+                          f"over {config.marginal_size}")
+    log_p = torch.log_softmax(output.logits[..., real].float(), dim=-1)
+    ent = entropy_from_log_probs(log_p).unsqueeze(-1)
+    return torch.cat([hidden.float(), log_p.exp(), ent], dim=-1).to(hidden.dtype)
+
+
 class MIEstimator(nn.Module):
     """hidden (B, N, D) -> MI (B, N, N): symmetric, non-negative, zero diagonal, in nats."""
 
@@ -113,7 +149,7 @@ class MIEstimator(nn.Module):
         super().__init__()
         self.config = config
         d = config.d
-        self.adapter = nn.Linear(config.hidden_size, d)
+        self.adapter = nn.Linear(config.feature_size, d)
         block_cfg = TransformerConfig(vocab_size=2, mask_id=1, max_length=1, d_model=d,
                                       n_layers=max(1, config.mixer_layers),
                                       n_heads=config.n_heads, d_ff=4 * d)
@@ -130,14 +166,15 @@ class MIEstimator(nn.Module):
         nn.init.constant_(self.out.bias, -4.0)
 
     def forward(self, hidden: torch.Tensor, masked: torch.Tensor | None = None) -> torch.Tensor:
-        """MI (B, N, N) from hidden states (B, N, D).
+        """MI (B, N, N) from features (B, N, F) (see :meth:`features`; F = D without
+        marginals).
 
         masked: optional (B, N) bool; pairs that are not both masked get 0 (revealed positions
         carry no conditional information).
         """
-        if hidden.dim() != 3 or hidden.shape[-1] != self.config.hidden_size:
-            raise UnmaskError(f"hidden: expected shape (B, N, {self.config.hidden_size}), "
-                              f"got {tuple(hidden.shape)}")
+        if hidden.dim() != 3 or hidden.shape[-1] != self.config.feature_size:
+            raise UnmaskError(f"hidden: expected features of shape (B, N, "
+                              f"{self.config.feature_size}), got {tuple(hidden.shape)}")
         dtype = self.adapter.weight.dtype
         a = F.gelu(self.adapter(hidden.to(dtype)))
         for blk in self.mixer:
@@ -174,9 +211,9 @@ class MIEstimator(nn.Module):
 
     # -- the MDM it belongs to -------------------------------------------------------------
 
-    def hidden_from(self, output) -> torch.Tensor:
-        """The hidden states (B, N, D) this estimator reads from a :class:`ModelOutput`."""
-        return select_hidden(output, self.config.layer)
+    def features(self, output, model: MaskedModel) -> torch.Tensor:
+        """The features (B, N, F) this estimator reads from ``model``'s :class:`ModelOutput`."""
+        return estimator_features(output, model, self.config)
 
     def check_model(self, model: MaskedModel) -> None:
         """Raise :class:`UnmaskError` unless this estimator was trained on ``model``."""
@@ -248,7 +285,7 @@ def estimate_mi(model: MaskedModel, estimator: MIEstimator, tokens: torch.Tensor
         with torch.inference_mode():
             output = model(tokens, output_hidden_layers=needs_hidden_layers(estimator))
     with torch.inference_mode():
-        return estimator(estimator.hidden_from(output), tokens == model.mask_id)
+        return estimator(estimator.features(output, model), tokens == model.mask_id)
 
 
 #: the estimator shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)

@@ -29,7 +29,12 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path
-from unmask.mi.estimator import MIEstimator, needs_hidden_layers, select_hidden
+from unmask.mi.estimator import (
+    EstimatorConfig,
+    MIEstimator,
+    estimator_features,
+    needs_hidden_layers,
+)
 from unmask.models.base import MaskedModel
 
 MASK_RATIO_BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -110,21 +115,23 @@ def held_out_mask(groups: torch.Tensor, fraction: float, seed: int = 0) -> torch
 
 # -- hidden states ---------------------------------------------------------------------------
 
-def compute_hidden(model: MaskedModel, tokens: torch.Tensor, layer: int | None = None,
-                   batch_size: int = 256, dtype: torch.dtype = torch.float16,
-                   progress: Callable[[int], None] | None = None) -> torch.Tensor:
-    """(M, N, D) frozen hidden states of ``model`` on ``tokens`` (M, N), stored in ``dtype``
-    (float16 halves the memory; post-norm hidden states lose nothing that matters)."""
+def compute_features(model: MaskedModel, tokens: torch.Tensor, config: EstimatorConfig,
+                     batch_size: int = 256, dtype: torch.dtype = torch.float16,
+                     progress: Callable[[int], None] | None = None) -> torch.Tensor:
+    """(M, N, F) frozen features (see :func:`estimator_features`) of ``model`` on ``tokens``
+    (M, N) for an estimator of ``config``, stored in ``dtype`` (float16 halves the memory;
+    post-norm hidden states and probabilities lose nothing that matters)."""
     model.check_tokens(tokens)
+    layer = config.layer
     parts = []
     with torch.inference_mode():
         for lo in range(0, len(tokens), batch_size):
             out = model(tokens[lo:lo + batch_size].to(model.device),
                         output_hidden_layers=layer is not None)
-            parts.append(select_hidden(out, layer).to("cpu", dtype))
+            parts.append(estimator_features(out, model, config).to("cpu", dtype))
             if progress is not None:
                 progress(min(lo + batch_size, len(tokens)))
-    return torch.cat(parts) if parts else torch.zeros(0, tokens.shape[1], model.hidden_size)
+    return torch.cat(parts) if parts else torch.zeros(0, tokens.shape[1], config.feature_size)
 
 
 # -- metrics ---------------------------------------------------------------------------------
@@ -241,7 +248,7 @@ def cost_fraction(model: MaskedModel, estimator: MIEstimator, tokens: torch.Tens
     layers = needs_hidden_layers(estimator)
     with torch.inference_mode():
         out = model(tokens, output_hidden_layers=layers)
-        hidden = estimator.hidden_from(out)
+        hidden = estimator.features(out, model)
         masked = tokens == model.mask_id
         model_s = _time_call(lambda: model(tokens, output_hidden_layers=layers), repeats)
         est_s = _time_call(lambda: estimator(hidden, masked), repeats)

@@ -54,11 +54,13 @@ class ContextTask:
     generate(seed, start, count, mask_ratio) -> (count, N) long tokens with MASK, context
         start + k depending only on (seed, start + k, mask_ratio).
     check(model) raises :class:`UnmaskError` if the model cannot read the task's tokens.
+    load_model(name_or_path) loads a model for the task (None = the task's shipped model).
     """
 
     name: str
     generate: Callable[[int, int, int, tuple[float, float]], torch.Tensor]
     check: Callable[[MaskedModel], None]
+    load_model: Callable[[str | None], MaskedModel]
     description: str = ""
 
 
@@ -118,8 +120,41 @@ def _check_sudoku_model(model: MaskedModel) -> None:
             "length 81)")
 
 
-register_task(ContextTask("sudoku", sudoku_contexts, _check_sudoku_model,
+def _load_sudoku_model(name_or_path: str | None) -> MaskedModel:
+    from unmask.pretrained import load_model
+
+    return load_model(name_or_path)
+
+
+register_task(ContextTask("sudoku", sudoku_contexts, _check_sudoku_model, _load_sudoku_model,
                           "Sudoku solution grids, random cells masked"))
+
+
+# --- proteins ---------------------------------------------------------------------------------
+
+def _protein_contexts(seed: int, start: int, count: int,
+                      mask_ratio: tuple[float, float]) -> torch.Tensor:
+    from unmask.protein.data import label_contexts
+
+    return label_contexts(seed, start, count, mask_ratio)
+
+
+def _check_protein_model(model: MaskedModel) -> None:
+    from unmask.protein.model import check_protein_model
+
+    check_protein_model(model)
+
+
+def _load_protein_model(name_or_path: str | None) -> MaskedModel:
+    from unmask.protein.model import load_protein_model
+
+    return load_protein_model(name_or_path)
+
+
+register_task(ContextTask("protein", _protein_contexts, _check_protein_model,
+                          _load_protein_model,
+                          "crops (50-100 residues) of held-out proteins, random residues "
+                          "masked, PAD after the crop"))
 
 
 # --- shards -----------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ class MIGuidedSampler(_BudgetedMISampler):
             est = self._load(state.model.model)
             self._ready = True
         with torch.inference_mode():
-            return est(est.hidden_from(state.output), state.masked)
+            return est(est.features(state.output, state.model.model), state.masked)
 
 
 @register("mi-oracle")

@@ -31,8 +31,10 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
                  batch_size: int = 1000, temperature: float = 0.0, progress=None) -> list[dict]:
     """Solve ``puzzles`` (P, 81) with each entry; one result dict per entry.
 
-    Keys: label, name, params, solved (share), nfe (mean model calls), sequences (mean
-    sequences evaluated), cumulative_entropy (mean nats), wall_s, puzzles_per_s.
+    Keys: label, name, params, solved (share), nfe (mean model calls), steps (mean decoding
+    passes: equal to nfe except for samplers that call the model beyond the loop's pass, such
+    as lookahead and the probing oracle), sequences (mean sequences evaluated),
+    cumulative_entropy (mean nats), wall_s, puzzles_per_s.
     """
     from unmask.decode import decode
     from unmask.sudoku.engine import is_valid_solution
@@ -49,6 +51,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
                      "params": {k: v for k, v in entry.params.items()
                                 if isinstance(v, (int, float, str, bool))},
                      "solved": float(solved.mean()), "nfe": float(res.nfe.double().mean()),
+                     "steps": float(res.steps.double().mean()),
                      "sequences": float(res.sequences.double().mean()),
                      "cumulative_entropy": float(res.cumulative_entropy.mean()),
                      "wall_s": wall, "puzzles_per_s": len(puzzles) / wall})

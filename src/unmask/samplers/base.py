@@ -220,13 +220,20 @@ def at_least_one(reveal: torch.Tensor, scores: torch.Tensor, eligible: torch.Ten
     return reveal
 
 
+SCAN_ORDERS = ("entropy", "confidence")
+
+
+def check_scan_order(order: str) -> None:
+    """Raise :class:`UnmaskError` unless ``order`` is one of :data:`SCAN_ORDERS` (for a
+    sampler's ``__post_init__``, so a bad order fails at construction)."""
+    require(order in SCAN_ORDERS,
+            f"order: expected {' or '.join(map(repr, SCAN_ORDERS))}, got {order!r}")
+
+
 def scan_order_scores(state: StepState, order: str) -> torch.Tensor:
     """(B, N) scores whose descending order is the scan order of budgeted samplers.
 
     'entropy': ascending entropy; 'confidence': descending proposal probability.
     """
-    if order == "entropy":
-        return -state.entropy
-    if order == "confidence":
-        return state.x0_prob
-    raise UnmaskError(f"order: expected 'entropy' or 'confidence', got {order!r}")
+    check_scan_order(order)
+    return -state.entropy if order == "entropy" else state.x0_prob

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 import torch
 
 from unmask.errors import require
-from unmask.samplers.base import Sampler, Selection, StepState, register, scan_order_scores
+from unmask.samplers.base import (
+    Sampler,
+    Selection,
+    StepState,
+    check_scan_order,
+    register,
+    scan_order_scores,
+)
 
 
 @register("eb")
@@ -25,8 +32,7 @@ class EBSampler(Sampler):
 
     def __post_init__(self):
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
-        require(self.order in ("entropy", "confidence"),
-                f"order: expected 'entropy' or 'confidence', got {self.order!r}")
+        check_scan_order(self.order)
 
     def select(self, state: StepState) -> Selection:
         scores = scan_order_scores(state, self.order).double()

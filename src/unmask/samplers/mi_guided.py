@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.samplers.base import Sampler, Selection, StepState, register, scan_order_scores
+from unmask.samplers.base import (
+    Sampler,
+    Selection,
+    StepState,
+    check_scan_order,
+    register,
+    scan_order_scores,
+)
 
 SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator"}
 
@@ -71,8 +78,7 @@ class _BudgetedMISampler(Sampler):
     def __post_init__(self):
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
         require(self.lam >= 0, f"lam: must be >= 0, got {self.lam}")
-        require(self.order in ("entropy", "confidence"),
-                f"order: expected 'entropy' or 'confidence', got {self.order!r}")
+        check_scan_order(self.order)
 
     def mutual_information(self, state: StepState) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -187,3 +188,20 @@ def test_cli_bad_input_is_one_line(tiny_sudoku, tmp_path, capsys, args, message)
     assert main(base + args) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_sudoku_symmetries_move_grids_to_grids_and_keep_masks():
+    from unmask.mi.labels import get_task
+
+    perm, tmap = get_task("sudoku").symmetries(16, 3)
+    assert perm.shape == (16, 81) and tmap.shape == (16, 10)
+    assert (np.sort(perm, 1) == np.arange(81)).all() and (tmap[:, 9] == 9).all()
+    x = sudoku_contexts(0, 0, 16, (0.2, 0.6))
+    moved = torch.gather(torch.from_numpy(tmap), 1, torch.gather(x, 1, torch.from_numpy(perm)))
+    assert ((moved == 9).sum(1) == (x == 9).sum(1)).all()
+    grids = training_grids(16, seed=_SUDOKU_LABEL_SALT, offset=0)
+    solved = grid_to_tokens(grids)
+    moved_solved = torch.gather(torch.from_numpy(tmap), 1,
+                                torch.gather(solved, 1, torch.from_numpy(perm)))
+    assert is_valid_solution(moved_solved.numpy() + 1).all()
+    assert get_task("sudoku").symmetries(16, 3)[0].tolist() == perm.tolist()  # seeded

@@ -150,3 +150,72 @@ def test_labels_from_another_model_are_refused(positional_toy, toy_labels):
     with pytest.raises(UnmaskError, match="labels: probed on model"):
         toy_labels.check_model(other)
     toy_labels.check_model(positional_toy)
+
+
+def _symmetric_toy(n=4, v=3):
+    """An exact toy MDM whose joint is invariant under every permutation of positions and of
+    token values (a Dirichlet draw averaged over the group)."""
+    import itertools
+
+    from unmask import ExactJointMDM
+
+    torch.manual_seed(3)
+    joint = torch.distributions.Dirichlet(torch.full((v ** n,), 0.3)).sample().double()
+    joint = joint.view((v,) * n)
+    total = torch.zeros_like(joint)
+    for sigma in itertools.permutations(range(n)):
+        moved = joint.permute(sigma)
+        for tau in itertools.permutations(range(v)):
+            t = moved
+            for axis in range(n):
+                t = t.index_select(axis, torch.tensor(tau))
+            total += t
+    return ExactJointMDM(total / total.sum())
+
+
+def test_moved_labels_are_the_labels_of_moved_contexts():
+    """Under a symmetry of the joint, moving a context and its MI matrix gives exactly the
+    probed MI of the moved context."""
+    import numpy as np
+
+    model = _symmetric_toy()
+    mask = model.mask_id
+    rng = np.random.default_rng(0)
+    tokens = torch.from_numpy(rng.integers(0, 3, (12, 4)))
+    tokens[torch.from_numpy(rng.random((12, 4)) < 0.6)] = mask
+    labels = LabelSet(tokens, model.conditional_mi(tokens).float(), torch.arange(12),
+                      model.fingerprint())
+    index = torch.tensor([0, 3, 3, 7, 11])
+    perm = np.stack([rng.permutation(4) for _ in index])
+    tmap = np.stack([np.append(rng.permutation(3), mask) for _ in index])
+    moved = labels.moved(index, perm, tmap)
+    assert torch.equal(moved.groups, index)
+    assert (moved.tokens == mask).sum() == (tokens[index] == mask).sum()
+    torch.testing.assert_close(moved.mi, model.conditional_mi(moved.tokens).float(),
+                               atol=1e-6, rtol=0)
+    # a real move: not the unmoved matrices
+    assert not torch.allclose(moved.mi, labels.mi[index])
+
+
+def test_augmented_training_set_moves_only_training_contexts(toy_labels):
+    import numpy as np
+
+    from unmask.mi.estimator_train import augmented_training_set
+
+    def shift(count, seed):  # cyclic shift of positions: a valid map, whatever the joint
+        n = toy_labels.tokens.shape[1]
+        perm = (np.arange(n)[None] + 1 + np.arange(count)[:, None] % (n - 1)) % n
+        return perm, np.tile(np.arange(10), (count, 1))
+
+    cfg = EstimatorTrainConfig(augment=2, held_out=0.3)
+    out = augmented_training_set(toy_labels, cfg, shift)
+    train = ~held_out_mask(toy_labels.groups, 0.3)
+    m = len(toy_labels)
+    assert len(out) == m + 2 * int(train.sum())
+    assert torch.equal(out.tokens[:m], toy_labels.tokens)
+    # every copy belongs to a training group, so the split puts it on the training side
+    assert not held_out_mask(out.groups[m:], 0.3).any()
+    assert set(out.groups[m:].tolist()) == set(toy_labels.groups[train].tolist())
+    assert augmented_training_set(toy_labels, EstimatorTrainConfig(), None) is toy_labels
+    with pytest.raises(UnmaskError, match="no known symmetry"):
+        augmented_training_set(toy_labels, cfg, None)

@@ -50,6 +50,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pair-prior", action="store_true",
                    help="learn a prior per pair of positions (for fixed-meaning positions such "
                         "as Sudoku cells)")
+    p.add_argument("--augment", type=int, default=0,
+                   help="symmetry copies of each training context (tasks with a known symmetry "
+                        "group, e.g. Sudoku); held-out contexts are never moved")
     p.add_argument("--marginals", action="store_true",
                    help="also read the model's marginals (probabilities and entropy) of the "
                         "same pass; much better ranks on Sudoku")
@@ -67,10 +70,12 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     from unmask.mi.estimator import EstimatorConfig, MIEstimator
     from unmask.mi.estimator_train import (
         EstimatorTrainConfig,
+        augmented_training_set,
         compute_features,
         planned_steps,
         train_estimator,
     )
+    from unmask.mi.labels import get_task
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -84,17 +89,21 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     cfg = EstimatorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
                                eval_every=args.eval_every, patience=args.patience,
                                held_out=args.held_out, split_seed=args.split_seed,
-                               seed=args.seed, max_time_s=args.max_time)
+                               seed=args.seed, max_time_s=args.max_time, augment=args.augment)
+    probed = len(labels)
+    labels = augmented_training_set(
+        labels, cfg, get_task(labels.identity.get("task", "sudoku")).symmetries)
     torch.manual_seed(args.seed)
     estimator = MIEstimator(est_cfg)
     t0 = time.perf_counter()
     with progress_bar(len(labels), "hidden states") as update:
         hidden = compute_features(model, labels.tokens, est_cfg, progress=update)
-    print(f"{len(labels):,} labelled contexts, hidden states in {time.perf_counter() - t0:.1f} s;"
+    print(f"{probed:,} labelled contexts ({len(labels) - probed:,} symmetry copies), hidden "
+          f"states in {time.perf_counter() - t0:.1f} s;"
           f" estimator {sum(p.numel() for p in estimator.parameters()):,} parameters",
           flush=True)
     extra = {"labels": {"path": str(args.labels), "identity": labels.identity,
-                        "contexts": len(labels)},
+                        "contexts": probed, "symmetry_copies": len(labels) - probed},
              "model": getattr(model, "source", "")}
     with progress_bar(planned_steps(labels, cfg), "training") as update:
         res = train_estimator(estimator, hidden, labels, model.mask_id, cfg, args.out,

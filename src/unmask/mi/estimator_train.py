@@ -86,6 +86,23 @@ class LabelSet:
         return cls(tensors["tokens"].long(), tensors["mi"].float(), groups,
                    identity.get("model_fingerprint", ""), identity)
 
+    def moved(self, index: torch.Tensor, cell_perm: np.ndarray,
+              token_map: np.ndarray) -> LabelSet:
+        """Contexts ``index`` (K,) moved by K symmetries: position i of copy k is position
+        cell_perm[k, i] of the original, tokens relabelled by token_map[k] (K, V), the MI
+        matrix permuted alike; each copy keeps its original's group (so the held-out split
+        never separates a context from its copies)."""
+        perm = torch.from_numpy(np.asarray(cell_perm, dtype=np.int64))
+        tmap = torch.from_numpy(np.asarray(token_map, dtype=np.int64))
+        require(perm.shape == (len(index), self.tokens.shape[1]),
+                f"cell_perm: expected shape {(len(index), self.tokens.shape[1])}, "
+                f"got {tuple(perm.shape)}")
+        tokens = torch.gather(tmap, 1, torch.gather(self.tokens[index], 1, perm))
+        mi = self.mi[index]
+        mi = torch.gather(mi, 1, perm[:, :, None].expand_as(mi))
+        mi = torch.gather(mi, 2, perm[:, None, :].expand_as(mi))
+        return LabelSet(tokens, mi, self.groups[index], self.model_fingerprint, self.identity)
+
     def check_model(self, model: MaskedModel) -> None:
         """Raise :class:`UnmaskError` unless the labels were probed on ``model``."""
         got = model.fingerprint()
@@ -267,6 +284,8 @@ class EstimatorTrainConfig:
     eval_every: optimiser steps between held-out evaluations (0 = once per epoch).
     patience: evaluations without a held-out improvement before stopping.
     held_out: share of groups (puzzles) held out; split_seed picks which.
+    augment: symmetry copies per training context (see :func:`augmented_training_set`;
+        the held-out contexts are never moved).
     """
 
     batch_size: int = 16
@@ -282,6 +301,7 @@ class EstimatorTrainConfig:
     seed: int = 0
     grad_clip: float = 1.0
     max_time_s: float | None = None
+    augment: int = 0
 
     def __post_init__(self):
         require(self.batch_size >= 1, f"batch_size: must be >= 1, got {self.batch_size}")
@@ -290,12 +310,33 @@ class EstimatorTrainConfig:
         require(self.eval_every >= 0, f"eval_every: must be >= 0, got {self.eval_every}")
         require(self.patience >= 1, f"patience: must be >= 1, got {self.patience}")
         require(0.0 < self.held_out < 1.0, f"held_out: must be in (0, 1), got {self.held_out}")
+        require(self.augment >= 0, f"augment: must be >= 0, got {self.augment}")
 
 
 def planned_steps(labels: LabelSet, cfg: EstimatorTrainConfig) -> int:
-    """Optimiser steps of a run that is not stopped early: max_epochs x batches per epoch."""
+    """Optimiser steps of a run that is not stopped early: max_epochs x batches per epoch
+    (``labels`` as passed to :func:`train_estimator`, copies included)."""
     n_train = int((~held_out_mask(labels.groups, cfg.held_out, cfg.split_seed)).sum())
     return cfg.max_epochs * math.ceil(n_train / cfg.batch_size)
+
+
+def augmented_training_set(labels: LabelSet, cfg: EstimatorTrainConfig, symmetries
+                           ) -> LabelSet:
+    """``labels`` followed by ``cfg.augment`` symmetry copies of each of its *training*
+    contexts (``symmetries(count, seed) -> (cell_perm, token_map)``, see
+    :class:`unmask.mi.labels.ContextTask`). Copies keep their original's group, so they land on
+    the training side of the same split; the held-out contexts stay the probed ones."""
+    if not cfg.augment:
+        return labels
+    if symmetries is None:
+        raise UnmaskError("augment: the labels' task has no known symmetry")
+    train_idx = (~held_out_mask(labels.groups, cfg.held_out, cfg.split_seed)).nonzero()[:, 0]
+    index = train_idx.repeat(cfg.augment)
+    cell_perm, token_map = symmetries(len(index), cfg.seed)
+    copies = labels.moved(index, cell_perm, token_map)
+    return LabelSet(torch.cat([labels.tokens, copies.tokens]), torch.cat([labels.mi, copies.mi]),
+                    torch.cat([labels.groups, copies.groups]), labels.model_fingerprint,
+                    labels.identity)
 
 
 def pair_mse(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:

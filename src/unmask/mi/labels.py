@@ -55,6 +55,11 @@ class ContextTask:
         start + k depending only on (seed, start + k, mask_ratio).
     check(model) raises :class:`UnmaskError` if the model cannot read the task's tokens.
     load_model(name_or_path) loads a model for the task (None = the task's shipped model).
+    symmetries(count, seed) -> (cell_perm (count, N) new position -> old position,
+        token_map (count, V) old token -> new token): random elements of a group under which
+        the task's joint distribution is invariant (None = no known symmetry). A context moved
+        by one has the moved MI matrix, which lets an estimator train on more contexts than
+        were probed.
     """
 
     name: str
@@ -62,6 +67,7 @@ class ContextTask:
     check: Callable[[MaskedModel], None]
     load_model: Callable[[str | None], MaskedModel]
     description: str = ""
+    symmetries: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 CONTEXT_TASKS: dict[str, ContextTask] = {}
@@ -126,8 +132,18 @@ def _load_sudoku_model(name_or_path: str | None) -> MaskedModel:
     return load_model(name_or_path)
 
 
+def _sudoku_symmetries(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random Sudoku symmetries (band/stack/line permutations, transpose, digit relabelling)
+    as (cell_perm (count, 81), token_map (count, 10)); MASK maps to itself."""
+    from unmask.sudoku.symmetry import sample_symmetry
+
+    sym = sample_symmetry(count, np.random.default_rng([_SUDOKU_MASK_KEY, 0x5E, int(seed)]))
+    return sym.cell_perm, sym.value_map(tokens=True)
+
+
 register_task(ContextTask("sudoku", sudoku_contexts, _check_sudoku_model, _load_sudoku_model,
-                          "Sudoku solution grids, random cells masked"))
+                          "Sudoku solution grids, random cells masked",
+                          symmetries=_sudoku_symmetries))
 
 
 # --- proteins ---------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ class Symmetry:
     def inverse(self) -> Symmetry:
         return Symmetry(np.argsort(self.cell_perm, axis=1), np.argsort(self.digit_map, axis=1))
 
-    def _value_map(self, tokens: bool) -> np.ndarray:
+    def value_map(self, tokens: bool) -> np.ndarray:
         """(B, 10) map of stored values: digits 0..9 for grids; tokens (digit - 1, MASK_ID)."""
         if not tokens:
             return self.digit_map
@@ -88,7 +88,7 @@ class Symmetry:
         """Transform x (B, 81) or (81,) (with B = 1), numpy or torch; returns the same type,
         dtype, shape and device. ``tokens=True`` reads x as model tokens (digit - 1, MASK_ID
         for blanks) instead of grids (0 for blanks)."""
-        value_map = self._value_map(tokens)
+        value_map = self.value_map(tokens)
         if isinstance(x, torch.Tensor):
             single = x.dim() == 1
             xt = x[None] if single else x

@@ -69,12 +69,14 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     for r in rows:
         r["nfe_vs_sequential"] = r["nfe"] / seq["nfe"] if seq else None
         r["solved_pct"] = 100 * r["solved"]
+        r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
     title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {model.source} "
              f"(mean {ref['mean_blanks']:.1f} blanks)")
     render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
                         ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
                         ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
                         ("cum. H", "cumulative_entropy", ".2f"),
+                        ("clash %", "same_pass_clash_pct", ".1f"),
                         ("wall s", "wall_s", ".1f"), ("puzzles/s", "puzzles_per_s", ".1f")],
                  title)
     rounds = (f"{ref['mean_rounds']:.1f} rounds" if ref["mean_rounds"] is not None else "n/a")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from unmask.bench import BenchEntry, timed_decode
 from unmask.decode import DecodeConfig
@@ -54,10 +55,26 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
                      "steps": float(res.steps.double().mean()),
                      "sequences": float(res.sequences.double().mean()),
                      "cumulative_entropy": float(res.cumulative_entropy.mean()),
+                     "same_pass_clash": float(same_pass_clashes(res.tokens, res.reveal_step)
+                                              .gt(0).double().mean()),
                      "wall_s": wall, "puzzles_per_s": len(puzzles) / wall})
         if progress is not None:
             progress(len(rows))
     return rows
+
+
+def same_pass_clashes(tokens: torch.Tensor, reveal_step: torch.Tensor) -> torch.Tensor:
+    """(P,) per decoded board (tokens (P, 81), reveal_step (P, 81), -1 for clues): the pairs
+    of row/column/box peers revealed in the same pass with the same digit. Such a pair breaks
+    the board whatever else happens; a sequential decoder never makes one (it could only
+    repeat a digit across passes, seeing the first), so these count the errors that come
+    from revealing dependent cells together, the failure MI guidance is meant to prevent."""
+    from unmask.mi.maps import peer_mask
+
+    peers = peer_mask().to(tokens.device).triu(1)
+    same = (tokens[:, :, None] == tokens[:, None, :]) & \
+        (reveal_step[:, :, None] == reveal_step[:, None, :]) & (reveal_step >= 0)[:, :, None]
+    return (same & peers).sum((1, 2))
 
 
 def singles_reference(puzzles: np.ndarray) -> dict:

@@ -195,3 +195,16 @@ def test_mi_labels_and_estimator_on_protein_contexts(tiny_protein, tmp_path, cap
     assert main(["mi", "eval", "--labels", str(labels), "--model", "sudoku",
                  "--estimator", str(est / "best")]) == 2
     assert "protein" in capsys.readouterr().err
+
+
+def test_mi_guided_finds_the_shipped_protein_estimator():
+    """`mi-guided` on the shipped protein model loads the estimator shipped for it (tied by
+    fingerprint) and fills exactly the given lengths, several residues per pass."""
+    model = load_protein_model()
+    x = generation_inputs(np.array([50, 61]))
+    from unmask import DecodeConfig, make_sampler
+
+    res = decode(model, x, make_sampler("mi-guided", gamma=15.0), DecodeConfig(temperature=1.0))
+    assert ((res.tokens < 20) == (x == MASK_ID)).all()
+    assert (res.tokens[x == PAD_ID] == PAD_ID).all()
+    assert (res.nfe < torch.tensor([50, 61])).all() and (res.nfe > 1).all()

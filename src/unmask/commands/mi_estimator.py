@@ -104,7 +104,8 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
           flush=True)
     extra = {"labels": {"path": str(args.labels), "identity": labels.identity,
                         "contexts": probed, "symmetry_copies": len(labels) - probed},
-             "model": getattr(model, "source", "")}
+             # the name or folder given, not this machine's path of a shipped model
+             "model": args.model or labels.identity.get("task", "sudoku")}
     with progress_bar(planned_steps(labels, cfg), "training") as update:
         res = train_estimator(estimator, hidden, labels, model.mask_id, cfg, args.out,
                               resume=args.resume, log=lambda s: print(s, flush=True),

@@ -26,7 +26,7 @@ from unmask.samplers.base import (
     scan_order_scores,
 )
 
-SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator"}
+SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator"}
 
 
 def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Tensor,

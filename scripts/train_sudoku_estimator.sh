@@ -19,8 +19,8 @@ set -euo pipefail
 
 MODEL=${1:-sudoku}
 WORK=${2:-runs/mi_estimator}
-CONTEXTS=${CONTEXTS:-2000}
-EPS=${EPS:-1e-4}
+CONTEXTS=${CONTEXTS:-2048}
+EPS=${EPS:-1e-3}
 THREADS=${THREADS:-$(nproc)}
 SHIP=${SHIP:-auto}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +46,7 @@ t1=$(stamp)
 RESUME=()
 [[ -f $RUN/checkpoint.pt ]] && RESUME=(--resume)
 unmask train mi-estimator --model "$MODEL" --labels "$LABELS" --out "$RUN" \
-    --threads "$THREADS" --pair-prior --max-time 1200 "${RESUME[@]}"
+    --threads "$THREADS" --pair-prior --augment 4 --max-time 1200 "${RESUME[@]}"
 t2=$(stamp)
 
 unmask mi eval --model "$MODEL" --labels "$LABELS" --estimator "$RUN/best" \

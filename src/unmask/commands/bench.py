@@ -29,8 +29,8 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
 def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     import torch
 
-    from unmask.bench import BenchEntry, pareto_plot, render_table
-    from unmask.commands.common import output_path, progress_bar
+    from unmask.bench import pareto_plot, render_table
+    from unmask.commands.common import bench_entries, output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
     from unmask.pretrained import load_model
@@ -55,12 +55,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         puzzles = read_puzzles(args.set)
     puzzles = puzzles[: args.limit]
     model = load_model(args.model)
-    specs = args.samplers or DEFAULT_SPECS
-    entries = [BenchEntry.parse(s) for s in specs]
-    if args.estimator:
-        for e in entries:
-            if e.name == "mi-guided":
-                e.params["estimator"] = args.estimator
+    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
                             batch_size=args.batch_size, progress=update)

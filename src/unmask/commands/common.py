@@ -101,3 +101,17 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
                       max_time_s=args.max_time, seed=args.seed, device=args.device,
                       bf16=not args.no_bf16, **config)
     return overrides, cfg
+
+
+def bench_entries(specs: list[str] | None, defaults: list[str], estimator: str | None = None):
+    """The :class:`~unmask.bench.BenchEntry` list of a bench command: ``specs`` (or the
+    command's ``defaults``), each validated now; ``estimator`` (a folder, from --estimator) is
+    given to every ``mi-guided`` entry."""
+    from unmask.bench import BenchEntry
+
+    entries = [BenchEntry.parse(s) for s in (specs or defaults)]
+    if estimator:
+        for e in entries:
+            if e.name == "mi-guided":
+                e.params["estimator"] = estimator
+    return entries

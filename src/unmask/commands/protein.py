@@ -120,8 +120,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 def bench_protein_cmd(args: argparse.Namespace) -> int:
     import torch
 
-    from unmask.bench import BenchEntry, pareto_plot, render_table
-    from unmask.commands.common import output_path, progress_bar
+    from unmask.bench import pareto_plot, render_table
+    from unmask.commands.common import bench_entries, output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
     from unmask.protein.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_protein
@@ -138,11 +138,7 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
     model = load_protein_model(args.model)
     model.autocast_bf16 = bool(args.bf16)
     split = split_from_args(args, model.source)
-    entries = [BenchEntry.parse(s) for s in (args.samplers or DEFAULT_SPECS)]
-    if args.estimator:
-        for e in entries:
-            if e.name == "mi-guided":
-                e.params["estimator"] = args.estimator
+    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows, lengths = bench_protein(
             model, split, entries, n=args.n, seed=args.seed, temperature=args.temperature,

@@ -51,10 +51,45 @@ class TrainConfig:
         require(self.eval_every >= 1, f"eval_every: must be >= 1, got {self.eval_every}")
 
     def lr_at(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
-        frac = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
-        return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1 + math.cos(math.pi * frac))
+        return warmup_cosine_lr(step, self.lr, self.min_lr, self.warmup_steps, self.total_steps)
+
+
+def warmup_cosine_lr(step: int, lr: float, min_lr: float, warmup_steps: int,
+                     total_steps: int) -> float:
+    """Linear warmup to ``lr`` over ``warmup_steps``, then cosine decay to ``min_lr`` at
+    ``total_steps`` (the schedule of every training loop here)."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    frac = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * frac))
+
+
+def adamw(module: torch.nn.Module, lr: float, weight_decay: float,
+          betas: tuple[float, float] = (0.9, 0.999)) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (biases, norms and scalars undecayed)."""
+    params = list(module.parameters())
+    return torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2],
+                               "weight_decay": weight_decay},
+                              {"params": [p for p in params if p.dim() < 2],
+                               "weight_decay": 0.0}], lr=lr, betas=betas)
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write a training checkpoint atomically (a kill never leaves half a file)."""
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: Path, device, must_match: dict) -> dict:
+    """Read a checkpoint for ``--resume``; :class:`UnmaskError` when there is none, or when
+    one of ``must_match`` (key -> (expected value, what it is)) differs from what it records."""
+    if not path.is_file():
+        raise UnmaskError(f"resume: no checkpoint at {path}")
+    state = torch.load(path, map_location=device, weights_only=False)
+    for key, (expected, what) in must_match.items():
+        if state.get(key) != expected:
+            raise UnmaskError(f"resume: {path} was written {what}")
+    return state
 
 
 def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: torch.Tensor,
@@ -79,29 +114,22 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
     out.mkdir(parents=True, exist_ok=True)
     device = torch.device(cfg.device)
     model.to(device)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr,
-                            betas=(0.9, 0.98))
+    opt = adamw(model, cfg.lr, cfg.weight_decay, betas=(0.9, 0.98))
     step, history, best = 0, [], -math.inf
     ckpt = out / "checkpoint.pt"
     if resume:
-        if not ckpt.is_file():
-            raise UnmaskError(f"resume: no checkpoint at {ckpt}")
-        state = torch.load(ckpt, map_location=device, weights_only=False)
-        if state["model_config"] != asdict(model.config):
-            raise UnmaskError(f"resume: {ckpt} was written for another model configuration")
+        state = load_checkpoint(ckpt, device, {"model_config": (
+            asdict(model.config), "for another model configuration")})
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step, history, best = state["step"], state["history"], state["best"]
         log(f"resumed at step {step} ({step * cfg.batch_size:,} samples), best {best:.4f}")
 
-    def save_checkpoint():
-        with atomic_path(ckpt) as tmp:
-            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                        "step": step, "history": history, "best": best,
-                        "model_config": asdict(model.config), "train_config": asdict(cfg)}, tmp)
+    def checkpoint():
+        save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                               "step": step, "history": history, "best": best,
+                               "model_config": asdict(model.config),
+                               "train_config": asdict(cfg)})
 
     start = time.time()
     last_ckpt = start
@@ -147,10 +175,10 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
                 f.write(json.dumps(metrics) + "\n")
             log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                          for k, v in metrics.items()))
-            save_checkpoint()
+            checkpoint()
             last_ckpt = time.time()
         elif time.time() - last_ckpt > cfg.checkpoint_every_s:
-            save_checkpoint()
+            checkpoint()
             last_ckpt = time.time()
-    save_checkpoint()
+    checkpoint()
     return history

@@ -28,7 +28,6 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.io import atomic_path
 from unmask.mi.estimator import (
     EstimatorConfig,
     MIEstimator,
@@ -36,6 +35,7 @@ from unmask.mi.estimator import (
     needs_hidden_layers,
 )
 from unmask.models.base import MaskedModel
+from unmask.training import adamw, load_checkpoint, save_checkpoint, warmup_cosine_lr
 
 MASK_RATIO_BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -395,27 +395,17 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
     total_steps = cfg.max_epochs * steps_per_epoch
     eval_every = cfg.eval_every or steps_per_epoch
 
-    decay = [p for p in estimator.parameters() if p.dim() >= 2]
-    no_decay = [p for p in estimator.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+    opt = adamw(estimator, cfg.lr, cfg.weight_decay)
 
     def lr_at(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return cfg.lr * (step + 1) / cfg.warmup_steps
-        frac = min(1.0, (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps))
-        return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * frac))
+        return warmup_cosine_lr(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, total_steps)
 
     step, history, best, best_step, bad = 0, [], math.inf, 0, 0
     ckpt = out / "checkpoint.pt"
     if resume:
-        if not ckpt.is_file():
-            raise UnmaskError(f"resume: no checkpoint at {ckpt}")
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
-        if state["estimator_config"] != asdict(estimator.config):
-            raise UnmaskError(f"resume: {ckpt} was written for another estimator configuration")
-        if state["train_config"] != asdict(cfg):
-            raise UnmaskError(f"resume: {ckpt} was written with other training settings")
+        state = load_checkpoint(ckpt, "cpu", {
+            "estimator_config": (asdict(estimator.config), "for another estimator configuration"),
+            "train_config": (asdict(cfg), "with other training settings")})
         estimator.load_state_dict(state["estimator"])
         opt.load_state_dict(state["optimizer"])
         step, history, best = state["step"], state["history"], state["best"]
@@ -426,13 +416,12 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
         history.append({"step": 0, "held_out_loss": held_out_loss(estimator, h_held, mi_held,
                                                                   m_held)})
 
-    def save_checkpoint():
-        with atomic_path(ckpt) as tmp:
-            torch.save({"estimator": estimator.state_dict(), "optimizer": opt.state_dict(),
-                        "step": step, "history": history, "best": best,
-                        "best_step": best_step, "bad": bad,
-                        "estimator_config": asdict(estimator.config),
-                        "train_config": asdict(cfg)}, tmp)
+    def checkpoint():
+        save_checkpoint(ckpt, {"estimator": estimator.state_dict(), "optimizer": opt.state_dict(),
+                               "step": step, "history": history, "best": best,
+                               "best_step": best_step, "bad": bad,
+                               "estimator_config": asdict(estimator.config),
+                               "train_config": asdict(cfg)})
 
     start = time.time()
     stopped = "max_epochs"
@@ -483,7 +472,7 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
                 f.write(json.dumps(record) + "\n")
             log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                          for k, v in record.items()))
-            save_checkpoint()
-    save_checkpoint()
+            checkpoint()
+    checkpoint()
     return {"best_loss": best, "best_step": best_step, "steps": step, "stopped": stopped,
             "history": history}

@@ -64,3 +64,10 @@ def test_bench_on_a_hard_slice(tmp_path, capsys):
 def test_demo_runs(capsys):
     assert main(["demo", "--puzzles", "10"]) == 0
     assert "solved %" in capsys.readouterr().out
+
+
+def test_tables_name_a_shipped_model_by_its_name(model, tmp_path):
+    from unmask.pretrained import describe_source
+
+    assert describe_source(model.source) == "shipped 'sudoku'"
+    assert describe_source(tmp_path) == str(tmp_path)

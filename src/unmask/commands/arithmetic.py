@@ -68,7 +68,7 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
     from unmask.commands.common import output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
-    from unmask.pretrained import load_model
+    from unmask.pretrained import describe_source, load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -87,9 +87,10 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
     with progress_bar(len(tasks) * len(entries), "decoding", enabled=not args.quiet) as update:
         rows = run_bench(model, fmt, entries, tasks, args.prompts, args.temperature, args.seed,
                          progress=update)
-    print_tables(rows, f"{model.source}, {fmt.a_digits}x{fmt.b_digits}-digit factors")
+    source = describe_source(model.source)
+    print_tables(rows, f"{source}, {fmt.a_digits}x{fmt.b_digits}-digit factors")
     if json_path is not None:
-        atomic_write_text(json_path, json.dumps({"model": str(model.source), "rows": rows},
+        atomic_write_text(json_path, json.dumps({"model": source, "rows": rows},
                                                 indent=2) + "\n")
     return 0
 

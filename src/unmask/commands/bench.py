@@ -33,7 +33,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     from unmask.commands.common import bench_entries, output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
-    from unmask.pretrained import load_model
+    from unmask.pretrained import describe_source, load_model
     from unmask.sudoku.bench import (
         DEFAULT_SPECS,
         SEED_REFERENCE,
@@ -65,7 +65,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         r["nfe_vs_sequential"] = r["nfe"] / seq["nfe"] if seq else None
         r["solved_pct"] = 100 * r["solved"]
         r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
-    title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {model.source} "
+    source = describe_source(model.source)
+    title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {source} "
              f"(mean {ref['mean_blanks']:.1f} blanks)")
     render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
                         ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
@@ -82,7 +83,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         f"{label[4:]} {nfe} passes / {acc}%" for label, nfe, acc in SEED_REFERENCE))
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(
-            {"set": args.set, "puzzles": len(puzzles), "model": str(model.source),
+            {"set": args.set, "puzzles": len(puzzles), "model": source,
              "singles_reference": ref, "rows": rows}, indent=2) + "\n")
     if plot_path is not None:
         pareto_plot([{**r, "accuracy": r["solved"]} for r in rows], plot_path,

@@ -26,7 +26,7 @@ def demo(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from unmask.errors import UnmaskError
-    from unmask.pretrained import load_model
+    from unmask.pretrained import describe_source, load_model
     from unmask.samplers import make_sampler
 
     console = Console()
@@ -39,7 +39,7 @@ def demo(args: argparse.Namespace) -> int:
 
     puzzles, _ = load_set("hard")
     puzzles = puzzles[: args.puzzles]
-    table = Table(title=f"{len(puzzles)} hard Sudokus, shipped model ({model.source})")
+    table = Table(title=f"{len(puzzles)} hard Sudokus, model {describe_source(model.source)}")
     for col in ("sampler", "params", "solved %", "mean passes", "seconds"):
         table.add_column(col, justify="right" if col not in ("sampler", "params") else "left")
     for name, params in DEMO_SAMPLERS:

@@ -36,3 +36,15 @@ def load_model(name_or_path: str | Path | None = None):
     model = MDMTransformer.from_pretrained(path)
     model.source = str(path)
     return model
+
+
+def describe_source(path: str | Path) -> str:
+    """How to name a model's source in tables and JSON: ``shipped 'NAME'`` for a shipped
+    model (not this machine's install path), else the folder as given."""
+    path = Path(path)
+    try:
+        if path.resolve().parent == PRETRAINED_DIR.resolve():
+            return f"shipped '{path.name}'"
+    except OSError:
+        pass
+    return str(path)

@@ -112,6 +112,21 @@ def _init_state(grid, masks, done):
 
 
 @njit(cache=True)
+def _unit_singles(masks, u):
+    """Digits (a bitmask) that have exactly one place left in unit u, given the candidate
+    masks of the 81 cells; -1 when some digit has no place left (a contradiction)."""
+    once = 0
+    twice = 0
+    for k in range(9):
+        m = masks[UNITS[u, k]]
+        twice |= once & m
+        once |= m
+    if once != ALL_CANDIDATES:
+        return -1
+    return once & ~twice
+
+
+@njit(cache=True)
 def _propagate(masks, done):
     """Apply naked and hidden singles to a fixed point; False on a contradiction.
 
@@ -134,15 +149,9 @@ def _propagate(masks, done):
                             return False
                         changed = True
         for u in range(27):
-            once = 0
-            twice = 0
-            for k in range(9):
-                m = masks[UNITS[u, k]]
-                twice |= once & m
-                once |= m
-            if once != ALL_CANDIDATES:
+            single = _unit_singles(masks, u)
+            if single < 0:
                 return False  # some digit has no place left in this unit
-            single = once & ~twice
             while single:
                 bit = single & -single
                 single ^= bit
@@ -348,15 +357,9 @@ def _singles_schedule_one(puzzle, schedule):
             if grid[c] == 0 and POPCOUNT[cand[c]] == 1:
                 place[c] = BIT_DIGIT[cand[c]]
         for u in range(27):
-            once = 0
-            twice = 0
-            for k in range(9):
-                m = cand[UNITS[u, k]]
-                twice |= once & m
-                once |= m
-            if once != ALL_CANDIDATES:
+            single = _unit_singles(cand, u)
+            if single < 0:
                 return -1
-            single = once & ~twice
             for k in range(9):
                 c = UNITS[u, k]
                 bit = cand[c] & single

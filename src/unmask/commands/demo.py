@@ -12,6 +12,7 @@ DEMO_SAMPLERS = [
     ("topk", {"k": 7}),
     ("eb", {"gamma": 0.1, "order": "confidence"}),
     ("threshold", {"tau": 0.9}),
+    ("mi-guided", {"gamma": 0.3, "order": "confidence"}),  # the shipped MI estimator
 ]
 
 

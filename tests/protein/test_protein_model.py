@@ -191,6 +191,10 @@ def test_mi_labels_and_estimator_on_protein_contexts(tiny_protein, tmp_path, cap
                  "--estimator", str(est / "best"), "--split", "all", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["contexts"] == 3 and result["pairs"] > 0
+    # proteins have no symmetry group to copy contexts by
+    assert main(["train", "mi-estimator", "--labels", str(labels), "--model", str(tmp_path / "m"),
+                 "--out", str(tmp_path / "est2"), "--augment", "2"]) == 2
+    assert "no known symmetry" in capsys.readouterr().err
     # the shipped Sudoku model cannot read protein labels
     assert main(["mi", "eval", "--labels", str(labels), "--model", "sudoku",
                  "--estimator", str(est / "best")]) == 2

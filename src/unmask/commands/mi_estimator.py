@@ -12,16 +12,18 @@ from unmask.errors import UnmaskError
 
 
 def _load_labels(path: str, model_arg: str | None):
-    """The label set at ``path`` and the model it was probed on: ``model_arg``, or by default
-    the shipped model of the labels' task; an error unless the two belong together."""
+    """(labels, model, task): the label set at ``path``, its :class:`ContextTask`, and the
+    model it was probed on: ``model_arg``, or by default the shipped model of the labels'
+    task; an error unless the labels and the model belong together."""
     from unmask.commands.common import existing_dir
     from unmask.mi.estimator_train import LabelSet
     from unmask.mi.labels import get_task
 
     labels = LabelSet.from_dir(existing_dir(path, "--labels"))
-    model = get_task(labels.identity.get("task", "sudoku")).load_model(model_arg)
+    task = get_task(labels.identity.get("task", "sudoku"))
+    model = task.load_model(model_arg)
     labels.check_model(model)
-    return labels, model
+    return labels, model, task
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -55,7 +57,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                         "group, e.g. Sudoku); held-out contexts are never moved")
     p.add_argument("--marginals", action="store_true",
                    help="also read the model's marginals (probabilities and entropy) of the "
-                        "same pass; much better ranks on Sudoku")
+                        "same pass (no gain on the Sudoku labels so far)")
     p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
@@ -75,11 +77,10 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
         planned_steps,
         train_estimator,
     )
-    from unmask.mi.labels import get_task
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    labels, model = _load_labels(args.labels, args.model)
+    labels, model, task = _load_labels(args.labels, args.model)
     est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer, d=args.d,
                               mixer_layers=args.mixer_layers, pair_hidden=args.pair_hidden,
                               pair_rank=args.pair_rank,
@@ -91,8 +92,7 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
                                held_out=args.held_out, split_seed=args.split_seed,
                                seed=args.seed, max_time_s=args.max_time, augment=args.augment)
     probed = len(labels)
-    labels = augmented_training_set(
-        labels, cfg, get_task(labels.identity.get("task", "sudoku")).symmetries)
+    labels = augmented_training_set(labels, cfg, task.symmetries)
     torch.manual_seed(args.seed)
     estimator = MIEstimator(est_cfg)
     t0 = time.perf_counter()
@@ -105,7 +105,7 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     extra = {"labels": {"path": str(args.labels), "identity": labels.identity,
                         "contexts": probed, "symmetry_copies": len(labels) - probed},
              # the name or folder given, not this machine's path of a shipped model
-             "model": args.model or labels.identity.get("task", "sudoku")}
+             "model": args.model or task.name}
     with progress_bar(planned_steps(labels, cfg), "training") as update:
         res = train_estimator(estimator, hidden, labels, model.mask_id, cfg, args.out,
                               resume=args.resume, log=lambda s: print(s, flush=True),
@@ -191,7 +191,7 @@ def mi_eval(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--cost-batch: must be >= 1, got {args.cost_batch}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    labels, model = _load_labels(args.labels, args.model)
+    labels, model, _ = _load_labels(args.labels, args.model)
     model.autocast_bf16 = False
     estimator = load_estimator(args.estimator, model)
     sel, split = select_contexts(labels, estimator, args.split)

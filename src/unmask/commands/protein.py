@@ -124,6 +124,7 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
     from unmask.commands.common import bench_entries, output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
+    from unmask.pretrained import describe_source
     from unmask.protein.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_protein
     from unmask.protein.model import load_protein_model
 
@@ -174,7 +175,7 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
         pareto_plot(decoded, plot_path, y="closeness",
                     ylabel="100 × (1 − JSD of amino-acid composition vs held-out, nats)",
                     title=f"{args.n} proteins of length {args.min_length}-{args.max_length}, "
-                          f"temperature {args.temperature:g}, {Path(model.source).name}",
+                          f"temperature {args.temperature:g}, {describe_source(model.source)}",
                     references=[(label, nfe, 100 * (1 - j)) for label, nfe, j in SEED_REFERENCE])
         print(f"plot: {plot_path}")
     return 0

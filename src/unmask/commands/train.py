@@ -33,12 +33,12 @@ def train_sudoku(args: argparse.Namespace) -> int:
     overrides, cfg = training_setup(args)
     if args.init_from and args.resume:
         raise UnmaskError("--init-from: cannot be combined with --resume")
+    if args.init_from and overrides:
+        raise UnmaskError("--model-config: the architecture comes from --init-from")
     if args.init_from:
         from unmask.pretrained import load_model
 
         model = load_model(args.init_from)
-        if overrides:
-            raise UnmaskError("--model-config: the architecture comes from --init-from")
     else:
         model = MDMTransformer(sudoku_model_config(**overrides))
     out = Path(args.out)

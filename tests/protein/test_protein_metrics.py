@@ -10,10 +10,12 @@ from unmask.protein.metrics import (
     dipeptide_composition,
     generation_metrics,
     jsd,
+    jsd_std_error,
     low_complexity,
     per_sequence_jsd,
+    row_counts,
 )
-from unmask.protein.tokens import encode, padded_rows
+from unmask.protein.tokens import AMINO_ACIDS, encode, padded_rows
 
 
 def test_jsd_values():
@@ -43,6 +45,29 @@ def test_compositions_pool_residues_and_never_span_two_proteins():
 def test_low_complexity_is_strictly_above_forty_percent():
     rows = padded_rows([encode("AAAACDEFGH"), encode("AAAAACDEFG"), encode("ACDEFGHIKL")])
     assert low_complexity(rows).tolist() == [False, True, False]
+
+
+def test_row_counts_and_the_bootstrap_standard_error():
+    rows = padded_rows([encode("AAC"), encode("CD")])
+    counts = row_counts(rows)
+    assert counts.shape == (2, 20) and counts.sum() == 5
+    assert counts[0, AMINO_ACIDS.index("A")] == 2 and counts[1, AMINO_ACIDS.index("D")] == 1
+    rng = np.random.default_rng(1)
+    ref = rng.dirichlet(np.ones(20) * 5)
+
+    def sample(n, p):
+        return padded_rows([rng.choice(20, 80, p=p) for _ in range(n)])
+
+    # away from 0 the JSD is smooth in the composition: its noise falls like 1/sqrt(n)
+    far = rng.dirichlet(np.ones(20) * 5)
+    se_small = jsd_std_error(sample(50, far), ref)
+    se_large = jsd_std_error(sample(800, far), ref)
+    assert 0 < se_large < 0.5 * se_small
+    assert se_large == pytest.approx(se_small / 4, rel=0.5)
+    small = sample(50, ref)
+    assert jsd_std_error(small, ref) == jsd_std_error(small, ref)  # a function of the seed
+    # identical rows leave nothing to resample
+    assert jsd_std_error(padded_rows([encode("ACDE")] * 5), ref) == pytest.approx(0, abs=1e-15)
 
 
 def test_generation_metrics_of_natural_sequences_are_small():

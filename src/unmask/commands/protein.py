@@ -157,7 +157,8 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
              f"{len(split.heldout)} held-out proteins")
     render_table(rows, [("sampler", "label", ""), ("mean NFE", "nfe", ".1f"),
                         ("NFE / seq.", "nfe_vs_sequential", ".2f"),
-                        ("JSD aa", "jsd_heldout", ".4f"), ("JSD aa bg", "jsd_background", ".4f"),
+                        ("JSD aa", "jsd_heldout", ".4f"), ("± se", "jsd_heldout_se", ".4f"),
+                        ("JSD aa bg", "jsd_background", ".4f"),
                         ("JSD 2-mer", "jsd_2mer", ".4f"), ("JSD per seq", "jsd_per_seq", ".3f"),
                         ("low-cplx %", "low_complexity_pct", ".1f"),
                         ("distinct %", "distinct_pct", ".1f"), ("wall s", "wall_s", ".1f"),

@@ -61,18 +61,45 @@ def jsd(p: np.ndarray, q: np.ndarray) -> float | np.ndarray:
     return float(out) if np.ndim(out) == 0 else out
 
 
+def row_counts(tokens: Sequences) -> np.ndarray:
+    """(R, 20) amino-acid counts of each row (MASK, PAD and other ids >= 20 not counted)."""
+    x = _rows(tokens)
+    rows = np.broadcast_to(np.arange(len(x))[:, None], x.shape)
+    ok = x < N_AA
+    flat = np.bincount(rows[ok] * N_AA + x[ok], minlength=len(x) * N_AA)
+    return flat.reshape(len(x), N_AA).astype(np.float64)
+
+
+def jsd_std_error(tokens: Sequences, reference: np.ndarray, n_boot: int = 1000,
+                  seed: int = 0) -> float:
+    """Bootstrap standard error of the pooled-composition JSD (nats) of rows ``tokens``
+    (R, N) against ``reference`` (20,): the rows are resampled with replacement ``n_boot``
+    times. It is the sampling noise of R proteins: two samplers' JSD (same R, same lengths)
+    must differ by a few of these before the difference means anything. (A percentile
+    interval would not do: near 0 resampling only adds divergence, so the bootstrap values
+    sit above the estimate.)"""
+    counts = row_counts(tokens)
+    if len(counts) == 0:
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(len(counts), np.full(len(counts), 1.0 / len(counts)),
+                              size=n_boot).astype(np.float64)  # (n_boot, R)
+    pooled = weights @ counts
+    pooled /= np.maximum(pooled.sum(1, keepdims=True), 1.0)
+    return float(np.std(jsd(pooled, np.asarray(reference, dtype=np.float64)[None, :]),
+                        ddof=1))
+
+
 def per_sequence_jsd(tokens: torch.Tensor, reference: np.ndarray) -> np.ndarray:
     """(B,) JSD (nats) of each row's own composition against ``reference`` (20,)."""
-    x = _rows(tokens)
-    counts = np.stack([(x == a).sum(1) for a in range(N_AA)], 1).astype(np.float64)
+    counts = row_counts(tokens)
     own = counts / np.maximum(counts.sum(1, keepdims=True), 1.0)
     return jsd(own, reference[None, :])
 
 
 def low_complexity(tokens: torch.Tensor, share: float = LOW_COMPLEXITY_SHARE) -> np.ndarray:
     """(B,) bool: the row's most common residue makes up more than ``share`` of its residues."""
-    x = _rows(tokens)
-    counts = np.stack([(x == a).sum(1) for a in range(N_AA)], 1)
+    counts = row_counts(tokens)
     length = np.maximum(counts.sum(1), 1)
     return counts.max(1) > share * length
 
@@ -82,7 +109,8 @@ def generation_metrics(tokens: torch.Tensor, heldout: Sequences,
     """Every composition metric of generated (or natural) rows ``tokens`` (B, N).
 
     jsd_heldout / jsd_background: pooled amino-acid composition vs the held-out proteins and
-    vs HMMER's background; jsd_2mer: pooled dipeptides vs held-out; jsd_per_seq: mean over rows
+    vs HMMER's background; jsd_heldout_se: its bootstrap standard error over rows
+    (:func:`jsd_std_error`); jsd_2mer: pooled dipeptides vs held-out; jsd_per_seq: mean over rows
     of each row's own composition vs held-out (large for short rows even when natural);
     low_complexity: share of rows whose most common residue exceeds 40%; distinct: share of
     distinct rows.
@@ -92,6 +120,7 @@ def generation_metrics(tokens: torch.Tensor, heldout: Sequences,
     x = _rows(tokens)
     return {
         "jsd_heldout": jsd(comp, ref),
+        "jsd_heldout_se": jsd_std_error(tokens, ref),
         "jsd_background": jsd(comp, background),
         "jsd_2mer": jsd(dipeptide_composition(tokens), dipeptide_composition(heldout)),
         "jsd_per_seq": float(per_sequence_jsd(tokens, ref).mean()),
@@ -101,4 +130,5 @@ def generation_metrics(tokens: torch.Tensor, heldout: Sequences,
 
 
 __all__ = ["LOW_COMPLEXITY_SHARE", "composition", "dipeptide_composition",
-           "generation_metrics", "jsd", "low_complexity", "per_sequence_jsd"]
+           "generation_metrics", "jsd", "jsd_std_error", "low_complexity", "per_sequence_jsd",
+           "row_counts"]

@@ -7,6 +7,7 @@ import torch
 
 from unmask import UnmaskError
 from unmask.mi.estimator_train import (
+    EstimatorTrainConfig,
     evaluate_predictions,
     held_out_mask,
     pair_metrics,
@@ -80,6 +81,23 @@ def test_pair_mse_counts_ordered_masked_pairs_off_the_diagonal():
     masked = torch.tensor([[True, True, False]])
     pred = torch.tensor([[[9.0, 1.0, 9.0], [3.0, 9.0, 9.0], [9.0, 9.0, 9.0]]])
     assert float(pair_mse(pred, torch.zeros(1, 3, 3), masked)) == pytest.approx((1 + 9) / 2)
+
+
+def test_pair_mse_on_the_sqrt_scale():
+    masked = torch.tensor([[True, True, False]])
+    true = torch.zeros(1, 3, 3)
+    true[0, 0, 1] = true[0, 1, 0] = 0.0099  # sqrt(0.0099 + 1e-4) - 1e-2 = 0.09
+    pred = torch.full((1, 3, 3), 5.0)
+    pred[0, 0, 1] = 0.0399  # 0.2 - 0.01 = 0.19 on the sqrt scale
+    pred[0, 1, 0] = 0.0     # 0 on the sqrt scale
+    want = ((0.19 - 0.09) ** 2 + 0.09 ** 2) / 2
+    assert float(pair_mse(pred, true, masked, "sqrt")) == pytest.approx(want, rel=1e-5)
+    # the scale is monotone: a perfect prediction costs nothing on either scale
+    assert float(pair_mse(true, true, masked, "sqrt")) == 0.0
+    with pytest.raises(UnmaskError, match="loss_scale"):
+        pair_mse(pred, true, masked, "log")
+    with pytest.raises(UnmaskError, match="loss_scale"):
+        EstimatorTrainConfig(loss_scale="log")
 
 
 def test_held_out_split_is_by_group_and_stable_across_set_sizes():

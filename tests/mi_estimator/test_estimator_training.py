@@ -91,6 +91,21 @@ def test_training_beats_the_untrained_head_and_the_mean(positional_toy, toy_labe
     assert len(lines) == 30 and sum(r.get("best", False) for r in lines) >= 1
 
 
+def test_sqrt_scale_training_selects_on_its_own_scale(positional_toy, toy_labels,
+                                                      toy_hidden, tmp_path):
+    cfg = EstimatorTrainConfig(batch_size=32, max_epochs=10, lr=3e-3, warmup_steps=20,
+                               patience=100, loss_scale="sqrt")
+    res = train_estimator(new_estimator(positional_toy), toy_hidden, toy_labels,
+                          positional_toy.mask_id, cfg, tmp_path, log=lambda s: None)
+    held = held_out_mask(toy_labels.groups, cfg.held_out)
+    masked = toy_labels.tokens == positional_toy.mask_id
+    best = MIEstimator.load(tmp_path / "best", positional_toy)
+    args = (best, toy_hidden[held], toy_labels.mi[held], masked[held])
+    assert held_out_loss(*args, scale="sqrt") == pytest.approx(res["best_loss"], rel=1e-6)
+    assert held_out_loss(*args) != pytest.approx(res["best_loss"], rel=1e-3)
+    assert res["best_loss"] < 0.5 * res["history"][0]["held_out_loss"]
+
+
 def test_early_stopping_stops_after_patience(positional_toy, toy_labels, toy_hidden,
                                              tmp_path):
     # lr 0 after warm-up is impossible; a tiny lr makes held-out improvements vanish, so the

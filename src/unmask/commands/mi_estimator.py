@@ -58,6 +58,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--marginals", action="store_true",
                    help="also read the model's marginals (probabilities and entropy) of the "
                         "same pass (no gain on the Sudoku labels so far)")
+    p.add_argument("--loss-scale", choices=("nats", "sqrt"), default="nats",
+                   help="compare MI in nats or as its square root in the squared error (sqrt "
+                        "weighs errors on weak pairs more; predictions stay in nats)")
     p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
@@ -90,7 +93,8 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     cfg = EstimatorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
                                eval_every=args.eval_every, patience=args.patience,
                                held_out=args.held_out, split_seed=args.split_seed,
-                               seed=args.seed, max_time_s=args.max_time, augment=args.augment)
+                               seed=args.seed, max_time_s=args.max_time, augment=args.augment,
+                               loss_scale=args.loss_scale)
     probed = len(labels)
     labels = augmented_training_set(labels, cfg, task.symmetries)
     torch.manual_seed(args.seed)

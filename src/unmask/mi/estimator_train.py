@@ -286,6 +286,9 @@ class EstimatorTrainConfig:
     held_out: share of groups (puzzles) held out; split_seed picks which.
     augment: symmetry copies per training context (see :func:`augmented_training_set`;
         the held-out contexts are never moved).
+    loss_scale: what the squared error compares: MI in 'nats', or 'sqrt' of it (see
+        :func:`to_loss_scale`); the held-out loss that picks the best estimator uses the
+        same scale.
     """
 
     batch_size: int = 16
@@ -302,6 +305,7 @@ class EstimatorTrainConfig:
     grad_clip: float = 1.0
     max_time_s: float | None = None
     augment: int = 0
+    loss_scale: str = "nats"
 
     def __post_init__(self):
         require(self.batch_size >= 1, f"batch_size: must be >= 1, got {self.batch_size}")
@@ -311,6 +315,8 @@ class EstimatorTrainConfig:
         require(self.patience >= 1, f"patience: must be >= 1, got {self.patience}")
         require(0.0 < self.held_out < 1.0, f"held_out: must be in (0, 1), got {self.held_out}")
         require(self.augment >= 0, f"augment: must be >= 0, got {self.augment}")
+        require(self.loss_scale in LOSS_SCALES, f"loss_scale: expected one of "
+                f"{', '.join(LOSS_SCALES)}, got {self.loss_scale!r}")
 
 
 def planned_steps(labels: LabelSet, cfg: EstimatorTrainConfig) -> int:
@@ -339,29 +345,49 @@ def augmented_training_set(labels: LabelSet, cfg: EstimatorTrainConfig, symmetri
                     labels.identity)
 
 
-def pair_mse(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
-    """Mean squared error over ordered pairs i != j of masked positions ((B, N, N) inputs)."""
+#: scales the training loss can compare MI on (see :func:`to_loss_scale`)
+LOSS_SCALES = ("nats", "sqrt")
+#: added under the square root so its gradient stays finite at MI = 0 (nats)
+SQRT_FLOOR = 1e-4
+
+
+def to_loss_scale(mi: torch.Tensor, scale: str) -> torch.Tensor:
+    """MI in nats mapped to the scale the loss compares on: 'nats' (identity) or 'sqrt'
+    (sqrt(MI + 1e-4) - 1e-2: monotone, so the ranking of pairs is unchanged, but an error on a
+    weak pair weighs more against one on a strong pair than in plain nats)."""
+    if scale == "nats":
+        return mi
+    if scale == "sqrt":
+        return torch.sqrt(mi + SQRT_FLOOR) - SQRT_FLOOR ** 0.5
+    raise UnmaskError(f"loss_scale: expected one of {', '.join(LOSS_SCALES)}, got {scale!r}")
+
+
+def pair_mse(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
+             scale: str = "nats") -> torch.Tensor:
+    """Mean squared error over ordered pairs i != j of masked positions ((B, N, N) inputs),
+    of the MI mapped by :func:`to_loss_scale`."""
     n = masked.shape[1]
     pairs = masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
                                                                   device=masked.device)
     count = pairs.sum()
     if count == 0:
         return pred.sum() * 0.0
-    return (((pred - true) ** 2) * pairs).sum() / count
+    diff = to_loss_scale(pred, scale) - to_loss_scale(true, scale)
+    return ((diff ** 2) * pairs).sum() / count
 
 
 def held_out_loss(estimator: MIEstimator, hidden: torch.Tensor, mi: torch.Tensor,
-                  masked: torch.Tensor, batch_size: int = 256) -> float:
-    """Pair MSE over all masked pairs i != j of the given contexts (pair-weighted)."""
+                  masked: torch.Tensor, batch_size: int = 256, scale: str = "nats") -> float:
+    """Pair MSE (on ``scale``) over all masked pairs i != j of the given contexts
+    (pair-weighted)."""
     total, count = 0.0, 0
-    n = masked.shape[1]
     with torch.inference_mode():
         for lo in range(0, len(hidden), batch_size):
             sl = slice(lo, lo + batch_size)
             pred = estimator(hidden[sl].float(), masked[sl])
-            pairs = masked[sl, :, None] & masked[sl, None, :] & ~torch.eye(n, dtype=torch.bool)
-            total += float((((pred - mi[sl]) ** 2) * pairs).sum())
-            count += int(pairs.sum())
+            pairs = int((masked[sl].sum(1) * (masked[sl].sum(1) - 1)).sum())
+            total += float(pair_mse(pred, mi[sl], masked[sl], scale)) * pairs
+            count += pairs
     return total / max(count, 1)
 
 
@@ -413,8 +439,8 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
         log(f"resumed at step {step}, best held-out loss {best:.5g}")
     else:
         # the loss of the untrained head, so the history shows what training bought
-        history.append({"step": 0, "held_out_loss": held_out_loss(estimator, h_held, mi_held,
-                                                                  m_held)})
+        history.append({"step": 0, "held_out_loss": held_out_loss(
+            estimator, h_held, mi_held, m_held, scale=cfg.loss_scale)})
 
     def checkpoint():
         save_checkpoint(ckpt, {"estimator": estimator.state_dict(), "optimizer": opt.state_dict(),
@@ -441,7 +467,8 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         masked = masked_all[idx]
-        loss = pair_mse(estimator(hidden[idx].float(), masked), labels.mi[idx], masked)
+        loss = pair_mse(estimator(hidden[idx].float(), masked), labels.mi[idx], masked,
+                        cfg.loss_scale)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(estimator.parameters(), cfg.grad_clip)
@@ -453,7 +480,7 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
             progress(step, total_steps)
         if step % eval_every == 0 or step == total_steps:
             estimator.eval()
-            loss_h = held_out_loss(estimator, h_held, mi_held, m_held)
+            loss_h = held_out_loss(estimator, h_held, mi_held, m_held, scale=cfg.loss_scale)
             record = {"step": step, "epoch": round(step / steps_per_epoch, 2),
                       "train_loss": running, "held_out_loss": loss_h, "lr": lr_at(step),
                       "wall_s": round(time.time() - start, 1)}

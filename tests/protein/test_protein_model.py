@@ -73,6 +73,13 @@ def test_save_load_and_model_checks(tiny_protein, tmp_path):
         load_protein_model(tmp_path / "s")
     with pytest.raises(UnmaskError, match="neither a model folder nor a shipped model"):
         load_protein_model("no-such-model")
+    # the generic loader recognises a protein model by its config and reads PAD as given
+    from unmask.pretrained import load_model
+
+    generic = load_model(tmp_path / "m")
+    assert isinstance(generic, ProteinMDM) and generic.fingerprint() == tiny_protein.fingerprint()
+    generic.check_tokens(generation_inputs(torch.tensor([3, 5]), 8))
+    assert type(load_model(tmp_path / "s")) is MDMTransformer
 
 
 def run_train(tmp_path, *extra):

@@ -26,13 +26,25 @@ def pretrained_path(name: str) -> Path:
 
 
 def load_model(name_or_path: str | Path | None = None):
-    """Load a model by shipped name (default: the Sudoku MDM) or from a folder."""
+    """Load a model by shipped name (default: the Sudoku MDM) or from a folder. A protein
+    model (its config's task is 'protein', or an ESM checkpoint) loads through
+    :func:`unmask.protein.model.load_protein_model`, so it reads PAD as given context."""
+    import json
+
     from unmask.models.transformer import MDMTransformer
 
     name_or_path = name_or_path or DEFAULT_MODEL
     path = Path(name_or_path)
     if not path.is_dir():
         path = pretrained_path(str(name_or_path))
+    try:
+        meta = json.loads((path / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        meta = {}  # from_pretrained names what is missing or malformed
+    if meta.get("model_type") == "esm" or (meta.get("config") or {}).get("task") == "protein":
+        from unmask.protein.model import load_protein_model
+
+        return load_protein_model(path)
     model = MDMTransformer.from_pretrained(path)
     model.source = str(path)
     return model

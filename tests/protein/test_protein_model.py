@@ -80,6 +80,11 @@ def test_save_load_and_model_checks(tiny_protein, tmp_path):
     assert isinstance(generic, ProteinMDM) and generic.fingerprint() == tiny_protein.fingerprint()
     generic.check_tokens(generation_inputs(torch.tensor([3, 5]), 8))
     assert type(load_model(tmp_path / "s")) is MDMTransformer
+    # a broken config is one clear error from either loader, never a JSON traceback
+    (tmp_path / "s" / "config.json").write_text("{not json")
+    for loader in (load_model, load_protein_model):
+        with pytest.raises(UnmaskError, match="config.json is not JSON"):
+            loader(tmp_path / "s")
 
 
 def run_train(tmp_path, *extra):

@@ -14,7 +14,7 @@ from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path, atomic_write_text
-from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.base import MaskedModel, ModelOutput, read_model_config
 
 POSITION_KINDS = ("learned", "grid", "none")
 
@@ -194,7 +194,7 @@ class MDMTransformer(MaskedModel):
         cfg_path, weights = directory / "config.json", directory / "model.safetensors"
         if not cfg_path.is_file() or not weights.is_file():
             raise UnmaskError(f"model: {directory} has no config.json + model.safetensors")
-        meta = json.loads(cfg_path.read_text())
+        meta = read_model_config(directory)
         if meta.get("model_type") != "mdm-transformer":
             raise UnmaskError(f"model: {cfg_path} is not an mdm-transformer config")
         model = cls(TransformerConfig(**meta["config"]))

@@ -25,22 +25,21 @@ def pretrained_path(name: str) -> Path:
     return path
 
 
+def model_folder(name_or_path: str | Path | None, default: str) -> Path:
+    """The folder of a model given as a folder or a shipped name (``default`` when None)."""
+    path = Path(name_or_path or default)
+    return path if path.is_dir() else pretrained_path(str(name_or_path or default))
+
+
 def load_model(name_or_path: str | Path | None = None):
     """Load a model by shipped name (default: the Sudoku MDM) or from a folder. A protein
     model (its config's task is 'protein', or an ESM checkpoint) loads through
     :func:`unmask.protein.model.load_protein_model`, so it reads PAD as given context."""
-    import json
-
+    from unmask.models.base import read_model_config
     from unmask.models.transformer import MDMTransformer
 
-    name_or_path = name_or_path or DEFAULT_MODEL
-    path = Path(name_or_path)
-    if not path.is_dir():
-        path = pretrained_path(str(name_or_path))
-    try:
-        meta = json.loads((path / "config.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        meta = {}  # from_pretrained names what is missing or malformed
+    path = model_folder(name_or_path, DEFAULT_MODEL)
+    meta = read_model_config(path)
     if meta.get("model_type") == "esm" or (meta.get("config") or {}).get("task") == "protein":
         from unmask.protein.model import load_protein_model
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from unmask.errors import UnmaskError, require
+from unmask.errors import require
 from unmask.models.base import MaskedModel
 from unmask.models.transformer import MDMTransformer, TransformerConfig
 from unmask.protein.data import CropSampler
@@ -51,20 +50,11 @@ def check_protein_model(model: MaskedModel) -> None:
 def load_protein_model(name_or_path: str | Path | None = None) -> MaskedModel:
     """The shipped protein MDM (default, or name 'protein'), a folder of ours, or an
     ``EsmForMaskedLM`` checkpoint folder (through :class:`unmask.models.esm.EsmMaskedModel`)."""
-    from unmask.pretrained import pretrained_path
+    from unmask.models.base import read_model_config
+    from unmask.pretrained import model_folder
 
-    name_or_path = name_or_path or TASK
-    path = Path(name_or_path)
-    if not path.is_dir():
-        path = pretrained_path(str(name_or_path))
-    cfg = path / "config.json"
-    if not cfg.is_file():
-        raise UnmaskError(f"model: {path} has no config.json")
-    try:
-        meta = json.loads(cfg.read_text())
-    except json.JSONDecodeError as e:
-        raise UnmaskError(f"model: {cfg} is not JSON ({e.msg})") from None
-    if meta.get("model_type") == "esm":
+    path = model_folder(name_or_path, TASK)
+    if read_model_config(path).get("model_type") == "esm":
         from unmask.models.esm import EsmMaskedModel
 
         model = EsmMaskedModel.from_pretrained(path)

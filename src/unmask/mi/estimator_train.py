@@ -362,18 +362,23 @@ def to_loss_scale(mi: torch.Tensor, scale: str) -> torch.Tensor:
     raise UnmaskError(f"loss_scale: expected one of {', '.join(LOSS_SCALES)}, got {scale!r}")
 
 
-def pair_mse(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
-             scale: str = "nats") -> torch.Tensor:
-    """Mean squared error over ordered pairs i != j of masked positions ((B, N, N) inputs),
-    of the MI mapped by :func:`to_loss_scale`."""
+def pair_squared_error(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
+                       scale: str = "nats") -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum, count): the squared error of the MI mapped by :func:`to_loss_scale`, summed over
+    the ordered pairs i != j of masked positions ((B, N, N) inputs), and their number."""
     n = masked.shape[1]
     pairs = masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
                                                                   device=masked.device)
-    count = pairs.sum()
-    if count == 0:
-        return pred.sum() * 0.0
     diff = to_loss_scale(pred, scale) - to_loss_scale(true, scale)
-    return ((diff ** 2) * pairs).sum() / count
+    return ((diff ** 2) * pairs).sum(), pairs.sum()
+
+
+def pair_mse(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
+             scale: str = "nats") -> torch.Tensor:
+    """Mean squared error over ordered pairs i != j of masked positions ((B, N, N) inputs),
+    of the MI mapped by :func:`to_loss_scale` (0 when there is no such pair)."""
+    total, count = pair_squared_error(pred, true, masked, scale)
+    return total / count if count > 0 else pred.sum() * 0.0
 
 
 def held_out_loss(estimator: MIEstimator, hidden: torch.Tensor, mi: torch.Tensor,
@@ -385,9 +390,9 @@ def held_out_loss(estimator: MIEstimator, hidden: torch.Tensor, mi: torch.Tensor
         for lo in range(0, len(hidden), batch_size):
             sl = slice(lo, lo + batch_size)
             pred = estimator(hidden[sl].float(), masked[sl])
-            pairs = int((masked[sl].sum(1) * (masked[sl].sum(1) - 1)).sum())
-            total += float(pair_mse(pred, mi[sl], masked[sl], scale)) * pairs
-            count += pairs
+            batch_total, batch_count = pair_squared_error(pred, mi[sl], masked[sl], scale)
+            total += float(batch_total)
+            count += int(batch_count)
     return total / max(count, 1)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from unmask.io import atomic_path
 from unmask.mi import perturbation_mi
 from unmask.mi.estimator import load_estimator
 from unmask.mi.estimator_train import (
@@ -52,9 +53,8 @@ def exact_mi(model, tokens: torch.Tensor, cache: Path, batch_size: int) -> torch
         print(f"  exact probing: {min(lo + 16, len(tokens))}/{len(tokens)} contexts "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     mi = torch.cat(parts)
-    tmp = cache.with_suffix(".tmp")
-    save_file({"tokens": tokens.contiguous(), "mi": mi.contiguous()}, str(tmp))
-    tmp.replace(cache)
+    with atomic_path(cache) as tmp:
+        save_file({"tokens": tokens.contiguous(), "mi": mi.contiguous()}, str(tmp))
     return mi
 
 

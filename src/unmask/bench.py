@@ -71,6 +71,13 @@ def pareto_front(rows: list[dict], x: str, y: str) -> list[dict]:
         (o[x] <= r[x] and o[y] >= r[y]) and (o[x] < r[x] or o[y] > r[y]) for o in rows)]
 
 
+def _greek(text: str) -> str:
+    """Plot labels: ``gamma=0.3 lam=10 tau=0.9`` as ``γ=0.3 λ=10 τ=0.9``."""
+    for name, letter in (("gamma=", "γ="), ("lam=", "λ="), ("tau=", "τ=")):
+        text = text.replace(name, letter)
+    return text
+
+
 def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = "accuracy",
                 xlabel: str = "mean forward passes (NFE)", ylabel: str = "solved %",
                 title: str = "", references: list[tuple[str, float, float]] = ()) -> None:
@@ -88,12 +95,16 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
     cmap = plt.get_cmap("tab10")
     for k, fam in enumerate(families):
         part = sorted((r for r in rows if r["name"] == fam), key=lambda r: r[x])
+        params = [r["label"][len(fam):].split() for r in part]
+        # parameters every point of the family shares go in the legend, not on each point
+        shared = ([t for t in params[0] if all(t in p for p in params)]
+                  if len(part) > 1 else [])
         ax.plot([r[x] for r in part], [100 * r[y] for r in part], "o-", color=cmap(k % 10),
-                label=fam, alpha=0.85, ms=6)
-        for r in part:
-            short = r["label"][len(fam):].strip()
+                label=_greek(" ".join([fam, *shared])), alpha=0.85, ms=6)
+        for r, p in zip(part, params, strict=True):
+            short = _greek(" ".join(t for t in p if t not in shared))
             if short:
-                ax.annotate(short, (r[x], 100 * r[y]), fontsize=7, xytext=(4, 3),
+                ax.annotate(short, (r[x], 100 * r[y]), fontsize=7, xytext=(4, 3 if k % 2 else -10),
                             textcoords="offset points", color=cmap(k % 10))
     front = sorted(pareto_front(rows, x, y), key=lambda r: r[x])
     ax.plot([r[x] for r in front], [100 * r[y] for r in front], "k--", lw=1, alpha=0.5,

@@ -97,13 +97,26 @@ class Block(nn.Module):
                                 nn.Linear(cfg.d_ff, cfg.d_model))
         self.dropout = cfg.dropout
 
-    def forward(self, x: torch.Tensor, relations: torch.Tensor | None = None) -> torch.Tensor:
+    def _qkv_bias(self, x: torch.Tensor, relations: torch.Tensor | None):
         b, n, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, n, 3, self.n_heads, d // self.n_heads).unbind(2)
-        drop = self.dropout if self.training else 0.0
         bias = None
         if self.rel_bias is not None:
             bias = self.rel_bias[:, relations[:n, :n]].to(q.dtype)  # (H, N, N)
+        return q, k, v, bias
+
+    def attention_probs(self, x: torch.Tensor,
+                        relations: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, H, N, N) attention weights of this block on its input ``x`` (B, N, D): row i is
+        how position i reads every j (what ``forward`` computes inside fused attention)."""
+        q, k, _, bias = self._qkv_bias(x, relations)
+        logits = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(q.shape[-1])
+        return (logits if bias is None else logits + bias).softmax(-1)
+
+    def forward(self, x: torch.Tensor, relations: torch.Tensor | None = None) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v, bias = self._qkv_bias(x, relations)
+        drop = self.dropout if self.training else 0.0
         att = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                              v.transpose(1, 2), attn_mask=bias, dropout_p=drop)
         x = x + F.dropout(self.proj(att.transpose(1, 2).reshape(b, n, d)), drop, self.training)

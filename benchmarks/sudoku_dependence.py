@@ -6,12 +6,16 @@ same number of passes:
 - MI-guided with the shipped estimator (gamma x lambda),
 - MI-guided with ground-truth MI by probing (``mi-oracle``; slow, ``--oracle``),
 - EB with an MI veto: EB's prefix, minus every position whose summed MI with the positions
-  already taken this pass exceeds delta (defined here, not a shipped sampler).
+  already taken this pass exceeds delta (defined here, not a shipped sampler),
+- MI-guided with deferral: each position's cost also carries mu times its summed estimated MI
+  with every position still masked, so a cell that the rest of the board could still resolve
+  waits (defined here, not a shipped sampler).
 Columns: solved %, decoding passes, cumulative entropy, the share of boards where one pass
 revealed two same-digit peers (a clash: the failure that dependence-aware decoding targets),
 and the solved % of the EB frontier interpolated at the row's passes, with the difference.
 
     PYTHONPATH=src .venv/bin/python benchmarks/sudoku_dependence.py --limit 200 [--oracle]
+        [--specs SPEC ...]   (replaces the default rows; keep two or more EB rows)
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from unmask.bench import BenchEntry
 from unmask.pretrained import load_model
 from unmask.samplers.base import Selection, register, scan_order_scores
 from unmask.samplers.eb import EBSampler
-from unmask.samplers.mi_guided import MIGuidedSampler
+from unmask.samplers.mi_guided import MIGuidedSampler, mi_budget_select
 from unmask.sudoku.bench import bench_sudoku
 from unmask.sudoku.datasets import load_set
 
@@ -58,11 +62,30 @@ class EBWithMIVeto(MIGuidedSampler):
         return Selection(taken.bool())
 
 
+@register("mi-defer")
+@dataclass
+class MIGuidedWithDeferral(MIGuidedSampler):
+    """MI-guided, with position i's entropy raised by mu * sum_j I[i, j] over the positions j
+    still masked: a first-order measure of how much of H_i waiting could still resolve."""
+
+    mu: float = 0.05
+
+    def select(self, state):
+        mi = self.mutual_information(state).double()
+        resolvable = (mi * state.masked[:, None, :].double()).sum(-1)
+        cost = state.entropy.double() + self.mu * resolvable
+        return Selection(mi_budget_select(cost, mi, state.eligible,
+                                          scan_order_scores(state, self.order), self.gamma,
+                                          self.lam, self.stop_at_first_miss))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=200, help="first N hard puzzles")
     ap.add_argument("--oracle", action="store_true", help="add mi-oracle rows (slow)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--specs", nargs="+", default=None, metavar="SPEC",
+                    help="sampler specs replacing the default rows (keep >= 2 EB rows)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -70,8 +93,12 @@ def main() -> None:
     specs += [f"mi-guided:gamma={g},lam={lam},order=confidence"
               for g in (0.3, 0.6, 1.0) for lam in (1, 10)]
     specs += [f"eb-mi-veto:gamma={g},delta={d}" for g in (0.3, 1.0) for d in (0.02, 0.1)]
+    specs += [f"mi-defer:gamma={g},mu={mu},order=confidence"
+              for g, mu in ((0.6, 0.05), (1.0, 0.05), (1.0, 0.1))]
     if args.oracle:
         specs += [f"mi-oracle:gamma={g},order=confidence" for g in (0.3, 0.6, 1.0)]
+    if args.specs:
+        specs = args.specs
     model = load_model()
     puzzles, _ = load_set("hard")
     rows = bench_sudoku(model, puzzles[:args.limit], [BenchEntry.parse(s) for s in specs])

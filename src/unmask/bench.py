@@ -65,6 +65,21 @@ def render_table(rows: list[dict], columns: list[tuple[str, str, str]], title: s
     Console().print(table)
 
 
+#: one-position-per-step samplers, in the order preferred as the NFE reference
+SEQUENTIAL_LABELS = ("confidence", "entropy", "margin", "uniform")
+
+
+def add_nfe_vs_sequential(rows: list[dict]) -> dict | None:
+    """Set ``nfe_vs_sequential`` on every row: its ``nfe`` over that of the first sequential
+    sampler run with default settings (confidence, else entropy, margin, uniform), or None
+    when none was run or the row has no NFE. Returns the reference row."""
+    seq = next((r for label in SEQUENTIAL_LABELS for r in rows if r["label"] == label), None)
+    for r in rows:
+        r["nfe_vs_sequential"] = (r["nfe"] / seq["nfe"] if seq and r.get("nfe") is not None
+                                  else None)
+    return seq
+
+
 def pareto_front(rows: list[dict], x: str, y: str) -> list[dict]:
     """Rows not dominated by another (lower or equal ``x`` and higher or equal ``y``)."""
     return [r for r in rows if not any(

@@ -29,7 +29,7 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
 def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     import torch
 
-    from unmask.bench import pareto_plot, render_table
+    from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
     from unmask.commands.common import bench_entries, output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
@@ -60,9 +60,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
                             batch_size=args.batch_size, progress=update)
     ref = singles_reference(puzzles)
-    seq = next((r for r in rows if r["label"] == "confidence"), None)
+    add_nfe_vs_sequential(rows)
     for r in rows:
-        r["nfe_vs_sequential"] = r["nfe"] / seq["nfe"] if seq else None
         r["solved_pct"] = 100 * r["solved"]
         r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
     source = describe_source(model.source)

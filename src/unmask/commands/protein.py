@@ -120,7 +120,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 def bench_protein_cmd(args: argparse.Namespace) -> int:
     import torch
 
-    from unmask.bench import pareto_plot, render_table
+    from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
     from unmask.commands.common import bench_entries, output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
@@ -145,16 +145,14 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
             model, split, entries, n=args.n, seed=args.seed, temperature=args.temperature,
             min_length=args.min_length, max_length=args.max_length,
             batch_size=args.batch_size, natural=not args.no_natural, progress=update)
-    seq = next((r for r in rows if r["label"] == "confidence"), None)
+    add_nfe_vs_sequential(rows)
     for r in rows:
-        r["nfe_vs_sequential"] = (r["nfe"] / seq["nfe"] if seq and r["nfe"] is not None
-                                  else None)
         r["low_complexity_pct"] = 100 * r["low_complexity"]
         r["distinct_pct"] = 100 * r["distinct"]
     title = (f"Proteins: {args.n} of length {args.min_length}-{args.max_length} "
              f"(mean {lengths.double().mean():.1f}) at temperature {args.temperature:g}, "
-             f"model {model.source}{' (bf16)' if args.bf16 else ''}; JSD in nats vs "
-             f"{len(split.heldout)} held-out proteins")
+             f"model {describe_source(model.source)}{' (bf16)' if args.bf16 else ''}; "
+             f"JSD in nats vs {len(split.heldout)} held-out proteins")
     render_table(rows, [("sampler", "label", ""), ("mean NFE", "nfe", ".1f"),
                         ("NFE / seq.", "nfe_vs_sequential", ".2f"),
                         ("JSD aa", "jsd_heldout", ".4f"), ("± se", "jsd_heldout_se", ".4f"),
@@ -167,9 +165,10 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
         f"{label[4:]} {nfe} passes / JSD {j}" for label, nfe, j in SEED_REFERENCE))
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(
-            {"model": str(model.source), "n": args.n, "temperature": args.temperature,
-             "lengths": [args.min_length, args.max_length], "data": split.source,
-             "heldout_proteins": len(split.heldout), "rows": rows}, indent=2) + "\n")
+            {"model": describe_source(model.source), "n": args.n,
+             "temperature": args.temperature, "lengths": [args.min_length, args.max_length],
+             "data": split.source, "heldout_proteins": len(split.heldout),
+             "rows": rows}, indent=2) + "\n")
     if plot_path is not None:
         decoded = [{**r, "closeness": 1.0 - r["jsd_heldout"]} for r in rows
                    if r["nfe"] is not None]

@@ -23,7 +23,6 @@ import torch
 from unmask.bench import BenchEntry
 from unmask.decode import decode
 from unmask.pretrained import load_model
-from unmask.samplers import make_sampler
 from unmask.sudoku.datasets import load_set
 from unmask.sudoku.engine import is_valid_solution
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
@@ -50,11 +49,6 @@ class RevealConfidence:
         return selection
 
 
-def sampler_from(spec: str):
-    entry = BenchEntry.parse(spec)
-    return make_sampler(entry.name, **entry.params)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=200, help="first N hard puzzles")
@@ -70,7 +64,7 @@ def main() -> None:
     puzzles, solutions = load_set("hard")
     puzzles, solutions = puzzles[:args.limit], solutions[:args.limit]
     given = grid_to_tokens(puzzles)
-    first_stage = RevealConfidence(sampler_from(args.first), *given.shape)
+    first_stage = RevealConfidence(BenchEntry.parse(args.first).sampler(), *given.shape)
     res = decode(model, given, first_stage)
     solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
     print(f"{len(puzzles)} hard puzzles; first stage {args.first}: {100 * solved.mean():.1f}% "
@@ -92,7 +86,7 @@ def main() -> None:
         again = (first_stage.confidence < tau) & (given == model.mask_id)
         tokens = res.tokens.clone()
         tokens[again] = model.mask_id
-        res2 = decode(model, tokens, sampler_from(args.second))
+        res2 = decode(model, tokens, BenchEntry.parse(args.second).sampler())
         solved2 = is_valid_solution(tokens_to_grid(res2.tokens), puzzles)
         print(f"re-mask cells revealed below p={tau}: {again.sum(1).double().mean():.1f} per "
               f"board; after {args.second}: {100 * solved2.mean():.1f}% at "

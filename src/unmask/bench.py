@@ -31,16 +31,21 @@ class BenchEntry:
                 raise UnmaskError(f"sampler spec {spec!r}: expected K=V, got {item!r}")
             k, v = item.split("=", 1)
             params[k.strip()] = parse_param_value(v.strip())
-        make_sampler(name.strip(), **params)  # validate now, with a message naming the field
         label = name.strip() + (" " + " ".join(f"{k}={v}" for k, v in params.items())
                                 if params else "")
-        return cls(label, name.strip(), params)
+        entry = cls(label, name.strip(), params)
+        entry.sampler()  # validate now, with a message naming the field
+        return entry
+
+    def sampler(self):
+        """A fresh sampler of this configuration."""
+        return make_sampler(self.name, **self.params)
 
 
 def timed_decode(model, tokens: torch.Tensor, entry: BenchEntry, config: DecodeConfig,
                  *, seed: int = 0, batch_size: int = 1000) -> tuple[DecodeResult, float]:
     """Decode ``tokens`` (B, N) in chunks of ``batch_size`` rows; (merged result, seconds)."""
-    sampler = make_sampler(entry.name, **entry.params)
+    sampler = entry.sampler()
     parts = []
     start = time.perf_counter()
     for i in range(0, tokens.shape[0], batch_size):

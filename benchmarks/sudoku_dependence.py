@@ -32,7 +32,7 @@ from unmask.bench import BenchEntry
 from unmask.pretrained import load_model
 from unmask.samplers.base import Selection, register, scan_order_scores
 from unmask.samplers.eb import EBSampler
-from unmask.samplers.mi_guided import MIGuidedSampler, mi_budget_select
+from unmask.samplers.mi_guided import MIGuidedSampler
 from unmask.sudoku.bench import bench_sudoku
 from unmask.sudoku.datasets import load_set
 
@@ -70,13 +70,9 @@ class MIGuidedWithDeferral(MIGuidedSampler):
 
     mu: float = 0.05
 
-    def select(self, state):
-        mi = self.mutual_information(state).double()
-        resolvable = (mi * state.masked[:, None, :].double()).sum(-1)
-        cost = state.entropy.double() + self.mu * resolvable
-        return Selection(mi_budget_select(cost, mi, state.eligible,
-                                          scan_order_scores(state, self.order), self.gamma,
-                                          self.lam, self.stop_at_first_miss))
+    def position_cost(self, state, mi):
+        resolvable = (mi.double() * state.masked[:, None, :].double()).sum(-1)
+        return state.entropy.double() + self.mu * resolvable
 
 
 def main() -> None:

@@ -83,9 +83,14 @@ class _BudgetedMISampler(Sampler):
     def mutual_information(self, state: StepState) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
+    def position_cost(self, state: StepState, mi: torch.Tensor) -> torch.Tensor:
+        """(B, N) each position's own cost against the budget, before the MI with positions
+        already taken: its entropy in nats."""
+        return state.entropy
+
     def select(self, state: StepState) -> Selection:
         mi = self.mutual_information(state)
-        reveal = mi_budget_select(state.entropy, mi, state.eligible,
+        reveal = mi_budget_select(self.position_cost(state, mi), mi, state.eligible,
                                   scan_order_scores(state, self.order), self.gamma, self.lam,
                                   self.stop_at_first_miss)
         return Selection(reveal)

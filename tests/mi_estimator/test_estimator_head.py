@@ -58,6 +58,39 @@ def test_pairs_match_the_hadamard_mlp_written_out():
     assert torch.allclose(est(h), want, atol=1e-6)
 
 
+def test_two_hop_units_add_their_legs_over_masked_positions_written_out():
+    """y_h(i, j) = sum_{k masked} relu(z_h(i, k)) relu(z_h(k, j)) / N for the first H units,
+    weighted by the output layer's extra columns before the softplus."""
+    torch.manual_seed(3)
+    est = perturb(MIEstimator(EstimatorConfig(hidden_size=6, d=4, n_heads=2, mixer_layers=0,
+                                              pair_hidden=3, pair_rank=2, two_hop=2)))
+    b, n = 2, 5
+    h = torch.randn(b, n, 6)
+    masked = torch.tensor([[True, True, False, True, True], [True, False, True, True, False]])
+    a = est.norm(torch.nn.functional.gelu(est.adapter(h)))
+    q = est.query(a).view(b, n, 3, 2)
+    k = est.key(a).view(b, n, 3, 2)
+    z = torch.relu(torch.einsum("biur,bjur->biju", q, k) + est.pair_bias)  # (B, N, N, U)
+    w = est.out.weight[0]
+    logit = z @ w[:3] + est.out.bias
+    for r in range(b):
+        for i in range(n):
+            for j in range(n):
+                for u in range(2):
+                    legs = sum(z[r, i, kk, u] * z[r, kk, j, u] for kk in range(n)
+                               if masked[r, kk])
+                    logit[r, i, j] += w[3 + u] * legs / n
+    raw = torch.nn.functional.softplus(logit)
+    both = masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool)
+    want = (raw + raw.transpose(1, 2)) / 2 * both
+    assert torch.allclose(est(h, masked), want, atol=1e-5)
+
+
+def test_two_hop_is_bounded_by_the_pair_units():
+    with pytest.raises(UnmaskError, match="two_hop"):
+        EstimatorConfig(hidden_size=4, pair_hidden=3, two_hop=4)
+
+
 def test_pair_prior_adds_a_symmetric_table_to_the_logit():
     torch.manual_seed(4)
     cfg = dict(hidden_size=6, d=4, n_heads=2, pair_hidden=2, pair_rank=2)

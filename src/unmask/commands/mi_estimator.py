@@ -49,6 +49,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mixer-layers", type=int, default=1)
     p.add_argument("--pair-hidden", type=int, default=8, help="pair MLP units")
     p.add_argument("--pair-rank", type=int, default=16, help="rank of each unit's bilinear form")
+    p.add_argument("--two-hop", type=int, default=0, metavar="H",
+                   help="compose the first H pair units over the masked positions between a "
+                        "pair (dependence through a third position); default 0")
     p.add_argument("--pair-prior", action="store_true",
                    help="learn a prior per pair of positions (for fixed-meaning positions such "
                         "as Sudoku cells)")
@@ -89,7 +92,7 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
                               pair_rank=args.pair_rank,
                               pair_prior_length=model.max_length if args.pair_prior else 0,
                               marginal_size=len(model.real_token_ids) if args.marginals else 0,
-                              model_fingerprint=model.fingerprint())
+                              two_hop=args.two_hop, model_fingerprint=model.fingerprint())
     cfg = EstimatorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
                                eval_every=args.eval_every, patience=args.patience,
                                held_out=args.held_out, split_seed=args.split_seed,

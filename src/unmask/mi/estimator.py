@@ -8,9 +8,15 @@ Architecture (about 0.1M parameters at the defaults):
 
     f (B, N, F) -> Linear(F, d) + GELU -> ``mixer_layers`` pre-LN transformer blocks (d)
     for each of U pair units: z_u(i, j) = q_i^u . k_j^u + b_u   (q^u, k^u: linear maps d -> r)
-    M_ij = softplus(sum_u w_u act(z_u(i, j)) + c [+ P_ij]);  M <- (M + M^T) / 2;  diagonal 0
+    [two-hop units, h < H: y_h(i, j) = sum_{k masked} a_h(i, k) a_h(k, j) / N,  a_h = act(z_h)]
+    M_ij = softplus(sum_u w_u act(z_u(i, j)) [+ sum_h v_h y_h(i, j)] + c [+ P_ij])
+    M <- (M + M^T) / 2;  diagonal 0
 
-with P an optional learned table over pairs of positions (``pair_prior_length``).
+with P an optional learned table over pairs of positions (``pair_prior_length``) and H
+optional two-hop units (``two_hop``): a pair's score also sums, over the masked positions k
+between them, the product of its two legs, which is how dependence reaches two positions that
+share no constraint (in Sudoku, non-peers linked through common peers). One batched (N, N)
+matmul per unit.
 
 The features f are the frozen hidden states (F = D), optionally followed by the model's own
 marginals from the same pass: the K real-token probabilities and their entropy (F = D + K + 1,
@@ -71,6 +77,8 @@ class EstimatorConfig:
     marginal_size: K > 0 also reads the model's marginals over its K real tokens and their
         entropy (see the module docstring); K must equal ``len(model.real_token_ids)``.
         0 = hidden states only.
+    two_hop: H, how many of the pair units (the first H, H <= pair_hidden) are also composed
+        with themselves over the masked positions (see the module docstring); 0 = none.
     model_fingerprint: :meth:`MaskedModel.fingerprint` of the MDM the estimator was trained on
         ("" = not tied to a model yet: only the hidden size is checked).
     """
@@ -85,6 +93,7 @@ class EstimatorConfig:
     activation: str = "relu"
     pair_prior_length: int = 0
     marginal_size: int = 0
+    two_hop: int = 0
     model_fingerprint: str = ""
 
     def __post_init__(self):
@@ -101,6 +110,9 @@ class EstimatorConfig:
         require(self.mixer_layers >= 0, f"mixer_layers: must be >= 0, got {self.mixer_layers}")
         require(isinstance(self.marginal_size, int) and self.marginal_size >= 0,
                 f"marginal_size: must be an integer >= 0, got {self.marginal_size!r}")
+        require(isinstance(self.two_hop, int) and 0 <= self.two_hop <= self.pair_hidden,
+                f"two_hop: must be an integer in [0, pair_hidden={self.pair_hidden}], got "
+                f"{self.two_hop!r}")
         require(self.d % self.n_heads == 0,
                 f"d: {self.d} is not divisible by n_heads={self.n_heads}")
 
@@ -159,7 +171,7 @@ class MIEstimator(nn.Module):
         self.query = nn.Linear(d, u * r)
         self.key = nn.Linear(d, u * r)
         self.pair_bias = nn.Parameter(torch.zeros(u))
-        self.out = nn.Linear(u, 1)
+        self.out = nn.Linear(u + config.two_hop, 1)
         length = config.pair_prior_length
         self.pair_prior = nn.Parameter(torch.zeros(length, length)) if length else None
         # start near MI ~ 0 (softplus(-4) ~ 0.018): most pairs carry little information
@@ -191,8 +203,17 @@ class MIEstimator(nn.Module):
         z = torch.matmul(q, k.transpose(-1, -2))  # (B, U, N, N)
         z = F.gelu(z) if self.config.activation == "gelu" else F.relu_(z)
         # contract the units with (1, U) @ (B, U, N*N): no permute of the pair tensor
-        w = self.out.weight.expand(b, 1, u)
+        w = self.out.weight[:, :u].expand(b, 1, u)
         m = torch.bmm(w, z.view(b, u, n * n)).view(b, n, n) + self.out.bias
+        h = self.config.two_hop
+        if h:
+            if masked is not None and masked.shape == (b, n):
+                legs = z[:, :h] * masked.to(z.device, z.dtype).view(b, 1, 1, n)
+            else:
+                legs = z[:, :h]
+            y = torch.matmul(legs, z[:, :h]) * (1.0 / n)  # (B, H, N, N)
+            v = self.out.weight[:, u:].expand(b, 1, h)
+            m = m + torch.bmm(v, y.reshape(b, h, n * n)).view(b, n, n)
         if self.pair_prior is not None:
             if n > self.config.pair_prior_length:
                 raise UnmaskError(f"hidden: {n} positions exceed the estimator's pair prior of "

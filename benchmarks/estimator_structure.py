@@ -1,0 +1,137 @@
+"""Where does the Sudoku MI estimator lose its ranking: peers or non-peers?
+
+On the held-out contexts of a label folder (pooled unordered masked pairs, as `unmask mi eval`):
+- Spearman of the estimator on row/column/box peer pairs and on non-peer pairs, and the share
+  of the true top-decile pairs each holds;
+- pooled Spearman and top-decile recall if the estimator were exact on one of the two sets;
+- candidate pair features in a ridge fit of sqrt(MI) on top of the estimator's prediction
+  (fit on even contexts, scored on odd ones): the MI of the two marginals under an
+  all-different constraint (closed form), and the estimator's own pair units composed over a
+  third masked cell (two hops). A feature the head lacks raises the fitted Spearman.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/estimator_structure.py \\
+        --labels runs/mi_estimator/labels-FP [--estimator sudoku_mi_estimator] --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from unmask.mi.estimator import load_estimator
+from unmask.mi.estimator_train import (
+    LabelSet,
+    held_out_mask,
+    masked_pairs,
+    spearman,
+    top_decile_recall,
+)
+from unmask.pretrained import load_model
+from unmask.sudoku.engine import PEERS
+
+
+def exclusion_mi(p: torch.Tensor) -> torch.Tensor:
+    """(B, N, N) MI in nats of q(a, b) ~ p_i(a) p_j(b) [a != b]: two cells with marginals
+    p (B, N, V) under an all-different constraint and nothing else. With Z = 1 - p_i . p_j
+    and g = (1 - p) log(1 - p): I = log Z - (p_i . g_j + g_i . p_j) / Z."""
+    z = (1 - p @ p.transpose(1, 2)).clamp_min(1e-12)
+    g = (1 - p) * torch.log((1 - p).clamp_min(1e-300))
+    t = p @ g.transpose(1, 2)
+    return (torch.log(z) - (t + t.transpose(1, 2)) / z).clamp_min(0)
+
+
+def pair_units(est, features: torch.Tensor) -> torch.Tensor:
+    """(B, U, N, N) the head's pair units relu(q_i^u . k_j^u + b_u), symmetrised."""
+    a = F.gelu(est.adapter(features.float()))
+    for blk in est.mixer:
+        a = blk(a)
+    a = est.norm(a)
+    b, n, _ = a.shape
+    u, r = est.config.pair_hidden, est.config.pair_rank
+    q = est.query(a).view(b, n, u, r).transpose(1, 2)
+    k = est.key(a).view(b, n, u, r).transpose(1, 2)
+    z = F.relu(q @ k.transpose(-1, -2) + est.pair_bias.view(1, u, 1, 1)).double()
+    return 0.5 * (z + z.transpose(-1, -2))
+
+
+def ridge_spearman(features, target, fit, truth) -> tuple[float, float]:
+    """Spearman and top-decile recall on ~fit rows of a ridge fit of target on features."""
+    x = (features - features[fit].mean(0)) / (features[fit].std(0) + 1e-9)
+    x = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], 1)
+    a = x[fit]
+    w = torch.linalg.solve(a.T @ a + 1e-3 * torch.eye(a.shape[1], dtype=a.dtype),
+                           a.T @ target[fit])
+    pred = x[~fit] @ w
+    return spearman(pred, truth[~fit]), top_decile_recall(pred, truth[~fit])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--labels", required=True)
+    ap.add_argument("--estimator", default="sudoku_mi_estimator")
+    ap.add_argument("--held-out", type=float, default=0.1)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    labels = LabelSet.from_dir(args.labels)
+    model = load_model("sudoku").eval()
+    labels.check_model(model)
+    keep = held_out_mask(labels.groups, args.held_out)
+    tokens, mi = labels.tokens[keep], labels.mi[keep].double()
+    masked = tokens == model.mask_id
+    pairs = masked_pairs(masked)
+    truth = mi[pairs]
+    est = load_estimator(args.estimator, model)
+    with torch.inference_mode():
+        out = model(tokens)
+        features = est.features(out, model)
+        pred = est(features, masked).double()
+        units = pair_units(est, features)
+    n = tokens.shape[1]
+    peer_table = torch.zeros(n, n, dtype=torch.bool)
+    peers = torch.as_tensor(PEERS)
+    peer_table[torch.arange(n)[:, None].expand_as(peers), peers] = True
+    peer = peer_table.expand(len(tokens), n, n)[pairs]
+    guess = pred[pairs]
+    top = truth >= truth.quantile(0.9)
+    print(f"{len(tokens)} held-out contexts, {len(truth):,} pairs; estimator pooled Spearman "
+          f"{spearman(guess, truth):.3f}, top-decile recall {top_decile_recall(guess, truth):.3f}")
+    for name, part in (("peer", peer), ("non-peer", ~peer)):
+        exact = guess.clone()
+        exact[part] = truth[part]
+        own = spearman(guess[part], truth[part])
+        print(f"{name:9s} pairs {int(part.sum()):>8,}: Spearman {own:.3f}, share of true top "
+              f"decile {(top & part).sum() / top.sum():.2f}; exact on them: Spearman "
+              f"{spearman(exact, truth):.3f}, recall {top_decile_recall(exact, truth):.3f}")
+
+    context = torch.arange(len(tokens))[:, None, None].expand_as(pairs)[pairs]
+    fit = context % 2 == 0
+    target = truth.sqrt()
+    probs = torch.softmax(out.logits[..., list(model.real_token_ids)].double(), -1)
+    excl = (exclusion_mi(probs) * peer_table)[pairs]
+    legs = units * masked[:, None, None, :].double()
+    hops = []
+    for u in range(units.shape[1]):
+        y = legs[:, u] @ units[:, u] / n
+        hops.append((0.5 * (y + y.transpose(1, 2)))[pairs])
+    hops = torch.stack(hops, 1).clamp_min(0).sqrt()
+    own = torch.stack([torch.log(guess + 1e-6), guess.sqrt()], 1)
+    peerf = peer.double()[:, None]
+    unit_f = units.permute(0, 2, 3, 1)[pairs]
+    rows = [("estimator alone", own),
+            ("+ its pair units", torch.cat([own, unit_f, unit_f * peerf], 1)),
+            ("+ all-different MI of the marginals", torch.cat([own, excl.sqrt()[:, None],
+                                                              peerf], 1)),
+            ("+ pair units and their two hops", torch.cat([own, unit_f, unit_f * peerf, hops,
+                                                          hops * peerf], 1))]
+    print("ridge fit of sqrt(MI), scored on the other half of the contexts:")
+    for name, feats in rows:
+        s, r = ridge_spearman(feats, target, fit, truth)
+        print(f"  {name:38s} Spearman {s:.3f}  recall {r:.3f}")
+
+
+if __name__ == "__main__":
+    main()

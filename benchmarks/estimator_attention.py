@@ -36,6 +36,17 @@ def attention_maps(model, tokens: torch.Tensor) -> torch.Tensor:
     return torch.stack(maps, 1)
 
 
+def held_out_contexts(labels_dir: str, held_out: float, model_name: str | None = None):
+    """The MDM a label folder was probed on (default: its task's shipped model) and the
+    folder's held-out contexts: (model, tokens (C, N), mi (C, N, N), masked (C, N))."""
+    labels = LabelSet.from_dir(labels_dir)
+    model = load_model(model_name or labels.identity.get("task", "sudoku")).eval()
+    labels.check_model(model)
+    keep = held_out_mask(labels.groups, held_out)
+    tokens = labels.tokens[keep]
+    return model, tokens, labels.mi[keep], tokens == model.mask_id
+
+
 def linear_fit_spearman(features: torch.Tensor, target: torch.Tensor, fit: torch.Tensor,
                         truth: torch.Tensor) -> float:
     """Spearman on ~fit rows of a least-squares fit of ``target`` on ``features`` (P, K) + 1."""
@@ -54,12 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    labels = LabelSet.from_dir(args.labels)
-    model = load_model(args.model or labels.identity.get("task", "sudoku")).eval()
-    labels.check_model(model)
-    keep = held_out_mask(labels.groups, args.held_out)
-    tokens, mi = labels.tokens[keep], labels.mi[keep]
-    masked = tokens == model.mask_id
+    model, tokens, mi, masked = held_out_contexts(args.labels, args.held_out, args.model)
     pairs = masked_pairs(masked)
     truth = mi[pairs].double()
     maps = attention_maps(model, tokens)

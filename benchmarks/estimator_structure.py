@@ -19,16 +19,10 @@ import argparse
 
 import torch
 import torch.nn.functional as F
+from estimator_attention import held_out_contexts
 
 from unmask.mi.estimator import load_estimator
-from unmask.mi.estimator_train import (
-    LabelSet,
-    held_out_mask,
-    masked_pairs,
-    spearman,
-    top_decile_recall,
-)
-from unmask.pretrained import load_model
+from unmask.mi.estimator_train import masked_pairs, spearman, top_decile_recall
 from unmask.sudoku.engine import PEERS
 
 
@@ -76,12 +70,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    labels = LabelSet.from_dir(args.labels)
-    model = load_model("sudoku").eval()
-    labels.check_model(model)
-    keep = held_out_mask(labels.groups, args.held_out)
-    tokens, mi = labels.tokens[keep], labels.mi[keep].double()
-    masked = tokens == model.mask_id
+    model, tokens, mi, masked = held_out_contexts(args.labels, args.held_out, "sudoku")
+    mi = mi.double()
     pairs = masked_pairs(masked)
     truth = mi[pairs]
     est = load_estimator(args.estimator, model)
@@ -102,8 +92,8 @@ def main() -> None:
     for name, part in (("peer", peer), ("non-peer", ~peer)):
         exact = guess.clone()
         exact[part] = truth[part]
-        own = spearman(guess[part], truth[part])
-        print(f"{name:9s} pairs {int(part.sum()):>8,}: Spearman {own:.3f}, share of true top "
+        ranked = spearman(guess[part], truth[part])
+        print(f"{name:9s} pairs {int(part.sum()):>8,}: Spearman {ranked:.3f}, share of true top "
               f"decile {(top & part).sum() / top.sum():.2f}; exact on them: Spearman "
               f"{spearman(exact, truth):.3f}, recall {top_decile_recall(exact, truth):.3f}")
 

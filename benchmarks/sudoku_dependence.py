@@ -9,7 +9,9 @@ same number of passes:
   already taken this pass exceeds delta (defined here, not a shipped sampler),
 - MI-guided with deferral: each position's cost also carries mu times its summed estimated MI
   with every position still masked, so a cell that the rest of the board could still resolve
-  waits (defined here, not a shipped sampler).
+  waits (defined here, not a shipped sampler),
+- MI-guided with a rider cap: positions with entropy above ``cap`` never fit the budget, so an
+  uncertain cell is only revealed as the first of its pass (``mi-cap``, defined here).
 Columns: solved %, decoding passes, cumulative entropy, the share of boards where one pass
 revealed two same-digit peers (a clash: the failure that dependence-aware decoding targets),
 and the solved % of the EB frontier interpolated at the row's passes, with the difference.
@@ -73,6 +75,19 @@ class MIGuidedWithDeferral(MIGuidedSampler):
     def position_cost(self, state, mi):
         resolvable = (mi.double() * state.masked[:, None, :].double()).sum(-1)
         return state.entropy.double() + self.mu * resolvable
+
+
+@register("mi-cap")
+@dataclass
+class MIGuidedWithRiderCap(MIGuidedSampler):
+    """MI-guided, where no position with entropy above ``cap`` fits the budget: the pass's
+    first position is still taken whatever its entropy (the rule's at-least-one), but
+    uncertain positions never ride beside it."""
+
+    cap: float = 0.1
+
+    def position_cost(self, state, mi):
+        return state.entropy.double().masked_fill(state.entropy > self.cap, torch.inf)
 
 
 def main() -> None:

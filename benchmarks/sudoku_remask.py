@@ -3,7 +3,9 @@
 Decodes the first N hard puzzles with one sampler, recording the confidence p_i(x_i) at which
 each cell was revealed. Against the known solutions it prints, for the failed boards, the pass
 of the first wrong commit, the confidence it was made at (the largest among the wrong cells of
-that pass; quantiles over boards) and how many cells end up wrong. Then, for each threshold
+that pass; quantiles over boards) and how many cells end up wrong, and whether that commit was
+the head of its pass (the most confident cell revealed in it, which a sequential decoder would
+also have revealed) or a rider taken beside the head. Then, for each threshold
 tau, masks again every decoded cell revealed below tau and decodes those cells a second time
 (the rest of the board as context) with a second sampler. Prints solved % and total passes of
 both stages, and how many boards the second stage fixed and broke. If low-confidence commits
@@ -30,11 +32,13 @@ from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
 class RevealConfidence:
     """Wraps a sampler; records p_i(x0_i) of every position it reveals in ``confidence``
-    (B, N) (1 where never revealed)."""
+    (B, N) (1 where never revealed), and in ``head`` (B, N) whether it was the most confident
+    position revealed in its pass."""
 
     def __init__(self, inner, batch: int, length: int):
         self.inner = inner
         self.confidence = torch.ones(batch, length, dtype=torch.float64)
+        self.head = torch.zeros(batch, length, dtype=torch.bool)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -44,8 +48,13 @@ class RevealConfidence:
         rows = state.row_ids.cpu()
         conf = self.confidence[rows]
         reveal = selection.reveal.cpu()
-        conf[reveal] = state.x0_prob.cpu()[reveal].double()
+        prob = state.x0_prob.cpu().double()
+        conf[reveal] = prob[reveal]
         self.confidence[rows] = conf
+        top = prob.masked_fill(~reveal, -1.0).max(1, keepdim=True).values
+        head = self.head[rows]
+        head[reveal] = (prob >= top)[reveal]
+        self.head[rows] = head
         return selection
 
 
@@ -82,6 +91,13 @@ def main() -> None:
               f"{res.steps[failed].double().mean():.1f} on average, at confidence "
               f"{q[1]:.3f} (10-90%: {q[0]:.3f}-{q[2]:.3f}); "
               f"{wrong[failed].sum(1).double().mean():.1f} wrong cells per failed board")
+        by_head = (at_first & first_stage.head).any(1)[failed]
+        for name, boards in (("the head of its pass", by_head), ("a rider", ~by_head)):
+            if boards.any():
+                c = first_stage.confidence.masked_fill(~at_first, -1.0).max(1).values[failed]
+                q = np.quantile(c[boards].numpy(), [0.1, 0.5, 0.9])
+                print(f"  first wrong commit {name}: {int(boards.sum())} boards, confidence "
+                      f"{q[1]:.3f} (10-90%: {q[0]:.3f}-{q[2]:.3f})")
     for tau in args.tau:
         again = (first_stage.confidence < tau) & (given == model.mask_id)
         tokens = res.tokens.clone()

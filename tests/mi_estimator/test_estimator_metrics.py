@@ -112,3 +112,26 @@ def test_held_out_split_is_by_group_and_stable_across_set_sizes():
     assert (h.view(300, 4).all(1) | (~h.view(300, 4)).all(1)).all()
     with pytest.raises(UnmaskError, match="held_out"):
         held_out_mask(groups, 1.0)
+
+
+def test_rank_loss_pays_for_misordered_pairs_only():
+    from unmask.mi.estimator_train import pair_rank_loss
+
+    torch.manual_seed(0)
+    n = 6
+    true = torch.rand(3, n, n)
+    true = (true + true.transpose(1, 2)) / 2
+    masked = torch.tensor([[True] * n, [True, True, False, True, False, True], [True] * n])
+    gen = torch.Generator().manual_seed(1)
+    right = pair_rank_loss(true.clone(), true, masked, 256, gen)
+    gen = torch.Generator().manual_seed(1)
+    wrong = pair_rank_loss(1.0 / (true + 0.1), true, masked, 256, gen)
+    assert wrong > right + 0.1
+    # a sharper correct ordering costs less; every draw is softplus(-|margin|) < log 2
+    gen = torch.Generator().manual_seed(1)
+    sharp = pair_rank_loss(true ** 8, true, masked, 256, gen)
+    assert sharp < right < torch.log(torch.tensor(2.0))
+    # two masked positions: the only pairs are (i, j) and (j, i), of equal MI: nothing to rank
+    two = torch.zeros(1, n, dtype=torch.bool)
+    two[0, :2] = True
+    assert pair_rank_loss(torch.rand(1, n, n), true[:1], two, 64) == 0

@@ -126,10 +126,12 @@ class Interrupt(Exception):
     pass
 
 
+@pytest.mark.parametrize("rank_weight", [0.0, 0.01])
 def test_resume_reproduces_an_uninterrupted_run(positional_toy, toy_labels, toy_hidden,
-                                                tmp_path):
+                                                tmp_path, rank_weight):
+    """Also with the ranking term, whose draws are a function of (seed, step)."""
     cfg = EstimatorTrainConfig(batch_size=32, max_epochs=3, eval_every=5, warmup_steps=5,
-                               patience=100)
+                               patience=100, rank_weight=rank_weight)
     full = new_estimator(positional_toy)
     train_estimator(full, toy_hidden, toy_labels, positional_toy.mask_id, cfg,
                     tmp_path / "a", log=lambda s: None)

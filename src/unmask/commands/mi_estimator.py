@@ -64,6 +64,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss-scale", choices=("nats", "sqrt"), default="nats",
                    help="compare MI in nats or as its square root in the squared error (sqrt "
                         "weighs errors on weak pairs more; predictions stay in nats)")
+    p.add_argument("--rank-weight", type=float, default=0.0,
+                   help="add this weight times a within-context ranking loss (default 0: MSE "
+                        "only)")
     p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
@@ -97,7 +100,7 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
                                eval_every=args.eval_every, patience=args.patience,
                                held_out=args.held_out, split_seed=args.split_seed,
                                seed=args.seed, max_time_s=args.max_time, augment=args.augment,
-                               loss_scale=args.loss_scale)
+                               loss_scale=args.loss_scale, rank_weight=args.rank_weight)
     probed = len(labels)
     labels = augmented_training_set(labels, cfg, task.symmetries)
     torch.manual_seed(args.seed)

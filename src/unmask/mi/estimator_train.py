@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from unmask.errors import UnmaskError, require
 from unmask.mi.estimator import (
@@ -289,6 +290,9 @@ class EstimatorTrainConfig:
     loss_scale: what the squared error compares: MI in 'nats', or 'sqrt' of it (see
         :func:`to_loss_scale`); the held-out loss that picks the best estimator uses the
         same scale.
+    rank_weight: weight of a within-context ranking term added to the squared error (see
+        :func:`pair_rank_loss`; 0 = plain MSE). Early stopping still uses the squared error.
+    rank_samples: pairs of pairs drawn per context for that term.
     """
 
     batch_size: int = 16
@@ -306,6 +310,8 @@ class EstimatorTrainConfig:
     max_time_s: float | None = None
     augment: int = 0
     loss_scale: str = "nats"
+    rank_weight: float = 0.0
+    rank_samples: int = 512
 
     def __post_init__(self):
         require(self.batch_size >= 1, f"batch_size: must be >= 1, got {self.batch_size}")
@@ -315,6 +321,8 @@ class EstimatorTrainConfig:
         require(self.patience >= 1, f"patience: must be >= 1, got {self.patience}")
         require(0.0 < self.held_out < 1.0, f"held_out: must be in (0, 1), got {self.held_out}")
         require(self.augment >= 0, f"augment: must be >= 0, got {self.augment}")
+        require(self.rank_weight >= 0, f"rank_weight: must be >= 0, got {self.rank_weight}")
+        require(self.rank_samples >= 1, f"rank_samples: must be >= 1, got {self.rank_samples}")
         require(self.loss_scale in LOSS_SCALES, f"loss_scale: expected one of "
                 f"{', '.join(LOSS_SCALES)}, got {self.loss_scale!r}")
 
@@ -379,6 +387,30 @@ def pair_mse(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
     of the MI mapped by :func:`to_loss_scale` (0 when there is no such pair)."""
     total, count = pair_squared_error(pred, true, masked, scale)
     return total / count if count > 0 else pred.sum() * 0.0
+
+
+def pair_rank_loss(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
+                   samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Within-context pairwise ranking loss (RankNet): for ``samples`` random pairs (a, b) of
+    masked pairs i != j per context ((B, N, N) inputs), softplus(-sign(t_a - t_b) (s_a - s_b))
+    with s = log(pred + 1e-6) and t the true MI, averaged over draws whose true MI differ. It
+    pays for every misordered pair of one context, weak or strong, which the squared error
+    barely sees; 0 when no context has two masked pairs."""
+    b, n = masked.shape
+    pairs = (masked[:, :, None] & masked[:, None, :]
+             & ~torch.eye(n, dtype=torch.bool, device=masked.device)).view(b, n * n)
+    rows = pairs.sum(1) >= 2
+    if not rows.any():
+        return pred.sum() * 0.0
+    weights = pairs[rows].float()
+    a = torch.multinomial(weights, samples, replacement=True, generator=generator)
+    c = torch.multinomial(weights, samples, replacement=True, generator=generator)
+    score = torch.log(pred.reshape(b, n * n)[rows] + 1e-6)
+    truth = true.reshape(b, n * n)[rows].to(score.dtype)
+    sign = torch.sign(truth.gather(1, a) - truth.gather(1, c))
+    loss = F.softplus(-sign * (score.gather(1, a) - score.gather(1, c)))
+    keep = sign != 0
+    return (loss * keep).sum() / keep.sum().clamp_min(1)
 
 
 def held_out_loss(estimator: MIEstimator, hidden: torch.Tensor, mi: torch.Tensor,
@@ -472,8 +504,12 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         masked = masked_all[idx]
-        loss = pair_mse(estimator(hidden[idx].float(), masked), labels.mi[idx], masked,
-                        cfg.loss_scale)
+        pred = estimator(hidden[idx].float(), masked)
+        loss = pair_mse(pred, labels.mi[idx], masked, cfg.loss_scale)
+        if cfg.rank_weight:
+            gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+            loss = loss + cfg.rank_weight * pair_rank_loss(pred, labels.mi[idx], masked,
+                                                           cfg.rank_samples, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(estimator.parameters(), cfg.grad_clip)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.nn.functional as F
 from estimator_attention import held_out_contexts
 
 from unmask.mi.estimator import load_estimator
@@ -34,20 +33,6 @@ def exclusion_mi(p: torch.Tensor) -> torch.Tensor:
     g = (1 - p) * torch.log((1 - p).clamp_min(1e-300))
     t = p @ g.transpose(1, 2)
     return (torch.log(z) - (t + t.transpose(1, 2)) / z).clamp_min(0)
-
-
-def pair_units(est, features: torch.Tensor) -> torch.Tensor:
-    """(B, U, N, N) the head's pair units relu(q_i^u . k_j^u + b_u), symmetrised."""
-    a = F.gelu(est.adapter(features.float()))
-    for blk in est.mixer:
-        a = blk(a)
-    a = est.norm(a)
-    b, n, _ = a.shape
-    u, r = est.config.pair_hidden, est.config.pair_rank
-    q = est.query(a).view(b, n, u, r).transpose(1, 2)
-    k = est.key(a).view(b, n, u, r).transpose(1, 2)
-    z = F.relu(q @ k.transpose(-1, -2) + est.pair_bias.view(1, u, 1, 1)).double()
-    return 0.5 * (z + z.transpose(-1, -2))
 
 
 def ridge_spearman(features, target, fit, truth) -> tuple[float, float]:
@@ -79,7 +64,8 @@ def main() -> None:
         out = model(tokens)
         features = est.features(out, model)
         pred = est(features, masked).double()
-        units = pair_units(est, features)
+        units = est.pair_units(features).double()
+        units = 0.5 * (units + units.transpose(-1, -2))  # symmetrised
     n = tokens.shape[1]
     peer_table = torch.zeros(n, n, dtype=torch.bool)
     peers = torch.as_tensor(PEERS)

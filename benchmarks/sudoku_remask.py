@@ -94,8 +94,7 @@ def main() -> None:
         by_head = (at_first & first_stage.head).any(1)[failed]
         for name, boards in (("the head of its pass", by_head), ("a rider", ~by_head)):
             if boards.any():
-                c = first_stage.confidence.masked_fill(~at_first, -1.0).max(1).values[failed]
-                q = np.quantile(c[boards].numpy(), [0.1, 0.5, 0.9])
+                q = np.quantile(conf[boards].numpy(), [0.1, 0.5, 0.9])
                 print(f"  first wrong commit {name}: {int(boards.sum())} boards, confidence "
                       f"{q[1]:.3f} (10-90%: {q[0]:.3f}-{q[2]:.3f})")
     for tau in args.tau:

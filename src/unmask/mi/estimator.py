@@ -184,6 +184,38 @@ class MIEstimator(nn.Module):
         masked: optional (B, N) bool; pairs that are not both masked get 0 (revealed positions
         carry no conditional information).
         """
+        z = self.pair_units(hidden)
+        b, u, n, _ = z.shape
+        if masked is not None and masked.shape != (b, n):
+            raise UnmaskError(f"masked: expected shape {(b, n)}, got {tuple(masked.shape)}")
+        # contract the units with (1, U) @ (B, U, N*N): no permute of the pair tensor
+        w = self.out.weight[:, :u].expand(b, 1, u)
+        m = torch.bmm(w, z.view(b, u, n * n)).view(b, n, n) + self.out.bias
+        h = self.config.two_hop
+        if h:
+            legs = z[:, :h]
+            if masked is not None:
+                legs = legs * masked.to(z.device, z.dtype).view(b, 1, 1, n)
+            y = torch.matmul(legs, z[:, :h]) * (1.0 / n)  # (B, H, N, N)
+            v = self.out.weight[:, u:].expand(b, 1, h)
+            m = m + torch.bmm(v, y.reshape(b, h, n * n)).view(b, n, n)
+        if self.pair_prior is not None:
+            if n > self.config.pair_prior_length:
+                raise UnmaskError(f"hidden: {n} positions exceed the estimator's pair prior of "
+                                  f"{self.config.pair_prior_length}")
+            prior = self.pair_prior[:n, :n]
+            m = m + 0.5 * (prior + prior.T)
+        m = F.softplus(m)
+        m = 0.5 * (m + m.transpose(1, 2))
+        keep = ~torch.eye(n, dtype=torch.bool, device=m.device)
+        if masked is not None:
+            masked = masked.to(m.device)
+            keep = keep & masked[:, :, None] & masked[:, None, :]
+        return m * keep
+
+    def pair_units(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, U, N, N) the pair units act(q_i^u . k_j^u + b_u) of features (B, N, F), before
+        they are weighted, summed and symmetrised by :meth:`forward`."""
         if hidden.dim() != 3 or hidden.shape[-1] != self.config.feature_size:
             raise UnmaskError(f"hidden: expected features of shape (B, N, "
                               f"{self.config.feature_size}), got {tuple(hidden.shape)}")
@@ -201,34 +233,7 @@ class MIEstimator(nn.Module):
         q = torch.cat([q, self.pair_bias.view(1, u, 1, 1).expand(b, u, n, 1)], -1)
         k = torch.cat([k, k.new_ones(b, u, n, 1)], -1)
         z = torch.matmul(q, k.transpose(-1, -2))  # (B, U, N, N)
-        z = F.gelu(z) if self.config.activation == "gelu" else F.relu_(z)
-        # contract the units with (1, U) @ (B, U, N*N): no permute of the pair tensor
-        w = self.out.weight[:, :u].expand(b, 1, u)
-        m = torch.bmm(w, z.view(b, u, n * n)).view(b, n, n) + self.out.bias
-        h = self.config.two_hop
-        if h:
-            if masked is not None and masked.shape == (b, n):
-                legs = z[:, :h] * masked.to(z.device, z.dtype).view(b, 1, 1, n)
-            else:
-                legs = z[:, :h]
-            y = torch.matmul(legs, z[:, :h]) * (1.0 / n)  # (B, H, N, N)
-            v = self.out.weight[:, u:].expand(b, 1, h)
-            m = m + torch.bmm(v, y.reshape(b, h, n * n)).view(b, n, n)
-        if self.pair_prior is not None:
-            if n > self.config.pair_prior_length:
-                raise UnmaskError(f"hidden: {n} positions exceed the estimator's pair prior of "
-                                  f"{self.config.pair_prior_length}")
-            prior = self.pair_prior[:n, :n]
-            m = m + 0.5 * (prior + prior.T)
-        m = F.softplus(m)
-        m = 0.5 * (m + m.transpose(1, 2))
-        keep = ~torch.eye(n, dtype=torch.bool, device=m.device)
-        if masked is not None:
-            if masked.shape != (b, n):
-                raise UnmaskError(f"masked: expected shape {(b, n)}, got {tuple(masked.shape)}")
-            masked = masked.to(m.device)
-            keep = keep & masked[:, :, None] & masked[:, None, :]
-        return m * keep
+        return F.gelu(z) if self.config.activation == "gelu" else F.relu_(z)
 
     # -- the MDM it belongs to -------------------------------------------------------------
 

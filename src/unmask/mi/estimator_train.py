@@ -370,13 +370,18 @@ def to_loss_scale(mi: torch.Tensor, scale: str) -> torch.Tensor:
     raise UnmaskError(f"loss_scale: expected one of {', '.join(LOSS_SCALES)}, got {scale!r}")
 
 
+def ordered_masked_pairs(masked: torch.Tensor) -> torch.Tensor:
+    """(B, N, N) bool: ordered pairs i != j of masked positions of ``masked`` (B, N)."""
+    n = masked.shape[1]
+    return masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
+                                                                 device=masked.device)
+
+
 def pair_squared_error(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
                        scale: str = "nats") -> tuple[torch.Tensor, torch.Tensor]:
     """(sum, count): the squared error of the MI mapped by :func:`to_loss_scale`, summed over
     the ordered pairs i != j of masked positions ((B, N, N) inputs), and their number."""
-    n = masked.shape[1]
-    pairs = masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
-                                                                  device=masked.device)
+    pairs = ordered_masked_pairs(masked)
     diff = to_loss_scale(pred, scale) - to_loss_scale(true, scale)
     return ((diff ** 2) * pairs).sum(), pairs.sum()
 
@@ -397,8 +402,7 @@ def pair_rank_loss(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
     pays for every misordered pair of one context, weak or strong, which the squared error
     barely sees; 0 when no context has two masked pairs."""
     b, n = masked.shape
-    pairs = (masked[:, :, None] & masked[:, None, :]
-             & ~torch.eye(n, dtype=torch.bool, device=masked.device)).view(b, n * n)
+    pairs = ordered_masked_pairs(masked).view(b, n * n)
     rows = pairs.sum(1) >= 2
     if not rows.any():
         return pred.sum() * 0.0

@@ -24,3 +24,44 @@ def test_attention_probs_reproduce_the_block_forward():
         x1 = x + blk.proj(att)
         torch.testing.assert_close(x1 + blk.ff(blk.ln2(x1)), blk(x, model.relations),
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_deepened_model_computes_the_same_function_and_can_grow():
+    torch.manual_seed(0)
+    model = MDMTransformer(sudoku_model_config(d_model=32, n_layers=2, n_heads=4, d_ff=64)).eval()
+    with torch.no_grad():
+        for blk in model.blocks:
+            blk.rel_bias.normal_(0, 1.0)
+    deep = model.deepened(3)
+    assert deep.config.n_layers == 6 and len(deep.blocks) == 6
+    assert model.config.n_layers == 2  # the source model is untouched
+    tokens = torch.randint(0, 10, (4, 81))
+    with torch.no_grad():
+        a, b = model(tokens), deep(tokens)
+    torch.testing.assert_close(b.logits, a.logits, rtol=0, atol=0)
+    torch.testing.assert_close(b.hidden, a.hidden, rtol=0, atol=0)
+    # block 3 = block 1 itself; blocks 4 and 5 copy its reading weights and write nothing yet
+    torch.testing.assert_close(deep.blocks[3].qkv.weight, model.blocks[1].qkv.weight)
+    for copy in (deep.blocks[4], deep.blocks[5]):
+        torch.testing.assert_close(copy.qkv.weight, model.blocks[1].qkv.weight)
+        torch.testing.assert_close(copy.rel_bias, model.blocks[1].rel_bias)
+        assert not copy.proj.weight.any() and not copy.ff[2].weight.any()
+    assert deep.blocks[4].qkv.weight.data_ptr() != model.blocks[1].qkv.weight.data_ptr()
+    # the silent copies learn: their output projections get gradient at once
+    deep.train()
+    out = deep(tokens).logits
+    torch.nn.functional.cross_entropy(out.reshape(-1, 10), tokens.reshape(-1)).backward()
+    assert deep.blocks[4].proj.weight.grad.abs().sum() > 0
+    assert deep.blocks[5].ff[2].weight.grad.abs().sum() > 0
+    assert model.deepened(1).config.n_layers == 2
+
+
+def test_deepened_refuses_a_bad_factor():
+    import pytest
+
+    from unmask.errors import UnmaskError
+
+    model = MDMTransformer(sudoku_model_config(d_model=16, n_layers=1, n_heads=2, d_ff=32))
+    for bad in (0, -1, 1.5):
+        with pytest.raises(UnmaskError, match="factor"):
+            model.deepened(bad)

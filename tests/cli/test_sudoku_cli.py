@@ -51,6 +51,8 @@ def test_solve_json_schema(tiny_model_dir, capsys):
     (["sudoku", "solve", "." * 81, "--param", "k=0"], "k"),
     (["sudoku", "solve", "." * 81, "--model", "/nonexistent/model"], "model"),
     (["bench", "sudoku", "--limit", "0"], "--limit"),
+    (["train", "sudoku", "--deepen", "2"], "--init-from"),
+    (["train", "sudoku", "--init-from", "sudoku", "--deepen", "0"], "--deepen"),
     (["bench", "sudoku", "--plot", "/nonexistent/dir/p.png"], "does not exist"),
 ])
 def test_bad_input_one_line_exit_2(args, needle, capsys):

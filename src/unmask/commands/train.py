@@ -15,6 +15,11 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="start from these weights (e.g. 'sudoku', the shipped model) with a "
                         "fresh optimiser: how a later run continues the shipped model")
+    p.add_argument("--deepen", type=int, default=1, metavar="K",
+                   help="with --init-from: K times the layers, each new layer a copy of the "
+                        "one before it that starts as the identity (the same function to "
+                        "begin with); resume such a run with --model-config "
+                        "'{\"n_layers\": L}'")
     p.add_argument("--pool", type=int, default=100_000, help="generated training puzzles")
     p.add_argument("--puzzle-fraction", type=float, default=0.5,
                    help="share of samples masked like a puzzle (the rest uniformly)")
@@ -35,10 +40,14 @@ def train_sudoku(args: argparse.Namespace) -> int:
         raise UnmaskError("--init-from: cannot be combined with --resume")
     if args.init_from and overrides:
         raise UnmaskError("--model-config: the architecture comes from --init-from")
+    if args.deepen < 1:
+        raise UnmaskError(f"--deepen: must be >= 1, got {args.deepen}")
+    if args.deepen > 1 and not args.init_from:
+        raise UnmaskError("--deepen: needs --init-from (the model whose layers it copies)")
     if args.init_from:
         from unmask.pretrained import load_model
 
-        model = load_model(args.init_from)
+        model = load_model(args.init_from).deepened(args.deepen)
     else:
         model = MDMTransformer(sudoku_model_config(**overrides))
     out = Path(args.out)

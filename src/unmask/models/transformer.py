@@ -123,6 +123,10 @@ class Block(nn.Module):
         return x + F.dropout(self.ff(self.ln2(x)), drop, self.training)
 
 
+# the parameters that write a block's result into the residual stream
+_BLOCK_OUTPUTS = ("proj.weight", "proj.bias", "ff.2.weight", "ff.2.bias")
+
+
 class MDMTransformer(MaskedModel):
     """Bidirectional transformer: tokens (B, N) -> logits (B, N, V), hidden (B, N, D)."""
 
@@ -190,6 +194,34 @@ class MDMTransformer(MaskedModel):
             logits = self.head(h)
         return ModelOutput(logits=logits.float(), hidden=h.float(),
                            hidden_layers=tuple(t.float() for t in layers) if layers else None)
+
+    def deepened(self, factor: int) -> MDMTransformer:
+        """A model with ``factor`` times the blocks that computes the same function.
+
+        After each block come ``factor - 1`` copies of it whose output projections (attention
+        ``proj`` and the second feed-forward layer, weights and biases) are zero: each copy
+        starts as the identity on the residual stream, with the attention pattern of the block
+        it copies, so training from here grows depth without first losing what the model has
+        learned. Embeddings, final norm and head are shared copies of this model's.
+        """
+        require(isinstance(factor, int) and factor >= 1,
+                f"factor: must be an integer >= 1, got {factor!r}")
+        cfg = TransformerConfig(**{**asdict(self.config),
+                                   "n_layers": self.config.n_layers * factor})
+        deep = MDMTransformer(cfg)
+        own = self.state_dict()
+        state = {k: v for k, v in own.items() if not k.startswith("blocks.")}
+        for i in range(self.config.n_layers):
+            prefix = f"blocks.{i}."
+            block = {k[len(prefix):]: v for k, v in own.items() if k.startswith(prefix)}
+            for copy in range(factor):
+                for name, value in block.items():
+                    silent = copy > 0 and name in _BLOCK_OUTPUTS
+                    state[f"blocks.{i * factor + copy}.{name}"] = (
+                        torch.zeros_like(value) if silent else value.clone())
+        deep.load_state_dict(state)
+        deep.autocast_bf16 = self.autocast_bf16
+        return deep.train(self.training)
 
     def save_pretrained(self, directory: str | Path, extra: dict | None = None) -> None:
         """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``."""

@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
             grp = groups[path[:-2]].add_parser(path[-2], help=f"{path[-2]} commands")
             parent = groups[path[:-1]] = grp.add_subparsers(dest=f"cmd_{len(path)}",
                                                             required=True, parser_class=_Parser)
-        p = parent.add_parser(path[-1], help=help_text, description=help_text)
+        # help strings are %-formatted by argparse, descriptions are printed as they are
+        p = parent.add_parser(path[-1], help=help_text,
+                              description=help_text.replace("%%", "%"))
         add_args(p)
         p.set_defaults(_run=run)
     return parser

@@ -17,3 +17,12 @@ def test_bench_entries_parse_specs_fall_back_to_defaults_and_route_the_estimator
     assert "estimator" not in bench_entries(["mi-guided"], [])[0].params
     with pytest.raises(UnmaskError, match="order"):
         bench_entries(["eb:order=sideways"], [])
+
+
+def test_command_help_prints_percent_signs_once(capsys):
+    from unmask.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench", "sudoku", "--help"])
+    out = capsys.readouterr().out
+    assert "solved % vs forward passes" in out and "%%" not in out

@@ -202,7 +202,7 @@ class MDMTransformer(MaskedModel):
         ``proj`` and the second feed-forward layer, weights and biases) are zero: each copy
         starts as the identity on the residual stream, with the attention pattern of the block
         it copies, so training from here grows depth without first losing what the model has
-        learned. Embeddings, final norm and head are shared copies of this model's.
+        learned. Embeddings, final norm and head are copied as they are; this model is untouched.
         """
         require(isinstance(factor, int) and factor >= 1,
                 f"factor: must be an integer >= 1, got {factor!r}")

@@ -117,6 +117,7 @@ def decode(
     seed: an int s gives rows the seeds s, s+1, ..., s+B-1 (so row r decoded alone with seed
         s+r gives the same output), or a (B,) tensor of per-row seeds.
     progress: optional callable(n_finished_rows) for progress display.
+    Decoding runs on the model's device; the result's tensors are on the device of ``tokens``.
     Revealed tokens never change. Rows with nothing masked cost 0 passes.
     """
     config = config or DecodeConfig()
@@ -127,10 +128,11 @@ def decode(
     block = config.block_size or n
     if n % block:
         raise UnmaskError(f"block_size: {block} does not divide the sequence length {n}")
-    device = tokens.device
+    # decoding runs where the model is; results come back where the tokens came from
+    device, out_device = model.device, tokens.device
     mask_id = model.mask_id
     real_mask = model.real_token_mask.to(device)
-    tokens = tokens.clone()
+    tokens = tokens.to(device, copy=True)
     seeds = _row_seeds(seed, b, device)
     handle = ModelHandle(model, b, device)
     steps = torch.zeros(b, dtype=torch.long, device=device)
@@ -196,8 +198,12 @@ def decode(
         rows = rows[still]
         if progress is not None:
             progress(b - len(rows))
-    return DecodeResult(tokens=tokens, nfe=handle.calls, sequences=handle.sequences, steps=steps,
-                        cumulative_entropy=cum_entropy, reveal_step=reveal_step, history=history)
+    if history is not None:
+        history = [h.to(out_device) for h in history]
+    return DecodeResult(tokens=tokens.to(out_device), nfe=handle.calls.to(out_device),
+                        sequences=handle.sequences.to(out_device), steps=steps.to(out_device),
+                        cumulative_entropy=cum_entropy.to(out_device),
+                        reveal_step=reveal_step.to(out_device), history=history)
 
 
 def _check_selection(sel: Selection, state: StepState, real_mask: torch.Tensor,

@@ -52,6 +52,11 @@ def test_solve_json_schema(tiny_model_dir, capsys):
     (["sudoku", "solve", "." * 81, "--model", "/nonexistent/model"], "model"),
     (["bench", "sudoku", "--limit", "0"], "--limit"),
     (["train", "sudoku", "--deepen", "2"], "--init-from"),
+    (["train", "sudoku", "--device", "nonsense"], "--device"),
+    (["bench", "sudoku", "--device", "cuda:99"], "--device"),
+    (["bench", "sudoku", "--device", "meta"], "only cpu and cuda"),
+    (["mi", "label", "--contexts", "1", "--out", "/nonexistent/labels", "--device", "cuda:99"],
+     "--device"),
     (["train", "sudoku", "--init-from", "sudoku", "--deepen", "0"], "--deepen"),
     (["bench", "sudoku", "--plot", "/nonexistent/dir/p.png"], "does not exist"),
 ])

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from unmask.cli import arguments, command
+from unmask.commands.common import add_device_arg
 
 
 def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
@@ -19,6 +20,7 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
+    add_device_arg(p)
     p.add_argument("--json", default=None, metavar="OUT", help="write results as JSON")
     p.add_argument("--plot", default=None, metavar="OUT.png", help="Pareto plot")
     p.add_argument("--quiet", action="store_true")
@@ -30,7 +32,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     import torch
 
     from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
-    from unmask.commands.common import bench_entries, output_path, progress_bar
+    from unmask.commands.common import bench_entries, output_path, progress_bar, resolve_device
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
     from unmask.pretrained import describe_source, load_model
@@ -47,6 +49,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.limit is not None and args.limit < 1:
         raise UnmaskError(f"--limit: must be >= 1, got {args.limit}")
+    device = resolve_device(args.device)
     json_path = output_path(args.json, "--json") if args.json else None
     plot_path = output_path(args.plot, "--plot") if args.plot else None
     if args.set in ("hard", "medium"):
@@ -54,7 +57,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     else:
         puzzles = read_puzzles(args.set)
     puzzles = puzzles[: args.limit]
-    model = load_model(args.model)
+    model = load_model(args.model).to(device)
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,

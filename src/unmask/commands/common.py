@@ -16,6 +16,32 @@ def add_sampler_args(p: argparse.ArgumentParser, default: str = "confidence") ->
                    help="sampler parameter, repeatable (e.g. --param k=3)")
 
 
+def add_device_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu",
+                   help="torch device to run the model on (cpu, cuda, cuda:1, ...)")
+
+
+def resolve_device(name: str):
+    """The torch device ``--device`` names, or :class:`UnmaskError` saying why it cannot be
+    used here."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise UnmaskError(f"--device: {name!r} is not a torch device (cpu, cuda, cuda:1, ...)"
+                          ) from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UnmaskError(f"--device: {name!r} asked for, but CUDA is not available here")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise UnmaskError(f"--device: {name!r} asked for, but this machine has "
+                              f"{torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise UnmaskError(f"--device: {name!r}: only cpu and cuda devices are supported")
+    return device
+
+
 def parse_params(items: list[str]) -> dict:
     params = {}
     for item in items:
@@ -72,7 +98,7 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
     p.add_argument("--eval-every", type=int, default=eval_every)
     p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--device", default="cpu")
+    add_device_arg(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the training batches")
     p.add_argument("--model-config", default=None,
                    help="JSON object overriding the architecture (e.g. '{\"n_layers\": 6}')")
@@ -90,6 +116,7 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    resolve_device(args.device)
     try:
         overrides = json.loads(args.model_config) if args.model_config else {}
     except json.JSONDecodeError as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from unmask.cli import arguments, command
+from unmask.commands.common import add_device_arg, resolve_device
 from unmask.errors import UnmaskError
 
 
@@ -39,6 +40,7 @@ def _label_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=4096, help="sequences per model call")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    add_device_arg(p)
 
 
 @command("mi", "label", help="write ground-truth pairwise MI labels (perturbation probing)")
@@ -61,7 +63,8 @@ def mi_label(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--batch-size: must be >= 1, got {args.batch_size}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = get_task(args.task).load_model(args.model)
+    device = resolve_device(args.device)
+    model = get_task(args.task).load_model(args.model).to(device)
     model.autocast_bf16 = bool(args.bf16)
     t0 = time.perf_counter()
     manifest = write_labels(model, args.out, contexts=args.contexts, task=args.task,

@@ -122,7 +122,7 @@ class MIGuidedSampler(_BudgetedMISampler):
         if not isinstance(est, MIEstimator):
             est = MIEstimator.load(est)
         est.check_model(model)
-        self.estimator = est
+        self.estimator = est.to(model.device)
         return est
 
     @property

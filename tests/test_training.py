@@ -70,3 +70,39 @@ def test_batches_are_pure_functions_of_step(pool):
     inputs, targets, mask = a
     assert mask.any(1).all()  # every sample has a masked cell
     assert torch.equal(inputs[~mask], targets[~mask]) and (inputs[mask] == 9).all()
+
+
+def test_decay_by_time_ends_the_schedule_with_whichever_budget_runs_out():
+    import math
+
+    from unmask.training import warmup_cosine_lr
+
+    steps = TrainConfig(lr=1e-3, min_lr=1e-5, warmup_steps=10, total_steps=110)
+    timed = TrainConfig(**{**steps.__dict__, "max_time_s": 100.0, "decay_by_time": True})
+    # warm-up is in steps either way; with no time spent the two schedules agree
+    for step in (0, 5, 10, 60, 110):
+        assert timed.lr_at(step, 0.0) == steps.lr_at(step)
+    assert timed.lr_at(5, 99.0) == steps.lr_at(5)
+    # half the time gone at step 20 (a tenth of the steps): the cosine is half way
+    assert math.isclose(timed.lr_at(20, 50.0), (1e-3 + 1e-5) / 2)
+    assert math.isclose(timed.lr_at(20, 50.0), warmup_cosine_lr(60, 1e-3, 1e-5, 10, 110))
+    # the further budget wins: steps ahead of time, time ahead of steps, time out
+    assert timed.lr_at(90, 10.0) == steps.lr_at(90)
+    assert timed.lr_at(11, 100.0) == timed.lr_at(11, 1e6) == pytest.approx(1e-5)
+    # without decay_by_time the clock is ignored
+    assert steps.lr_at(20, 50.0) == steps.lr_at(20)
+    with pytest.raises(UnmaskError, match="decay_by_time"):
+        TrainConfig(decay_by_time=True)
+
+
+def test_checkpoint_counts_training_time_over_resumes(pool, tmp_path):
+    cfg = TrainConfig(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=4, eval_every=2,
+                      max_time_s=3600.0, decay_by_time=True, stop_at_step=2)
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
+    first = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["elapsed_s"]
+    assert first > 0
+    rest = TrainConfig(**{**cfg.__dict__, "stop_at_step": None})
+    train(tiny(), lambda s, b: pool.batch(s, b), rest, tmp_path, resume=True,
+          log=lambda s: None)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert state["step"] == 4 and state["elapsed_s"] > first

@@ -40,6 +40,9 @@ class TrainConfig:
     checkpoint_every_s: float = 300.0
     max_time_s: float | None = None
     stop_at_step: int | None = None  # pause here (resume later) without changing the schedule
+    # with max_time_s: the cosine reaches min_lr when either budget, steps or time (counted over
+    # resumes), runs out, so a run whose speed is unknown in advance still ends its schedule
+    decay_by_time: bool = False
     seed: int = 0
     device: str = "cpu"
     select_metric: str = "accuracy"
@@ -49,8 +52,16 @@ class TrainConfig:
         require(self.lr > 0 and self.min_lr >= 0, "lr, min_lr: must be positive")
         require(self.total_steps >= 1, f"total_steps: must be >= 1, got {self.total_steps}")
         require(self.eval_every >= 1, f"eval_every: must be >= 1, got {self.eval_every}")
+        require(not self.decay_by_time or (self.max_time_s or 0) > 0,
+                "decay_by_time: needs a time budget (max_time_s > 0)")
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, elapsed_s: float = 0.0) -> float:
+        """The learning rate at ``step``, ``elapsed_s`` seconds into training (which matters
+        only with ``decay_by_time``: the schedule is then as far along as the further of the
+        two budgets)."""
+        if self.decay_by_time and step >= self.warmup_steps:
+            span = self.total_steps - self.warmup_steps
+            step = max(step, self.warmup_steps + span * min(1.0, elapsed_s / self.max_time_s))
         return warmup_cosine_lr(step, self.lr, self.min_lr, self.warmup_steps, self.total_steps)
 
 
@@ -116,6 +127,7 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
     model.to(device)
     opt = adamw(model, cfg.lr, cfg.weight_decay, betas=(0.9, 0.98))
     step, history, best = 0, [], -math.inf
+    elapsed_before = 0.0  # training seconds of earlier runs of this checkpoint
     ckpt = out / "checkpoint.pt"
     if resume:
         state = load_checkpoint(ckpt, device, {"model_config": (
@@ -123,27 +135,34 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step, history, best = state["step"], state["history"], state["best"]
+        elapsed_before = state.get("elapsed_s", 0.0)
         log(f"resumed at step {step} ({step * cfg.batch_size:,} samples), best {best:.4f}")
 
     def checkpoint():
         save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                "step": step, "history": history, "best": best,
                                "model_config": asdict(model.config),
-                               "train_config": asdict(cfg)})
+                               "train_config": asdict(cfg), "elapsed_s": elapsed()})
 
     start = time.time()
     last_ckpt = start
+
+    def elapsed() -> float:
+        return elapsed_before + time.time() - start
+
     running = None
     t_window, n_window = time.time(), 0
     while step < cfg.total_steps:
-        if cfg.max_time_s is not None and time.time() - start > cfg.max_time_s:
+        # the time budget is this run's, or with decay_by_time the whole schedule's
+        spent = elapsed() if cfg.decay_by_time else time.time() - start
+        if cfg.max_time_s is not None and spent > cfg.max_time_s:
             break
         if cfg.stop_at_step is not None and step >= cfg.stop_at_step:
             break
         model.train()
         inputs, targets, loss_mask = (t.to(device) for t in batch_fn(step, cfg.batch_size))
         for g in opt.param_groups:
-            g["lr"] = cfg.lr_at(step)
+            g["lr"] = cfg.lr_at(step, elapsed())
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss = masked_cross_entropy(model, inputs, targets, loss_mask)
         opt.zero_grad(set_to_none=True)
@@ -160,7 +179,7 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
             rate = n_window / max(1e-9, time.time() - t_window)
             t_window, n_window = time.time(), 0
             metrics = {"step": step, "samples": step * cfg.batch_size, "loss": running,
-                       "lr": cfg.lr_at(step), "samples_per_s": round(rate, 1),
+                       "lr": cfg.lr_at(step, elapsed()), "samples_per_s": round(rate, 1),
                        "wall_s": round(time.time() - start, 1)}
             if evaluate is not None:
                 model.eval()

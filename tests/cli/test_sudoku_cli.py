@@ -53,6 +53,7 @@ def test_solve_json_schema(tiny_model_dir, capsys):
     (["bench", "sudoku", "--limit", "0"], "--limit"),
     (["train", "sudoku", "--deepen", "2"], "--init-from"),
     (["train", "sudoku", "--device", "nonsense"], "--device"),
+    (["train", "sudoku", "--decay-by-time"], "--max-time"),
     (["bench", "sudoku", "--device", "cuda:99"], "--device"),
     (["bench", "sudoku", "--device", "meta"], "only cpu and cuda"),
     (["mi", "label", "--contexts", "1", "--out", "/nonexistent/labels", "--device", "cuda:99"],

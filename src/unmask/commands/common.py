@@ -97,6 +97,10 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
     p.add_argument("--warmup", type=int, default=warmup)
     p.add_argument("--eval-every", type=int, default=eval_every)
     p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--decay-by-time", action="store_true",
+                   help="with --max-time: the learning rate reaches its floor when either "
+                        "--steps or --max-time (counted over resumes) runs out, for runs "
+                        "whose speed is not known in advance")
     p.add_argument("--threads", type=int, default=None)
     add_device_arg(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the training batches")
@@ -117,6 +121,8 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
     if args.threads:
         torch.set_num_threads(args.threads)
     resolve_device(args.device)
+    if args.decay_by_time and not args.max_time:
+        raise UnmaskError("--decay-by-time: needs --max-time (the time budget to decay over)")
     try:
         overrides = json.loads(args.model_config) if args.model_config else {}
     except json.JSONDecodeError as e:
@@ -125,7 +131,8 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
         raise UnmaskError("--model-config: not a JSON object")
     cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
                       total_steps=args.steps, eval_every=args.eval_every,
-                      max_time_s=args.max_time, seed=args.seed, device=args.device,
+                      max_time_s=args.max_time, decay_by_time=args.decay_by_time,
+                      seed=args.seed, device=args.device,
                       bf16=not args.no_bf16, **config)
     return overrides, cfg
 

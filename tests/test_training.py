@@ -106,3 +106,21 @@ def test_checkpoint_counts_training_time_over_resumes(pool, tmp_path):
           log=lambda s: None)
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     assert state["step"] == 4 and state["elapsed_s"] > first
+
+
+def test_a_run_stopped_by_its_time_budget_evaluates_its_last_step(pool, tmp_path):
+    import time
+
+    def slow_batches(step, size):
+        time.sleep(0.05)
+        return pool.batch(step, size)
+
+    cfg = TrainConfig(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=1000, eval_every=500,
+                      max_time_s=0.3, decay_by_time=True)
+    history = train(tiny(), slow_batches, cfg, tmp_path, lambda m: {"accuracy": 0.5},
+                    log=lambda s: None)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert 0 < state["step"] < 500
+    assert [h["step"] for h in history] == [state["step"]] and history[0]["best"]
+    assert (tmp_path / "best" / "model.safetensors").is_file()
+    assert history[0]["lr"] == pytest.approx(cfg.min_lr, rel=0.05)  # the schedule ran out

@@ -152,10 +152,36 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
 
     running = None
     t_window, n_window = time.time(), 0
+
+    def record():
+        """Evaluate, keep the best weights, log a line of history and checkpoint."""
+        nonlocal best, t_window, n_window
+        rate = n_window / max(1e-9, time.time() - t_window)
+        t_window, n_window = time.time(), 0
+        metrics = {"step": step, "samples": step * cfg.batch_size, "loss": running,
+                   "lr": cfg.lr_at(step, elapsed()), "samples_per_s": round(rate, 1),
+                   "wall_s": round(time.time() - start, 1)}
+        if evaluate is not None:
+            model.eval()
+            metrics.update(evaluate(model))
+            score = metrics.get(cfg.select_metric, -math.inf)
+            if score > best:
+                best = score
+                model.save_pretrained(out / "best", extra={"train": metrics})
+                metrics["best"] = True
+        history.append(metrics)
+        with open(out / "history.jsonl", "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in metrics.items()))
+        checkpoint()
+
+    stopped_by_time = False
     while step < cfg.total_steps:
         # the time budget is this run's, or with decay_by_time the whole schedule's
         spent = elapsed() if cfg.decay_by_time else time.time() - start
         if cfg.max_time_s is not None and spent > cfg.max_time_s:
+            stopped_by_time = True
             break
         if cfg.stop_at_step is not None and step >= cfg.stop_at_step:
             break
@@ -176,28 +202,12 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
         if progress is not None:
             progress(step, {"loss": running})
         if step % cfg.eval_every == 0 or step == cfg.total_steps:
-            rate = n_window / max(1e-9, time.time() - t_window)
-            t_window, n_window = time.time(), 0
-            metrics = {"step": step, "samples": step * cfg.batch_size, "loss": running,
-                       "lr": cfg.lr_at(step, elapsed()), "samples_per_s": round(rate, 1),
-                       "wall_s": round(time.time() - start, 1)}
-            if evaluate is not None:
-                model.eval()
-                metrics.update(evaluate(model))
-                score = metrics.get(cfg.select_metric, -math.inf)
-                if score > best:
-                    best = score
-                    model.save_pretrained(out / "best", extra={"train": metrics})
-                    metrics["best"] = True
-            history.append(metrics)
-            with open(out / "history.jsonl", "a") as f:
-                f.write(json.dumps(metrics) + "\n")
-            log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in metrics.items()))
-            checkpoint()
+            record()
             last_ckpt = time.time()
         elif time.time() - last_ckpt > cfg.checkpoint_every_s:
             checkpoint()
             last_ckpt = time.time()
+    if stopped_by_time and step and (not history or history[-1]["step"] != step):
+        record()  # the steps since the last evaluation are part of the run's result
     checkpoint()
     return history

@@ -103,6 +103,16 @@ def load_checkpoint(path: Path, device, must_match: dict) -> dict:
     return state
 
 
+def append_history(out: Path, history: list[dict], record: dict, log) -> None:
+    """Append one evaluation ``record`` to ``history`` and to OUT/history.jsonl, and log it as
+    one line of key=value pairs."""
+    history.append(record)
+    with open(out / "history.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+    log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                 for k, v in record.items()))
+
+
 def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: torch.Tensor,
                          loss_mask: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over masked positions, restricted to real tokens."""
@@ -169,11 +179,7 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
                 best = score
                 model.save_pretrained(out / "best", extra={"train": metrics})
                 metrics["best"] = True
-        history.append(metrics)
-        with open(out / "history.jsonl", "a") as f:
-            f.write(json.dumps(metrics) + "\n")
-        log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in metrics.items()))
+        append_history(out, history, metrics, log)
         checkpoint()
 
     stopped_by_time = False

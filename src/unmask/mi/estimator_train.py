@@ -17,7 +17,6 @@ pairs, the share also in the predicted top 10%; ties broken by pair order).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -36,7 +35,13 @@ from unmask.mi.estimator import (
     needs_hidden_layers,
 )
 from unmask.models.base import MaskedModel
-from unmask.training import adamw, load_checkpoint, save_checkpoint, warmup_cosine_lr
+from unmask.training import (
+    adamw,
+    append_history,
+    load_checkpoint,
+    save_checkpoint,
+    warmup_cosine_lr,
+)
 
 MASK_RATIO_BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -539,11 +544,7 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
                 record["best"] = True
             else:
                 bad += 1
-            history.append(record)
-            with open(out / "history.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
-            log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in record.items()))
+            append_history(out, history, record, log)
             checkpoint()
     checkpoint()
     return {"best_loss": best, "best_step": best_step, "steps": step, "stopped": stopped,

@@ -48,7 +48,7 @@ from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path, atomic_write_text
-from unmask.models.base import MaskedModel
+from unmask.models.base import MaskedModel, ordered_masked_pairs
 from unmask.models.transformer import Block, TransformerConfig
 
 MODEL_TYPE = "mi-estimator"
@@ -207,11 +207,9 @@ class MIEstimator(nn.Module):
             m = m + 0.5 * (prior + prior.T)
         m = F.softplus(m)
         m = 0.5 * (m + m.transpose(1, 2))
-        keep = ~torch.eye(n, dtype=torch.bool, device=m.device)
-        if masked is not None:
-            masked = masked.to(m.device)
-            keep = keep & masked[:, :, None] & masked[:, None, :]
-        return m * keep
+        if masked is None:
+            return m * ~torch.eye(n, dtype=torch.bool, device=m.device)
+        return m * ordered_masked_pairs(masked.to(m.device))
 
     def pair_units(self, hidden: torch.Tensor) -> torch.Tensor:
         """(B, U, N, N) the pair units act(q_i^u . k_j^u + b_u) of features (B, N, F), before

@@ -34,7 +34,7 @@ from unmask.mi.estimator import (
     estimator_features,
     needs_hidden_layers,
 )
-from unmask.models.base import MaskedModel
+from unmask.models.base import MaskedModel, ordered_masked_pairs
 from unmask.training import (
     adamw,
     append_history,
@@ -373,13 +373,6 @@ def to_loss_scale(mi: torch.Tensor, scale: str) -> torch.Tensor:
     if scale == "sqrt":
         return torch.sqrt(mi + SQRT_FLOOR) - SQRT_FLOOR ** 0.5
     raise UnmaskError(f"loss_scale: expected one of {', '.join(LOSS_SCALES)}, got {scale!r}")
-
-
-def ordered_masked_pairs(masked: torch.Tensor) -> torch.Tensor:
-    """(B, N, N) bool: ordered pairs i != j of masked positions of ``masked`` (B, N)."""
-    n = masked.shape[1]
-    return masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
-                                                                 device=masked.device)
 
 
 def pair_squared_error(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,

@@ -13,6 +13,14 @@ from torch import nn
 from unmask.errors import UnmaskError
 
 
+def ordered_masked_pairs(masked: torch.Tensor) -> torch.Tensor:
+    """(B, N, N) bool: the ordered pairs i != j of masked positions of ``masked`` (B, N), the
+    pairs a conditional MI matrix is defined on."""
+    n = masked.shape[1]
+    return masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
+                                                                 device=masked.device)
+
+
 def read_model_config(directory: str | Path) -> dict:
     """The parsed ``config.json`` of a model folder; :class:`UnmaskError` naming the file when
     it is missing or not JSON."""

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError
-from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.base import MaskedModel, ModelOutput, ordered_masked_pairs
 
 
 class ExactJointMDM(MaskedModel):
@@ -88,8 +88,5 @@ class ExactJointMDM(MaskedModel):
         indep = marg[:, :, None, :, None] * marg[:, None, :, None, :]
         ratio = torch.where(pair > 0, pair / indep.clamp_min(1e-300), torch.ones_like(pair))
         mi = (pair * ratio.log()).sum((-1, -2))
-        n = tokens.shape[1]
-        masked = tokens == self.mask_id
-        keep = masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
-                                                                     device=tokens.device)
+        keep = ordered_masked_pairs(tokens == self.mask_id)
         return torch.where(keep, mi, torch.zeros_like(mi))

@@ -25,11 +25,14 @@ class DecodeConfig:
     block_size: semi-autoregressive blocks of this many positions, decoded left to right
         (None = one block). Must divide the sequence length.
     record_history: keep the token state after every step.
+    self_condition: give a self-conditioning model the previous pass's beliefs (False: zeros,
+        every pass as if it were the first; for ablations). No effect on other models.
     """
 
     temperature: float = 0.0
     block_size: int | None = None
     record_history: bool = False
+    self_condition: bool = True
 
     def __post_init__(self):
         require(self.temperature >= 0, f"temperature: must be >= 0, got {self.temperature}")
@@ -65,18 +68,28 @@ class ModelHandle:
 
     calls: (B_total,) model calls that included the row; sequences: (B_total,) sequences
     evaluated for the row.
+    prev_probs: (B_total, N, V) for a self-conditioning model (else None): each row's beliefs
+    from the loop's last pass (zeros before the first and at revealed positions), given to
+    every call for that row, lookahead candidates included.
     """
 
-    def __init__(self, model: MaskedModel, batch_size: int, device: torch.device):
+    def __init__(self, model: MaskedModel, batch_size: int, device: torch.device,
+                 seq_len: int = 0, self_condition: bool = True):
         self.model = model
         self.calls = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.sequences = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.prev_probs = (torch.zeros(batch_size, seq_len, model.vocab_size, device=device)
+                           if self_condition and model.self_conditioning else None)
 
     def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
                  output_hidden_layers: bool = False) -> ModelOutput:
         """Run the model on tokens (M, N); ``rows`` (M,) names the original row of each."""
         with torch.inference_mode():
-            out = self.model(tokens, output_hidden_layers=output_hidden_layers)
+            if self.prev_probs is None:
+                out = self.model(tokens, output_hidden_layers=output_hidden_layers)
+            else:
+                out = self.model(tokens, output_hidden_layers=output_hidden_layers,
+                                 prev_probs=self.prev_probs[rows])
         self.calls[torch.unique(rows)] += 1
         self.sequences.index_add_(0, rows, torch.ones_like(rows))
         return out
@@ -134,7 +147,7 @@ def decode(
     real_mask = model.real_token_mask.to(device)
     tokens = tokens.to(device, copy=True)
     seeds = _row_seeds(seed, b, device)
-    handle = ModelHandle(model, b, device)
+    handle = ModelHandle(model, b, device, n, config.self_condition)
     steps = torch.zeros(b, dtype=torch.long, device=device)
     cum_entropy = torch.zeros(b, dtype=torch.float64, device=device)
     reveal_step = torch.full((b, n), -1, dtype=torch.long, device=device)
@@ -181,6 +194,8 @@ def decode(
         reveal, new = _check_selection(sel, state, real_mask, sampler)
 
         tokens[rows] = torch.where(reveal, new, x)
+        if handle.prev_probs is not None:
+            handle.prev_probs[rows] = torch.where((masked & ~reveal)[..., None], probs, 0.0)
         cum_entropy[rows] += torch.where(reveal, entropy.double(), 0.0).sum(1)
         reveal_step[rows] = torch.where(reveal, steps[rows, None], reveal_step[rows])
         steps[rows] += 1

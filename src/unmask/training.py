@@ -113,10 +113,29 @@ def append_history(out: Path, history: list[dict], record: dict, log) -> None:
                  for k, v in record.items()))
 
 
+def previous_pass_probs(model: MDMTransformer, logits: torch.Tensor,
+                        masked: torch.Tensor) -> torch.Tensor:
+    """(B, N, V) what a self-conditioning model is given of a previous pass with ``logits``
+    (B, N, V): the distribution over real tokens at the positions still ``masked`` (B, N),
+    zeros elsewhere (revealed positions carry their token instead)."""
+    real = model.real_token_mask.to(logits.device)
+    probs = torch.softmax(logits.float().masked_fill(~real, -torch.inf), dim=-1)
+    return torch.where(masked[..., None], probs, 0.0)
+
+
 def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: torch.Tensor,
-                         loss_mask: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over masked positions, restricted to real tokens."""
-    logits = model(inputs).logits
+                         loss_mask: torch.Tensor, self_condition: bool = False) -> torch.Tensor:
+    """Mean cross-entropy over masked positions, restricted to real tokens.
+
+    self_condition: (self-conditioning models) first run a pass without gradient and give
+    the model its predictions as the previous pass's beliefs; the loss is on the second pass.
+    """
+    prev = None
+    if self_condition:
+        with torch.no_grad():
+            first = model(inputs).logits
+        prev = previous_pass_probs(model, first, inputs == model.mask_id)
+    logits = model(inputs, prev_probs=prev).logits if prev is not None else model(inputs).logits
     logits = logits.masked_fill(~model.real_token_mask.to(logits.device), -torch.inf)
     return F.cross_entropy(logits[loss_mask], targets[loss_mask])
 
@@ -196,7 +215,9 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
         for g in opt.param_groups:
             g["lr"] = cfg.lr_at(step, elapsed())
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            loss = masked_cross_entropy(model, inputs, targets, loss_mask)
+            # a self-conditioning model learns with and without a previous pass, alternately
+            loss = masked_cross_entropy(model, inputs, targets, loss_mask,
+                                        self_condition=model.self_conditioning and step % 2 == 1)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

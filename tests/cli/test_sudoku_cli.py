@@ -60,6 +60,7 @@ def test_solve_json_schema(tiny_model_dir, capsys):
      "--device"),
     (["train", "sudoku", "--init-from", "sudoku", "--deepen", "0"], "--deepen"),
     (["bench", "sudoku", "--plot", "/nonexistent/dir/p.png"], "does not exist"),
+    (["bench", "sudoku", "--limit", "1", "--no-self-condition"], "does not self-condition"),
 ])
 def test_bad_input_one_line_exit_2(args, needle, capsys):
     assert main(args) == 2
@@ -80,3 +81,18 @@ def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
     assert top7["nfe"] < seq["nfe"] / 5
     assert plot.read_bytes()[:4] == b"\x89PNG"
     assert "physical reference" in capsys.readouterr().out
+
+
+def test_train_grows_a_self_conditioning_model_and_bench_can_switch_its_input_off(
+        tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "sc"
+    assert main(["train", "sudoku", "--init-from", tiny_model_dir, "--self-condition",
+                 "--out", str(out), "--steps", "2", "--eval-every", "2", "--warmup", "1",
+                 "--pool", "20", "--eval-puzzles", "2"]) == 0
+    cfg = json.loads((out / "best" / "config.json").read_text())["config"]
+    assert cfg["self_condition"] is True and cfg["n_layers"] == 1
+    for flags, fed in (([], True), (["--no-self-condition"], False)):
+        bench = tmp_path / f"b{fed}.json"
+        assert main(["bench", "sudoku", "--model", str(out / "best"), "--limit", "2",
+                     "--quiet", "--samplers", "confidence", "--json", str(bench)] + flags) == 0
+        assert json.loads(bench.read_text())["self_condition"] is fed

@@ -21,6 +21,9 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
     add_device_arg(p)
+    p.add_argument("--no-self-condition", action="store_true",
+                   help="(self-conditioning models) give every pass zeros instead of the "
+                        "previous pass's beliefs, to measure what they add")
     p.add_argument("--json", default=None, metavar="OUT", help="write results as JSON")
     p.add_argument("--plot", default=None, metavar="OUT.png", help="Pareto plot")
     p.add_argument("--quiet", action="store_true")
@@ -33,6 +36,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
 
     from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
     from unmask.commands.common import bench_entries, output_path, progress_bar, resolve_device
+    from unmask.decode import DecodeConfig
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
     from unmask.pretrained import describe_source, load_model
@@ -58,10 +62,13 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         puzzles = read_puzzles(args.set)
     puzzles = puzzles[: args.limit]
     model = load_model(args.model).to(device)
+    if args.no_self_condition and not model.self_conditioning:
+        raise UnmaskError("--no-self-condition: the model does not self-condition")
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
+    config = DecodeConfig(self_condition=not args.no_self_condition)
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
-                            batch_size=args.batch_size, progress=update)
+                            batch_size=args.batch_size, config=config, progress=update)
     ref = singles_reference(puzzles)
     add_nfe_vs_sequential(rows)
     for r in rows:
@@ -69,7 +76,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
     source = describe_source(model.source)
     title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {source} "
-             f"(mean {ref['mean_blanks']:.1f} blanks)")
+             + ("without its previous-pass input " if args.no_self_condition else "")
+             + f"(mean {ref['mean_blanks']:.1f} blanks)")
     render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
                         ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
                         ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
@@ -86,6 +94,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(
             {"set": args.set, "puzzles": len(puzzles), "model": source,
+             "self_condition": model.self_conditioning and not args.no_self_condition,
              "singles_reference": ref, "rows": rows}, indent=2) + "\n")
     if plot_path is not None:
         pareto_plot([{**r, "accuracy": r["solved"]} for r in rows], plot_path,

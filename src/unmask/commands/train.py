@@ -20,6 +20,10 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
                         "one before it that starts as the identity (the same function to "
                         "begin with); resume such a run with --model-config "
                         "'{\"n_layers\": L}'")
+    p.add_argument("--self-condition", action="store_true",
+                   help="the model also reads the previous pass's predictions (with "
+                        "--init-from: added as a map that starts at zero, the same function "
+                        "to begin with); resume such a run with --resume --self-condition")
     p.add_argument("--pool", type=int, default=100_000, help="generated training puzzles")
     p.add_argument("--puzzle-fraction", type=float, default=0.5,
                    help="share of samples masked like a puzzle (the rest uniformly)")
@@ -48,7 +52,11 @@ def train_sudoku(args: argparse.Namespace) -> int:
         from unmask.pretrained import load_model
 
         model = load_model(args.init_from).deepened(args.deepen)
+        if args.self_condition:
+            model = model.with_self_conditioning()
     else:
+        if args.self_condition:
+            overrides = {**overrides, "self_condition": True}
         model = MDMTransformer(sudoku_model_config(**overrides))
     out = Path(args.out)
     print(f"generating {args.pool:,} training puzzles (cached under {out})", flush=True)

@@ -66,6 +66,12 @@ class MaskedModel(nn.Module):
         raise NotImplementedError
 
     @property
+    def self_conditioning(self) -> bool:
+        """True for a model whose ``forward`` also takes ``prev_probs`` (B, N, V), the
+        distributions the previous pass predicted (the decode loop then passes them)."""
+        return False
+
+    @property
     def real_token_mask(self) -> torch.Tensor:
         """(V,) bool: True for ids a sampler may emit."""
         mask = torch.zeros(self.vocab_size, dtype=torch.bool)

@@ -29,6 +29,10 @@ class TransformerConfig:
     without parameters).
     relation_bias: (grid only) each attention head adds a learned bias per relation between two
     cells (same row / column / box, as 3 bits), so the constraint graph is given, not learned.
+    self_condition: each position's input also carries a linear map of the distribution
+    (over the vocabulary) that the previous pass predicted there, so a decoder's passes build
+    on each other's beliefs, not only on the revealed tokens; zero where there is none (the
+    first pass, revealed positions). Trained on the model's own first-pass predictions.
     """
 
     vocab_size: int
@@ -45,6 +49,7 @@ class TransformerConfig:
     grid_side: int = 9
     grid_box: int = 3
     relation_bias: bool = False
+    self_condition: bool = False
     task: str = ""
 
     def __post_init__(self):
@@ -157,6 +162,9 @@ class MDMTransformer(MaskedModel):
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, config.vocab_size)
         self.apply(self._init)
+        if config.self_condition:  # zero at first: the model starts as if it had no beliefs
+            self.prev_embed = nn.Linear(config.vocab_size, d, bias=False)
+            nn.init.zeros_(self.prev_embed.weight)
         for blk in self.blocks:  # scaled residual init keeps deep stacks stable
             std = 0.02 / math.sqrt(2 * config.n_layers * config.n_loops)
             nn.init.normal_(blk.proj.weight, std=std)
@@ -180,10 +188,19 @@ class MDMTransformer(MaskedModel):
             x = x + self.row(r) + self.col(c) + self.box(b)
         return x
 
-    def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False) -> ModelOutput:
+    @property
+    def self_conditioning(self) -> bool:
+        return self.config.self_condition
+
+    def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False,
+                prev_probs: torch.Tensor | None = None) -> ModelOutput:
+        """prev_probs: (B, N, V) the previous pass's predicted distributions (zeros where there
+        are none); read only by a self-conditioning model, None = no previous pass."""
         with torch.autocast("cpu", dtype=torch.bfloat16,
                             enabled=self.autocast_bf16 and tokens.device.type == "cpu"):
             x = self.embed(tokens)
+            if self.config.self_condition and prev_probs is not None:
+                x = x + self.prev_embed(prev_probs.to(x.dtype))
             layers = [x] if output_hidden_layers else None
             for _ in range(self.config.n_loops):
                 for blk in self.blocks:
@@ -194,6 +211,19 @@ class MDMTransformer(MaskedModel):
             logits = self.head(h)
         return ModelOutput(logits=logits.float(), hidden=h.float(),
                            hidden_layers=tuple(t.float() for t in layers) if layers else None)
+
+    def with_self_conditioning(self) -> MDMTransformer:
+        """The same function with ``self_condition`` on: the previous pass's beliefs enter
+        through a new map that starts at zero, so training from here teaches the model to
+        use them without first losing what it has learned. This model is untouched."""
+        cfg = TransformerConfig(**{**asdict(self.config), "self_condition": True})
+        grown = MDMTransformer(cfg)
+        missing, unexpected = grown.load_state_dict(self.state_dict(), strict=False)
+        if unexpected or set(missing) - {"prev_embed.weight"}:
+            raise RuntimeError(f"with_self_conditioning: weights did not carry over "
+                               f"(missing {missing}, unexpected {unexpected})")
+        grown.autocast_bf16 = self.autocast_bf16
+        return grown.train(self.training)
 
     def deepened(self, factor: int) -> MDMTransformer:
         """A model with ``factor`` times the blocks that computes the same function.

@@ -29,8 +29,10 @@ DEFAULT_SPECS = [
 
 
 def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed: int = 0,
-                 batch_size: int = 1000, temperature: float = 0.0, progress=None) -> list[dict]:
-    """Solve ``puzzles`` (P, 81) with each entry; one result dict per entry.
+                 batch_size: int = 1000, config: DecodeConfig | None = None,
+                 progress=None) -> list[dict]:
+    """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax);
+    one result dict per entry.
 
     Keys: label, name, params, solved (share), nfe (mean model calls), steps (mean decoding
     passes: equal to nfe except for samplers that call the model beyond the loop's pass, such
@@ -45,7 +47,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
     decode(model, x[:2], "topk")
     rows = []
     for entry in entries:
-        res, wall = timed_decode(model, x, entry, DecodeConfig(temperature=temperature),
+        res, wall = timed_decode(model, x, entry, config or DecodeConfig(),
                                  seed=seed, batch_size=batch_size)
         solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
         rows.append({"label": entry.label, "name": entry.name,

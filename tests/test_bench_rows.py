@@ -18,3 +18,21 @@ def test_nfe_reference_prefers_confidence_then_any_sequential_sampler():
 def test_pareto_front_drops_dominated_rows():
     rows = [{"x": 10, "y": 0.7}, {"x": 12, "y": 0.7}, {"x": 5, "y": 0.5}, {"x": 57, "y": 0.76}]
     assert pareto_front(rows, "x", "y") == [rows[0], rows[2], rows[3]]
+
+
+def test_paired_counts_against_the_reference_row():
+    import pytest
+
+    from unmask.bench import add_paired_vs
+
+    seq = {"label": "confidence", "solved_each": "110010"}
+    rows = [seq, {"label": "eb", "solved_each": "101011"}, {"label": "mi"}]
+    add_paired_vs(rows, seq)
+    assert (seq["gained_vs_ref"], seq["lost_vs_ref"]) == (0, 0)
+    # eb solved items 2 and 5 that the reference failed, and failed item 1 that it solved
+    assert (rows[1]["gained_vs_ref"], rows[1]["lost_vs_ref"]) == (2, 1)
+    assert rows[2]["gained_vs_ref"] is None
+    add_paired_vs(rows, None)
+    assert rows[1]["gained_vs_ref"] is None and rows[1]["lost_vs_ref"] is None
+    with pytest.raises(ValueError, match="items"):
+        add_paired_vs([{"solved_each": "10"}], {"solved_each": "101"})

@@ -85,6 +85,23 @@ def add_nfe_vs_sequential(rows: list[dict]) -> dict | None:
     return seq
 
 
+def add_paired_vs(rows: list[dict], ref: dict | None, key: str = "solved_each") -> None:
+    """Set ``gained_vs_ref`` / ``lost_vs_ref`` on every row: the items (puzzles) it got right
+    that ``ref`` got wrong, and the reverse, from the per-item ``key`` strings of '0'/'1' (the
+    same items in the same order); None without a reference. The two counts are what a paired
+    (McNemar) comparison of the two rows rests on: a difference in solved share is noise unless
+    gained - lost is large against sqrt(gained + lost)."""
+    for r in rows:
+        if ref is None or key not in r or key not in ref:
+            r["gained_vs_ref"] = r["lost_vs_ref"] = None
+            continue
+        a, b = r[key], ref[key]
+        if len(a) != len(b):
+            raise ValueError(f"{key}: rows cover {len(a)} and {len(b)} items")
+        r["gained_vs_ref"] = sum(x == "1" and y == "0" for x, y in zip(a, b, strict=True))
+        r["lost_vs_ref"] = sum(x == "0" and y == "1" for x, y in zip(a, b, strict=True))
+
+
 def pareto_front(rows: list[dict], x: str, y: str) -> list[dict]:
     """Rows not dominated by another (lower or equal ``x`` and higher or equal ``y``)."""
     return [r for r in rows if not any(

@@ -77,6 +77,13 @@ def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
     assert data["puzzles"] == 4 and [r["label"] for r in data["rows"]] == [
         "confidence", "topk k=7", "eb gamma=0.1 order=confidence"]
     seq, top7 = data["rows"][0], data["rows"][1]
+    for r in data["rows"]:  # per-puzzle outcomes, and the paired count against sequential
+        assert len(r["solved_each"]) == 4 and set(r["solved_each"]) <= {"0", "1"}
+        assert r["solved"] == r["solved_each"].count("1") / 4
+        gained = sum(a > b for a, b in zip(r["solved_each"], seq["solved_each"], strict=True))
+        lost = sum(a < b for a, b in zip(r["solved_each"], seq["solved_each"], strict=True))
+        assert (r["gained_vs_ref"], r["lost_vs_ref"]) == (gained, lost)
+    assert (seq["gained_vs_ref"], seq["lost_vs_ref"]) == (0, 0)
     assert seq["nfe"] == pytest.approx(57.0, abs=10)  # one pass per blank
     assert top7["nfe"] < seq["nfe"] / 5
     assert plot.read_bytes()[:4] == b"\x89PNG"

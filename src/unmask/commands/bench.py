@@ -34,7 +34,7 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
 def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     import torch
 
-    from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
+    from unmask.bench import add_nfe_vs_sequential, add_paired_vs, pareto_plot, render_table
     from unmask.commands.common import bench_entries, output_path, progress_bar, resolve_device
     from unmask.decode import DecodeConfig
     from unmask.errors import UnmaskError
@@ -70,15 +70,18 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
                             batch_size=args.batch_size, config=config, progress=update)
     ref = singles_reference(puzzles)
-    add_nfe_vs_sequential(rows)
+    add_paired_vs(rows, add_nfe_vs_sequential(rows))
     for r in rows:
         r["solved_pct"] = 100 * r["solved"]
         r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
+        r["vs_sequential"] = ("-" if r["gained_vs_ref"] is None
+                              else f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']}")
     source = describe_source(model.source)
     title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {source} "
              + ("without its previous-pass input " if args.no_self_condition else "")
              + f"(mean {ref['mean_blanks']:.1f} blanks)")
     render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
+                        ("vs seq. +/-", "vs_sequential", ""),
                         ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
                         ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
                         ("cum. H", "cumulative_entropy", ".2f"),

@@ -34,7 +34,8 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax);
     one result dict per entry.
 
-    Keys: label, name, params, solved (share), nfe (mean model calls), steps (mean decoding
+    Keys: label, name, params, solved (share), solved_each ('0'/'1' per puzzle, in order),
+    nfe (mean model calls), steps (mean decoding
     passes: equal to nfe except for samplers that call the model beyond the loop's pass, such
     as lookahead and the probing oracle), sequences (mean sequences evaluated),
     cumulative_entropy (mean nats), wall_s, puzzles_per_s.
@@ -53,7 +54,9 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
         rows.append({"label": entry.label, "name": entry.name,
                      "params": {k: v for k, v in entry.params.items()
                                 if isinstance(v, (int, float, str, bool))},
-                     "solved": float(solved.mean()), "nfe": float(res.nfe.double().mean()),
+                     "solved": float(solved.mean()),
+                     "solved_each": "".join("1" if v else "0" for v in solved),
+                     "nfe": float(res.nfe.double().mean()),
                      "steps": float(res.steps.double().mean()),
                      "sequences": float(res.sequences.double().mean()),
                      "cumulative_entropy": float(res.cumulative_entropy.mean()),

@@ -102,6 +102,13 @@ def real_log_probs(logits: torch.Tensor, real_mask: torch.Tensor) -> torch.Tenso
     return torch.log_softmax(x, dim=-1)
 
 
+def previous_pass_probs(probs: torch.Tensor, still_masked: torch.Tensor) -> torch.Tensor:
+    """(B, N, V) what a self-conditioning model reads of a pass whose distributions over the
+    real tokens are ``probs`` (B, N, V): those at the positions ``still_masked`` (B, N), zeros
+    elsewhere (revealed positions carry their token instead)."""
+    return torch.where(still_masked[..., None], probs, 0.0)
+
+
 def entropy_from_log_probs(log_probs: torch.Tensor) -> torch.Tensor:
     """(...,) entropy in nats of the distributions (..., V) given as log-probabilities."""
     return torch.special.entr(log_probs.exp()).sum(-1)
@@ -195,7 +202,7 @@ def decode(
 
         tokens[rows] = torch.where(reveal, new, x)
         if handle.prev_probs is not None:
-            handle.prev_probs[rows] = torch.where((masked & ~reveal)[..., None], probs, 0.0)
+            handle.prev_probs[rows] = previous_pass_probs(probs, masked & ~reveal)
         cum_entropy[rows] += torch.where(reveal, entropy.double(), 0.0).sum(1)
         reveal_step[rows] = torch.where(reveal, steps[rows, None], reveal_step[rows])
         steps[rows] += 1

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from unmask.decode import previous_pass_probs, real_log_probs
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path
 from unmask.models.transformer import MDMTransformer
@@ -113,16 +114,6 @@ def append_history(out: Path, history: list[dict], record: dict, log) -> None:
                  for k, v in record.items()))
 
 
-def previous_pass_probs(model: MDMTransformer, logits: torch.Tensor,
-                        masked: torch.Tensor) -> torch.Tensor:
-    """(B, N, V) what a self-conditioning model is given of a previous pass with ``logits``
-    (B, N, V): the distribution over real tokens at the positions still ``masked`` (B, N),
-    zeros elsewhere (revealed positions carry their token instead)."""
-    real = model.real_token_mask.to(logits.device)
-    probs = torch.softmax(logits.float().masked_fill(~real, -torch.inf), dim=-1)
-    return torch.where(masked[..., None], probs, 0.0)
-
-
 def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: torch.Tensor,
                          loss_mask: torch.Tensor, self_condition: bool = False) -> torch.Tensor:
     """Mean cross-entropy over masked positions, restricted to real tokens.
@@ -134,7 +125,8 @@ def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: t
     if self_condition:
         with torch.no_grad():
             first = model(inputs).logits
-        prev = previous_pass_probs(model, first, inputs == model.mask_id)
+        real = model.real_token_mask.to(first.device)
+        prev = previous_pass_probs(real_log_probs(first, real).exp(), inputs == model.mask_id)
     logits = model(inputs, prev_probs=prev).logits if prev is not None else model(inputs).logits
     logits = logits.masked_fill(~model.real_token_mask.to(logits.device), -torch.inf)
     return F.cross_entropy(logits[loss_mask], targets[loss_mask])

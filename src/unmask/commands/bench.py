@@ -74,7 +74,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     for r in rows:
         r["solved_pct"] = 100 * r["solved"]
         r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
-        r["vs_sequential"] = ("-" if r["gained_vs_ref"] is None
+        r["vs_sequential"] = (None if r["gained_vs_ref"] is None
                               else f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']}")
     source = describe_source(model.source)
     title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {source} "

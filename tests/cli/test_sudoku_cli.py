@@ -103,3 +103,17 @@ def test_train_grows_a_self_conditioning_model_and_bench_can_switch_its_input_of
         assert main(["bench", "sudoku", "--model", str(out / "best"), "--limit", "2",
                      "--quiet", "--samplers", "confidence", "--json", str(bench)] + flags) == 0
         assert json.loads(bench.read_text())["self_condition"] is fed
+
+
+@pytest.mark.parametrize("puzzle_set, drawn", [("hard", True), ("medium", False)])
+def test_published_points_are_drawn_only_on_the_set_they_were_measured_on(
+        tiny_model_dir, tmp_path, monkeypatch, puzzle_set, drawn):
+    import unmask.bench
+
+    seen = {}
+    monkeypatch.setattr(unmask.bench, "pareto_plot",
+                        lambda rows, path, **kw: seen.update(kw))
+    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--set", puzzle_set, "--limit",
+                 "2", "--quiet", "--samplers", "topk:k=7", "--plot",
+                 str(tmp_path / "p.png")]) == 0
+    assert bool(seen["references"]) is drawn

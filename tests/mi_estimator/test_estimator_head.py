@@ -216,3 +216,33 @@ def test_load_rejects_other_folders(tmp_path, tiny_transformer):
     (tmp_path / "m" / "estimator.safetensors").write_bytes(b"")
     with pytest.raises(UnmaskError, match="not an mi-estimator"):
         MIEstimator.load(tmp_path / "m")
+
+
+def test_entropy_gate_bounds_each_pair_by_its_smaller_marginal_entropy():
+    """M_ij = sigmoid(logit_ij) * min(H_i, H_j): never above either cell's entropy, zero for a
+    cell that is certain."""
+    torch.manual_seed(3)
+    k = 4
+    gated = perturb(MIEstimator(EstimatorConfig(hidden_size=6, d=8, n_heads=2, pair_hidden=3,
+                                                pair_rank=2, marginal_size=k,
+                                                entropy_gate=True)))
+    hidden = torch.randn(3, 7, 6) * 3
+    probs = torch.softmax(torch.randn(3, 7, k) * 2, -1)
+    probs[0, 2] = torch.tensor([1.0, 0, 0, 0])  # a certain cell
+    ent = torch.special.entr(probs).sum(-1)
+    feats = torch.cat([hidden, probs, ent[..., None]], -1)
+    mi = gated(feats)
+    bound = torch.minimum(ent[:, :, None], ent[:, None, :]) * (1 - torch.eye(7))
+    assert (mi <= bound + 1e-7).all() and (mi >= 0).all()
+    assert (mi[0, 2] == 0).all() and (mi[0, :, 2] == 0).all()
+    assert torch.equal(mi, mi.transpose(1, 2))
+    # written out: the same unit logits as the ungated head, through sigmoid * bound
+    z = gated.pair_units(feats)  # (B, U, N, N)
+    logit = torch.einsum("buij,u->bij", z, gated.out.weight[0]) + gated.out.bias
+    raw = torch.sigmoid(logit) * torch.minimum(ent[:, :, None], ent[:, None, :])
+    assert torch.allclose(mi, (raw + raw.transpose(1, 2)) / 2 * (1 - torch.eye(7)), atol=1e-6)
+
+
+def test_entropy_gate_needs_the_marginals():
+    with pytest.raises(UnmaskError, match="entropy_gate"):
+        EstimatorConfig(hidden_size=4, entropy_gate=True)

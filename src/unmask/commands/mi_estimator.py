@@ -61,6 +61,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--marginals", action="store_true",
                    help="also read the model's marginals (probabilities and entropy) of the "
                         "same pass (no gain on the Sudoku labels so far)")
+    p.add_argument("--entropy-gate", action="store_true",
+                   help="bound each pair by the smaller marginal entropy of its two cells: "
+                        "MI = sigmoid(score) * min(H_i, H_j) (reads the marginals)")
     p.add_argument("--loss-scale", choices=("nats", "sqrt"), default="nats",
                    help="compare MI in nats or as its square root in the squared error (sqrt "
                         "weighs errors on weak pairs more; predictions stay in nats)")
@@ -94,8 +97,10 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
                               mixer_layers=args.mixer_layers, pair_hidden=args.pair_hidden,
                               pair_rank=args.pair_rank,
                               pair_prior_length=model.max_length if args.pair_prior else 0,
-                              marginal_size=len(model.real_token_ids) if args.marginals else 0,
-                              two_hop=args.two_hop, model_fingerprint=model.fingerprint())
+                              marginal_size=(len(model.real_token_ids)
+                                             if args.marginals or args.entropy_gate else 0),
+                              two_hop=args.two_hop, entropy_gate=args.entropy_gate,
+                              model_fingerprint=model.fingerprint())
     cfg = EstimatorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
                                eval_every=args.eval_every, patience=args.patience,
                                held_out=args.held_out, split_seed=args.split_seed,

@@ -37,23 +37,19 @@ loading or running it against another model raises :class:`UnmaskError`.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from unmask.errors import UnmaskError, require
-from unmask.io import atomic_path, atomic_write_text
+from unmask.frozen_head import FrozenHead, load_frozen_head, mixer_blocks
 from unmask.models.base import MaskedModel, ordered_masked_pairs
-from unmask.models.transformer import Block, TransformerConfig
 
 MODEL_TYPE = "mi-estimator"
 WEIGHTS_FILE = "estimator.safetensors"
-CONFIG_FILE = "config.json"
 
 
 @dataclass
@@ -79,6 +75,11 @@ class EstimatorConfig:
         0 = hidden states only.
     two_hop: H, how many of the pair units (the first H, H <= pair_hidden) are also composed
         with themselves over the masked positions (see the module docstring); 0 = none.
+    entropy_gate: bound every pair by the smaller of its two marginal entropies,
+        M_ij = sigmoid(logit_ij) * min(H_i, H_j) instead of softplus(logit_ij): the bound
+        I(X_i; X_j) <= min(H(X_i), H(X_j)) holds by construction and a pair with a
+        near-certain cell gets near-zero MI whatever the logit. Needs ``marginal_size``
+        (the entropies are the last feature).
     model_fingerprint: :meth:`MaskedModel.fingerprint` of the MDM the estimator was trained on
         ("" = not tied to a model yet: only the hidden size is checked).
     """
@@ -94,6 +95,7 @@ class EstimatorConfig:
     pair_prior_length: int = 0
     marginal_size: int = 0
     two_hop: int = 0
+    entropy_gate: bool = False
     model_fingerprint: str = ""
 
     def __post_init__(self):
@@ -113,6 +115,9 @@ class EstimatorConfig:
         require(isinstance(self.two_hop, int) and 0 <= self.two_hop <= self.pair_hidden,
                 f"two_hop: must be an integer in [0, pair_hidden={self.pair_hidden}], got "
                 f"{self.two_hop!r}")
+        require(not self.entropy_gate or self.marginal_size > 0,
+                "entropy_gate: needs the marginals (marginal_size > 0), whose entropies bound "
+                "each pair")
         require(self.d % self.n_heads == 0,
                 f"d: {self.d} is not divisible by n_heads={self.n_heads}")
 
@@ -154,18 +159,22 @@ def estimator_features(output, model: MaskedModel, config: EstimatorConfig) -> t
     return torch.cat([hidden.float(), log_p.exp(), ent], dim=-1).to(hidden.dtype)
 
 
-class MIEstimator(nn.Module):
-    """hidden (B, N, D) -> MI (B, N, N): symmetric, non-negative, zero diagonal, in nats."""
+class MIEstimator(FrozenHead):
+    """hidden (B, N, D) -> MI (B, N, N): symmetric, non-negative, zero diagonal, in nats.
+    Saved as ``config.json`` + ``estimator.safetensors``, tied to one MDM (see
+    :class:`~unmask.frozen_head.FrozenHead`)."""
+
+    MODEL_TYPE = MODEL_TYPE
+    WEIGHTS_FILE = WEIGHTS_FILE
+    KIND = "estimator"
+    CONFIG_CLASS = EstimatorConfig
 
     def __init__(self, config: EstimatorConfig):
         super().__init__()
         self.config = config
         d = config.d
         self.adapter = nn.Linear(config.feature_size, d)
-        block_cfg = TransformerConfig(vocab_size=2, mask_id=1, max_length=1, d_model=d,
-                                      n_layers=max(1, config.mixer_layers),
-                                      n_heads=config.n_heads, d_ff=4 * d)
-        self.mixer = nn.ModuleList(Block(block_cfg) for _ in range(config.mixer_layers))
+        self.mixer = mixer_blocks(d, config.n_heads, config.mixer_layers)
         self.norm = nn.LayerNorm(d)
         u, r = config.pair_hidden, config.pair_rank
         self.query = nn.Linear(d, u * r)
@@ -205,7 +214,11 @@ class MIEstimator(nn.Module):
                                   f"{self.config.pair_prior_length}")
             prior = self.pair_prior[:n, :n]
             m = m + 0.5 * (prior + prior.T)
-        m = F.softplus(m)
+        if self.config.entropy_gate:
+            ent = hidden[..., -1].to(m.dtype).clamp(min=0)  # (B, N) the marginal entropies
+            m = torch.sigmoid(m) * torch.minimum(ent[:, :, None], ent[:, None, :])
+        else:
+            m = F.softplus(m)
         m = 0.5 * (m + m.transpose(1, 2))
         if masked is None:
             return m * ~torch.eye(n, dtype=torch.bool, device=m.device)
@@ -239,57 +252,6 @@ class MIEstimator(nn.Module):
         """The features (B, N, F) this estimator reads from ``model``'s :class:`ModelOutput`."""
         return estimator_features(output, model, self.config)
 
-    def check_model(self, model: MaskedModel) -> None:
-        """Raise :class:`UnmaskError` unless this estimator was trained on ``model``."""
-        if model.hidden_size != self.config.hidden_size:
-            raise UnmaskError(f"model: hidden size {model.hidden_size} does not match the "
-                              f"estimator's {self.config.hidden_size}")
-        want = self.config.model_fingerprint
-        if not want:
-            return
-        # the fingerprint hashes every weight: cache it per model object and weight version
-        key = (id(model), sum(p._version for p in model.parameters()))
-        if getattr(self, "_checked", None) == key:
-            return
-        got = model.fingerprint()
-        if got != want:
-            raise UnmaskError(f"model: fingerprint {got} does not match the estimator's MDM "
-                              f"{want} (an estimator only works with the model it was "
-                              "trained on)")
-        self._checked = key
-
-    # -- persistence -------------------------------------------------------------------------
-
-    def save(self, directory: str | Path, extra: dict | None = None) -> None:
-        """Write ``config.json`` and ``estimator.safetensors`` atomically into ``directory``."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
-        with atomic_path(directory / WEIGHTS_FILE) as tmp:
-            save_file(state, str(tmp), metadata={"model_fingerprint":
-                                                 self.config.model_fingerprint})
-        meta = {"model_type": MODEL_TYPE, "config": asdict(self.config), **(extra or {})}
-        atomic_write_text(directory / CONFIG_FILE, json.dumps(meta, indent=2) + "\n")
-
-    @classmethod
-    def load(cls, directory: str | Path, model: MaskedModel | None = None,
-             map_location: str = "cpu") -> MIEstimator:
-        """Load an estimator; with ``model``, raise unless it was trained on that model."""
-        directory = Path(directory)
-        cfg_path, weights = directory / CONFIG_FILE, directory / WEIGHTS_FILE
-        if not cfg_path.is_file() or not weights.is_file():
-            raise UnmaskError(f"estimator: {directory} has no {CONFIG_FILE} + {WEIGHTS_FILE}")
-        meta = json.loads(cfg_path.read_text())
-        if meta.get("model_type") != MODEL_TYPE:
-            raise UnmaskError(f"estimator: {cfg_path} is not an {MODEL_TYPE} config")
-        est = cls(EstimatorConfig(**meta["config"]))
-        est.load_state_dict(load_file(str(weights), device=map_location))
-        est.metadata = {k: v for k, v in meta.items() if k != "config"}
-        est.eval()
-        if model is not None:
-            est.check_model(model)
-        return est
-
 
 def needs_hidden_layers(estimator: MIEstimator) -> bool:
     """Whether the model must be run with ``output_hidden_layers=True`` for ``estimator``."""
@@ -320,14 +282,5 @@ def load_estimator(name_or_path: str | Path | None = None,
                    model: MaskedModel | None = None) -> MIEstimator:
     """Load an estimator from a folder or by shipped name (default: the Sudoku estimator);
     with ``model``, raise unless it was trained on that model."""
-    from unmask.pretrained import PRETRAINED_DIR
+    return load_frozen_head(MIEstimator, name_or_path or SHIPPED_ESTIMATOR, model=model)
 
-    name_or_path = name_or_path or SHIPPED_ESTIMATOR
-    path = Path(name_or_path)
-    if not path.is_dir():
-        shipped = PRETRAINED_DIR / str(name_or_path)
-        if not shipped.is_dir():
-            raise UnmaskError(f"estimator: {name_or_path} is neither a folder nor a shipped "
-                              "estimator")
-        path = shipped
-    return MIEstimator.load(path, model=model)

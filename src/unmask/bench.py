@@ -12,18 +12,27 @@ from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError
 from unmask.samplers.base import make_sampler, parse_param_value
 
+#: a bench spec ending in this is decoded with the corrector
+CORRECTED_SUFFIX = "+corrector"
+
 
 @dataclass
 class BenchEntry:
-    """One sampler configuration to benchmark: a label, a registered name, its parameters."""
+    """One sampler configuration to benchmark: a label, a registered name, its parameters,
+    and whether the loop runs it with the bench's corrector (``decode(..., corrector=)``)."""
 
     label: str
     name: str
     params: dict = field(default_factory=dict)
+    corrected: bool = False
 
     @classmethod
     def parse(cls, spec: str) -> BenchEntry:
-        """``NAME`` or ``NAME:K=V,K=V`` (e.g. ``eb:gamma=0.1,order=confidence``)."""
+        """``NAME`` or ``NAME:K=V,K=V`` (e.g. ``eb:gamma=0.1,order=confidence``), optionally
+        followed by ``+corrector`` (decode with the corrector)."""
+        corrected = spec.endswith(CORRECTED_SUFFIX)
+        if corrected:
+            spec = spec[: -len(CORRECTED_SUFFIX)]
         name, _, rest = spec.partition(":")
         params = {}
         for item in filter(None, (s.strip() for s in rest.split(","))):
@@ -33,7 +42,9 @@ class BenchEntry:
             params[k.strip()] = parse_param_value(v.strip())
         label = name.strip() + (" " + " ".join(f"{k}={v}" for k, v in params.items())
                                 if params else "")
-        entry = cls(label, name.strip(), params)
+        if corrected:
+            label += " " + CORRECTED_SUFFIX
+        entry = cls(label, name.strip(), params, corrected)
         entry.sampler()  # validate now, with a message naming the field
         return entry
 
@@ -43,16 +54,22 @@ class BenchEntry:
 
 
 def timed_decode(model, tokens: torch.Tensor, entry: BenchEntry, config: DecodeConfig,
-                 *, seed: int = 0, batch_size: int = 1000) -> tuple[DecodeResult, float]:
-    """Decode ``tokens`` (B, N) in chunks of ``batch_size`` rows; (merged result, seconds)."""
+                 *, seed: int = 0, batch_size: int = 1000, corrector=None
+                 ) -> tuple[DecodeResult, float]:
+    """Decode ``tokens`` (B, N) in chunks of ``batch_size`` rows; (merged result, seconds).
+    ``corrector`` is used for entries marked ``corrected`` (and must then be given)."""
+    if entry.corrected and corrector is None:
+        raise UnmaskError(f"{entry.label}: no corrector to decode with")
     sampler = entry.sampler()
     parts = []
     start = time.perf_counter()
     for i in range(0, tokens.shape[0], batch_size):
-        parts.append(decode(model, tokens[i:i + batch_size], sampler, config, seed=seed + i))
+        parts.append(decode(model, tokens[i:i + batch_size], sampler, config, seed=seed + i,
+                            corrector=corrector if entry.corrected else None))
     wall = time.perf_counter() - start
     cat = {k: torch.cat([getattr(p, k) for p in parts]) for k in
-           ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step")}
+           ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step",
+            "remasked")}
     return DecodeResult(**cat), wall
 
 

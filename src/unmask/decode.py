@@ -27,18 +27,28 @@ class DecodeConfig:
     record_history: keep the token state after every step.
     self_condition: give a self-conditioning model the previous pass's beliefs (False: zeros,
         every pass as if it were the first; for ablations). No effect on other models.
+    remask_threshold: with a corrector (``decode(..., corrector=)``), a decoded token whose
+        probability of being wrong exceeds this is masked again, to be decoded anew.
+    max_remasks: with a corrector, how often one position may be masked again (bounds the
+        passes: decoding always ends).
     """
 
     temperature: float = 0.0
     block_size: int | None = None
     record_history: bool = False
     self_condition: bool = True
+    remask_threshold: float = 0.5
+    max_remasks: int = 2
 
     def __post_init__(self):
         require(self.temperature >= 0, f"temperature: must be >= 0, got {self.temperature}")
         require(self.block_size is None or (isinstance(self.block_size, int)
                                             and self.block_size >= 1),
                 f"block_size: must be None or an integer >= 1, got {self.block_size}")
+        require(0.0 < self.remask_threshold < 1.0,
+                f"remask_threshold: must be in (0, 1), got {self.remask_threshold}")
+        require(isinstance(self.max_remasks, int) and self.max_remasks >= 0,
+                f"max_remasks: must be an integer >= 0, got {self.max_remasks}")
 
 
 @dataclass
@@ -50,7 +60,8 @@ class DecodeResult:
     sequences: (B,) sequences the model evaluated for the row (> nfe for lookahead samplers).
     steps: (B,) decoding steps taken.
     cumulative_entropy: (B,) sum over steps of the entropies (nats) of the revealed positions.
-    reveal_step: (B, N) the step at which each position was revealed (-1 if given).
+    reveal_step: (B, N) the step at which each position was (last) revealed (-1 if given).
+    remasked: (B,) decoded tokens a corrector sent back to MASK (0 without a corrector).
     history: optional list of (B, N) token states after each step.
     """
 
@@ -60,6 +71,7 @@ class DecodeResult:
     steps: torch.Tensor
     cumulative_entropy: torch.Tensor
     reveal_step: torch.Tensor
+    remasked: torch.Tensor
     history: list[torch.Tensor] | None = field(default=None, repr=False)
 
 
@@ -131,14 +143,23 @@ def decode(
     *,
     seed: int | torch.Tensor = 0,
     progress=None,
+    corrector=None,
 ) -> DecodeResult:
     """Fill every MASK of ``tokens`` (B, N) with ``sampler``.
 
     seed: an int s gives rows the seeds s, s+1, ..., s+B-1 (so row r decoded alone with seed
         s+r gives the same output), or a (B,) tensor of per-row seeds.
     progress: optional callable(n_finished_rows) for progress display.
+    corrector: optional :class:`~unmask.corrector.Corrector` of ``model`` (anything with
+        ``check_model(model)`` and ``wrong_probs(output, tokens) -> (B, N)``). Every pass it
+        reads the same forward and masks again the decoded tokens it finds wrong (see
+        ``DecodeConfig.remask_threshold`` / ``max_remasks``); a row whose last MASK was filled
+        gets one more pass to be checked, and ends only when a check finds nothing to remask.
+        A lookahead sampler's precomputed next pass is then not reused (the corrector may
+        change the state after it).
     Decoding runs on the model's device; the result's tensors are on the device of ``tokens``.
-    Revealed tokens never change. Rows with nothing masked cost 0 passes.
+    Given tokens never change; without a corrector, revealed tokens never change either.
+    Rows with nothing masked cost 0 passes.
     """
     config = config or DecodeConfig()
     if isinstance(sampler, str):
@@ -164,6 +185,10 @@ def decode(
     block_step = torch.zeros(b, dtype=torch.long, device=device)
     block_masked = torch.zeros(b, dtype=torch.long, device=device)
     history: list[torch.Tensor] | None = [] if config.record_history else None
+    given = tokens != mask_id
+    remasks = torch.zeros(b, n, dtype=torch.long, device=device)
+    if corrector is not None:
+        corrector.check_model(model)
     sampler.begin(b, n)
 
     rows = (tokens == mask_id).any(1).nonzero().squeeze(1)
@@ -197,19 +222,41 @@ def decode(
             probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob, step=block_step[rows],
             global_step=steps[rows], block_masked=block_masked[rows], row_ids=rows,
             seeds=seeds[rows], temperature=config.temperature, model=handle, mask_id=mask_id)
-        sel = sampler.select(state)
-        reveal, new = _check_selection(sel, state, real_mask, sampler)
+        # rows with a MASK left decode; full rows (only with a corrector) are being checked
+        decoding = masked.any(1)
+        if bool(decoding.all()):
+            sel = sampler.select(state)
+            reveal, new = _check_selection(sel, state, real_mask, sampler)
+        else:
+            sub = decoding.nonzero().squeeze(1)
+            reveal, new = torch.zeros_like(masked), x.clone()
+            if sub.numel():
+                sub_state = state.rows(sub)
+                sel = sampler.select(sub_state)
+                reveal[sub], new[sub] = _check_selection(sel, sub_state, real_mask, sampler)
+        remask = torch.zeros_like(masked)
+        if corrector is not None:
+            sel = Selection(reveal=reveal)  # the precomputed next pass is not reused
+            with torch.inference_mode():
+                wrong = corrector.wrong_probs(out, x)
+            remask = (~masked & ~given[rows] & (remasks[rows] < config.max_remasks)
+                      & (wrong > config.remask_threshold))
+            remasks[rows] += remask.long()
 
-        tokens[rows] = torch.where(reveal, new, x)
+        tokens[rows] = torch.where(remask, mask_id, torch.where(reveal, new, x))
         if handle.prev_probs is not None:
             handle.prev_probs[rows] = previous_pass_probs(probs, masked & ~reveal)
         cum_entropy[rows] += torch.where(reveal, entropy.double(), 0.0).sum(1)
-        reveal_step[rows] = torch.where(reveal, steps[rows, None], reveal_step[rows])
+        reveal_step[rows] = torch.where(reveal, steps[rows, None],
+                                        torch.where(remask, -1, reveal_step[rows]))
         steps[rows] += 1
         block_step[rows] += 1
         if history is not None:
             history.append(tokens.clone())
         still = (tokens[rows] == mask_id).any(1)
+        if corrector is not None:
+            # a row that has just been filled is checked by one more pass before it ends
+            still = still | decoding
         cached = None
         if sel.next_output is not None:
             layers = sel.next_output.hidden_layers
@@ -225,7 +272,8 @@ def decode(
     return DecodeResult(tokens=tokens.to(out_device), nfe=handle.calls.to(out_device),
                         sequences=handle.sequences.to(out_device), steps=steps.to(out_device),
                         cumulative_entropy=cum_entropy.to(out_device),
-                        reveal_step=reveal_step.to(out_device), history=history)
+                        reveal_step=reveal_step.to(out_device),
+                        remasked=remasks.sum(1).to(out_device), history=history)
 
 
 def _check_selection(sel: Selection, state: StepState, real_mask: torch.Tensor,

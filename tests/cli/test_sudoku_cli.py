@@ -117,3 +117,40 @@ def test_published_points_are_drawn_only_on_the_set_they_were_measured_on(
                  "2", "--quiet", "--samplers", "topk:k=7", "--plot",
                  str(tmp_path / "p.png")]) == 0
     assert bool(seen["references"]) is drawn
+
+
+def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # the whole table, not rich's narrow fallback
+    run = tmp_path / "corr"
+    assert main(["train", "corrector", "--model", tiny_model_dir, "--out", str(run),
+                 "--puzzles", "20", "--epochs", "1", "--held-out", "0.2",
+                 "--samplers", "topk:k=9"]) == 0
+    cfg = json.loads((run / "best" / "config.json").read_text())
+    assert cfg["model_type"] == "corrector" and cfg["data"]["puzzles"] == 20
+    out = tmp_path / "b.json"
+    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "3", "--quiet",
+                 "--samplers", "topk:k=9", "topk:k=9+corrector", "--corrector",
+                 str(run / "best"), "--remask-threshold", "0.3", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    plain, corrected = data["rows"]
+    assert corrected["label"] == "topk k=9 +corrector"
+    assert data["corrector"]["remask_threshold"] == 0.3
+    assert plain["remasked"] == 0
+    # every corrected row is checked once more after its last MASK is filled
+    assert corrected["nfe"] >= plain["nfe"] + 1
+    assert "remasked" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["bench", "sudoku", "--limit", "1", "--samplers", "confidence", "--corrector", "x"],
+     "+corrector"),
+    (["bench", "sudoku", "--limit", "1", "--samplers", "confidence+corrector", "--corrector",
+      "/nonexistent/c"], "corrector"),
+    (["bench", "sudoku", "--limit", "1", "--samplers", "confidence+corrector",
+      "--remask-threshold", "2"], "remask_threshold"),
+    (["train", "corrector", "--puzzles", "3"], "--puzzles"),
+])
+def test_corrector_bad_input_one_line_exit_2(args, needle, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err

@@ -17,6 +17,14 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model folder (default: the shipped one)")
     p.add_argument("--estimator", default=None,
                    help="MI estimator folder for mi-guided (default: the shipped one)")
+    p.add_argument("--corrector", default=None,
+                   help="corrector folder for specs ending in '+corrector' (default: the "
+                        "shipped one)")
+    p.add_argument("--remask-threshold", type=float, default=0.5,
+                   help="with a corrector: remask decoded tokens it finds wrong with a "
+                        "probability above this (default 0.5)")
+    p.add_argument("--max-remasks", type=int, default=2,
+                   help="with a corrector: times one cell may be remasked (default 2)")
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
@@ -65,10 +73,19 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
-    config = DecodeConfig(self_condition=not args.no_self_condition)
+    config = DecodeConfig(self_condition=not args.no_self_condition,
+                          remask_threshold=args.remask_threshold, max_remasks=args.max_remasks)
+    corrector = None
+    if any(e.corrected for e in entries):
+        from unmask.corrector import load_corrector
+
+        corrector = load_corrector(args.corrector, model=model).to(device)
+    elif args.corrector:
+        raise UnmaskError("--corrector: no sampler spec ends in '+corrector'")
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
-                            batch_size=args.batch_size, config=config, progress=update)
+                            batch_size=args.batch_size, config=config, corrector=corrector,
+                            progress=update)
     ref = singles_reference(puzzles)
     add_paired_vs(rows, add_nfe_vs_sequential(rows))
     for r in rows:
@@ -85,6 +102,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
                         ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
                         ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
                         ("cum. H", "cumulative_entropy", ".2f"),
+                        *([("remasked", "remasked", ".2f")] if corrector is not None else []),
                         ("clash %", "same_pass_clash_pct", ".1f"),
                         ("wall s", "wall_s", ".1f"), ("puzzles/s", "puzzles_per_s", ".1f")],
                  title)
@@ -98,6 +116,9 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         atomic_write_text(json_path, json.dumps(
             {"set": args.set, "puzzles": len(puzzles), "model": source,
              "self_condition": model.self_conditioning and not args.no_self_condition,
+             "corrector": None if corrector is None else {
+                 "source": args.corrector or "shipped 'sudoku_corrector'",
+                 "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks},
              "singles_reference": ref, "rows": rows}, indent=2) + "\n")
     if plot_path is not None:
         pareto_plot([{**r, "accuracy": r["solved"]} for r in rows], plot_path,

@@ -46,6 +46,13 @@ class ModelOutput:
     hidden: torch.Tensor
     hidden_layers: tuple[torch.Tensor, ...] | None = None
 
+    def rows(self, index: torch.Tensor) -> ModelOutput:
+        """The pass restricted to the rows ``index`` (a (R,) long index or (B,) bool mask)."""
+        layers = self.hidden_layers
+        return ModelOutput(logits=self.logits[index], hidden=self.hidden[index],
+                           hidden_layers=None if layers is None else
+                           tuple(h[index] for h in layers))
+
 
 class MaskedModel(nn.Module):
     """A masked diffusion model: tokens (B, N) long -> :class:`ModelOutput`.

@@ -62,6 +62,12 @@ class StepState:
     model: ModelHandle
     mask_id: int
 
+    def rows(self, index: torch.Tensor) -> StepState:
+        """The state of the rows ``index`` (a (R,) long index) only."""
+        picked = {f.name: getattr(self, f.name)[index] for f in dataclasses.fields(self)
+                  if isinstance(getattr(self, f.name), torch.Tensor)}
+        return dataclasses.replace(self, output=self.output.rows(index), **picked)
+
     def uniform(self, stream: int, shape: tuple[int, ...]) -> torch.Tensor:
         """Per-row uniform noise (B, *shape) in float64, reproducible per row and step."""
         return row_uniform(self.seeds, self.global_step, stream, shape)

@@ -30,15 +30,16 @@ DEFAULT_SPECS = [
 
 def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed: int = 0,
                  batch_size: int = 1000, config: DecodeConfig | None = None,
-                 progress=None) -> list[dict]:
-    """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax);
-    one result dict per entry.
+                 corrector=None, progress=None) -> list[dict]:
+    """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
+    entries marked ``corrected`` with ``corrector``); one result dict per entry.
 
     Keys: label, name, params, solved (share), solved_each ('0'/'1' per puzzle, in order),
     nfe (mean model calls), steps (mean decoding
     passes: equal to nfe except for samplers that call the model beyond the loop's pass, such
     as lookahead and the probing oracle), sequences (mean sequences evaluated),
-    cumulative_entropy (mean nats), wall_s, puzzles_per_s.
+    cumulative_entropy (mean nats), remasked (mean tokens the corrector sent back), wall_s,
+    puzzles_per_s.
     """
     from unmask.decode import decode
     from unmask.sudoku.engine import is_valid_solution
@@ -49,7 +50,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
     rows = []
     for entry in entries:
         res, wall = timed_decode(model, x, entry, config or DecodeConfig(),
-                                 seed=seed, batch_size=batch_size)
+                                 seed=seed, batch_size=batch_size, corrector=corrector)
         solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
         rows.append({"label": entry.label, "name": entry.name,
                      "params": {k: v for k, v in entry.params.items()
@@ -60,6 +61,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
                      "steps": float(res.steps.double().mean()),
                      "sequences": float(res.sequences.double().mean()),
                      "cumulative_entropy": float(res.cumulative_entropy.mean()),
+                     "remasked": float(res.remasked.double().mean()),
                      "same_pass_clash": float(same_pass_clashes(res.tokens, res.reveal_step)
                                               .gt(0).double().mean()),
                      "wall_s": wall, "puzzles_per_s": len(puzzles) / wall})

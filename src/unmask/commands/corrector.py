@@ -1,0 +1,94 @@
+"""``unmask train corrector``: the head that finds wrong decoded tokens (Sudoku model)."""
+
+from __future__ import annotations
+
+import argparse
+
+from unmask.cli import arguments, command
+from unmask.commands.common import progress_bar
+
+DEFAULT_STATE_SAMPLERS = ["eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=confidence",
+                          "topk:k=4", "topk:k=7"]
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="runs/corrector",
+                   help="run folder (best/, history.jsonl); default runs/corrector")
+    p.add_argument("--model", default=None, help="Sudoku model folder (default: the shipped one)")
+    p.add_argument("--puzzles", type=int, default=4000,
+                   help="generated training puzzles to decode (never a test-set solution)")
+    p.add_argument("--pool-seed", type=int, default=5000, help="seed of the generated puzzles")
+    p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
+                   help="samplers whose decoding states are the training data, each on its "
+                        f"share of the puzzles (default: {' '.join(DEFAULT_STATE_SAMPLERS)})")
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--patience", type=int, default=4,
+                   help="epochs without a lower held-out loss before stopping")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--d", type=int, default=64, help="width of the head")
+    p.add_argument("--layers", type=int, default=2, help="transformer blocks of the head")
+    p.add_argument("--held-out", type=float, default=0.1, help="share of puzzles held out")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+
+@command("train", "corrector",
+         help="train the corrector (finds wrong decoded tokens) on the states a decoder visits")
+@arguments(_train_args)
+def train_corrector_cmd(args: argparse.Namespace) -> int:
+    import time
+
+    import torch
+
+    from unmask.bench import BenchEntry
+    from unmask.corrector import (
+        Corrector,
+        CorrectorConfig,
+        CorrectorTrainConfig,
+        compute_corrector_features,
+        decoded_states,
+        train_corrector,
+    )
+    from unmask.errors import UnmaskError
+    from unmask.pretrained import describe_source, load_model
+    from unmask.sudoku.tokens import grid_to_tokens
+    from unmask.sudoku.train import SudokuPool
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.puzzles < 10:
+        raise UnmaskError(f"--puzzles: need at least 10, got {args.puzzles}")
+    model = load_model(args.model or "sudoku")
+    if getattr(model.config, "task", None) != "sudoku":
+        raise UnmaskError("--model: the corrector is trained on Sudoku states (known answers); "
+                          f"{args.model} is not a Sudoku model")
+    specs = [BenchEntry.parse(s) for s in (args.samplers or DEFAULT_STATE_SAMPLERS)]
+    cfg = CorrectorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
+                               patience=args.patience, held_out=args.held_out, seed=args.seed,
+                               max_time_s=args.max_time)
+    torch.manual_seed(args.seed)
+    corrector = Corrector(CorrectorConfig.for_model(model, d=args.d, layers=args.layers))
+    t0 = time.perf_counter()
+    pool = SudokuPool.generate(args.puzzles, seed=args.pool_seed)
+    with progress_bar(args.puzzles, "decoding") as update:
+        states = decoded_states(model, grid_to_tokens(pool.puzzles),
+                                grid_to_tokens(pool.solutions),
+                                [(e.name, e.params) for e in specs], progress=update)
+    with progress_bar(len(states.tokens), "features") as update:
+        feats = compute_corrector_features(model, corrector, states.tokens, progress=update)
+    print(f"{len(states.tokens):,} states of {args.puzzles:,} puzzles "
+          f"({int(states.wrong.sum()):,} wrong of {int(states.decoded.sum()):,} decoded "
+          f"tokens) in {time.perf_counter() - t0:.0f} s; corrector "
+          f"{sum(p.numel() for p in corrector.parameters()):,} parameters", flush=True)
+    cfg.extra = {"model": describe_source(model.source),
+                 "data": {"puzzles": args.puzzles, "pool_seed": args.pool_seed,
+                          "samplers": [e.label for e in specs], "states": len(states.tokens)}}
+    res = train_corrector(corrector, feats, states, cfg, args.out,
+                          log=lambda s: print(s, flush=True))
+    print(f"best epoch {res['best_epoch']}: held-out loss {res['held_out_loss']:.4f}, AUC "
+          f"{res['auc']:.3f}; at 0.5: precision {res['precision']:.3f}, recall "
+          f"{res['recall']:.3f} ({res['wrong']:,} wrong of {res['positions']:,} decoded); "
+          f"corrector: {args.out}/best ({time.perf_counter() - t0:.0f} s)")
+    return 0

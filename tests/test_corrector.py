@@ -1,0 +1,183 @@
+"""The corrector: the loop's remasking (exact on the toy MDM with hand-made correctors) and
+the learned head (shape, persistence tied to one MDM, states and training)."""
+
+import pytest
+import torch
+
+from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
+from unmask.corrector import (
+    Corrector,
+    CorrectorConfig,
+    CorrectorTrainConfig,
+    compute_corrector_features,
+    decoded_states,
+    load_corrector,
+    roc_auc,
+    train_corrector,
+)
+
+
+class FixedCorrector:
+    """Says every decoded token is wrong with probability ``p`` (hand-made, for the loop)."""
+
+    def __init__(self, p: float):
+        self.p = p
+        self.calls = []
+
+    def check_model(self, model):
+        pass
+
+    def wrong_probs(self, output, tokens):
+        self.calls.append(tokens.clone())
+        return torch.full(tokens.shape, self.p)
+
+
+class KnowsTheAnswer:
+    """Flags exactly the tokens that differ from ``answer`` (a perfect corrector)."""
+
+    def __init__(self, answer: torch.Tensor):
+        self.answer = answer
+
+    def check_model(self, model):
+        pass
+
+    def wrong_probs(self, output, tokens):
+        return (tokens != self.answer[: len(tokens)]).float()
+
+
+def test_a_corrector_that_flags_everything_remasks_each_position_max_remasks_times(toy):
+    """Two blanks, sequential: pass 1 reveals a; pass 2 reveals b and remasks a; pass 3
+    reveals a and remasks b; pass 4 reveals b (a is out of remasks); pass 5 checks and ends."""
+    x = torch.tensor([[0, 1, 2, toy.mask_id, toy.mask_id]])
+    res = decode(toy, x, "confidence", DecodeConfig(max_remasks=1),
+                 corrector=FixedCorrector(0.9))
+    assert res.nfe.tolist() == [5]
+    assert res.remasked.tolist() == [2]
+    assert res.tokens[0, :3].tolist() == [0, 1, 2]  # given tokens never change
+    assert (res.tokens != toy.mask_id).all()
+    plain = decode(toy, x, "confidence")
+    assert torch.equal(res.tokens, plain.tokens)  # the exact model decodes a and b again
+
+
+@pytest.mark.parametrize("sampler", ["confidence", "topk:k=2", "eb:gamma=0.5"])
+def test_a_corrector_that_flags_nothing_costs_one_check_pass(toy, sampler):
+    name, _, params = sampler.partition(":")
+    kw = dict(p.split("=") for p in params.split(",")) if params else {}
+    kw = {k: (int(v) if v.isdigit() else float(v)) for k, v in kw.items()}
+    x = torch.full((3, 5), toy.mask_id)
+    x[1, 2] = 1
+    x[2, :4] = torch.tensor([0, 1, 1, 0])
+    plain = decode(toy, x, make_sampler(name, **kw))
+    corr = FixedCorrector(0.1)
+    res = decode(toy, x, make_sampler(name, **kw), corrector=corr)
+    assert torch.equal(res.tokens, plain.tokens)
+    assert torch.equal(res.nfe, plain.nfe + 1)
+    assert res.remasked.tolist() == [0, 0, 0]
+    # the last pass of every row saw the finished row
+    assert all((c != toy.mask_id).any() for c in corr.calls)
+
+
+def test_a_perfect_corrector_repairs_what_parallel_decoding_got_wrong():
+    """On a joint where one-shot decoding of independent argmaxes is wrong, a corrector that
+    knows the answer sends the wrong tokens back until the exact model decodes them right."""
+    torch.manual_seed(0)
+    found = False
+    for seed in range(40):
+        toy = ExactJointMDM(n=5, v=3, seed=seed)
+        x = torch.full((1, 5), toy.mask_id)
+        one_shot = decode(toy, x, make_sampler("topk", k=5))
+        mode = toy.states[toy.probs.argmax()]
+        seq = decode(toy, x, "confidence").tokens[0]
+        if torch.equal(one_shot.tokens[0], seq) or not torch.equal(seq, mode):
+            continue
+        found = True
+        res = decode(toy, x, make_sampler("topk", k=5), DecodeConfig(max_remasks=5),
+                     corrector=KnowsTheAnswer(seq[None]))
+        assert res.remasked.item() >= 1
+        assert torch.equal(res.tokens[0], seq)
+        break
+    assert found, "no toy joint where one-shot decoding differs from sequential"
+
+
+def test_remask_settings_are_validated():
+    with pytest.raises(UnmaskError, match="remask_threshold"):
+        DecodeConfig(remask_threshold=1.0)
+    with pytest.raises(UnmaskError, match="max_remasks"):
+        DecodeConfig(max_remasks=-1)
+
+
+# -- the learned head ------------------------------------------------------------------------
+
+@pytest.fixture
+def small_model():
+    from unmask.models import MDMTransformer, TransformerConfig
+
+    torch.manual_seed(0)
+    return MDMTransformer(TransformerConfig(vocab_size=5, mask_id=4, max_length=6, d_model=16,
+                                            n_layers=1, n_heads=2, d_ff=32)).eval()
+
+
+def test_head_reads_one_pass_and_belongs_to_its_model(small_model, tmp_path):
+    torch.manual_seed(1)
+    corr = Corrector(CorrectorConfig.for_model(small_model, d=8, n_heads=2, layers=1)).eval()
+    x = torch.tensor([[0, 4, 2, 3, 4, 1], [4, 4, 4, 4, 4, 0]])
+    with torch.no_grad():
+        out = small_model(x)
+        feats = corr.features(out, x)
+        p = corr.wrong_probs(out, x)
+    assert feats.shape == (2, 6, 16 + 4 + 1 + 5)
+    assert torch.allclose(feats[..., 16:20].sum(-1), torch.ones(2, 6))  # marginals
+    assert torch.equal(feats[..., 21:].argmax(-1), x)  # one-hot current token
+    assert p.shape == (2, 6) and ((p > 0) & (p < 1)).all()
+    corr.save(tmp_path / "c")
+    back = load_corrector(tmp_path / "c", model=small_model)
+    with torch.no_grad():
+        assert torch.equal(back.wrong_probs(out, x), p)
+    with torch.no_grad():
+        small_model.head.weight.add_(0.1)  # another model now
+    with pytest.raises(UnmaskError, match="fingerprint"):
+        load_corrector(tmp_path / "c", model=small_model)
+    with pytest.raises(UnmaskError, match="corrector"):
+        load_corrector(tmp_path / "nothing-here")
+
+
+def test_decoded_states_label_what_differs_from_the_answer(toy):
+    answer = torch.tensor([[0, 1, 2, 0, 1], [2, 2, 2, 2, 2]])
+    inputs = answer.clone()
+    inputs[:, 2:] = toy.mask_id
+    states = decoded_states(toy, inputs, answer, [("confidence", {}), ("topk", {"k": 3})])
+    # row 0 sequential: 3 states; row 1 one shot: 1 state
+    assert states.tokens.shape == (4, 5)
+    assert states.groups.tolist() == [0, 0, 0, 1]
+    assert not states.decoded[:, :2].any()  # the given positions are never "decoded"
+    assert torch.equal(states.decoded, (states.tokens != toy.mask_id) & (torch.arange(5) >= 2))
+    want = (states.tokens != answer[states.groups]) & states.decoded
+    assert torch.equal(states.wrong, want)
+
+
+def test_roc_auc_exact():
+    y = torch.tensor([True, False, True, False])
+    assert roc_auc(torch.tensor([0.9, 0.1, 0.8, 0.2]), y) == 1.0
+    assert roc_auc(torch.tensor([0.1, 0.9, 0.2, 0.8]), y) == 0.0
+    assert roc_auc(torch.tensor([0.5, 0.5, 0.5, 0.5]), y) == 0.5
+    assert roc_auc(torch.tensor([0.9, 0.2, 0.1, 0.8]), y) == 0.5
+
+
+def test_training_learns_to_find_wrong_tokens(small_model, tmp_path):
+    """A token is wrong exactly when it is 3: the head must learn that from the one-hot."""
+    torch.manual_seed(2)
+    tokens = torch.randint(0, 4, (400, 6))
+    tokens[torch.rand(400, 6) < 0.3] = small_model.mask_id
+    decoded = tokens != small_model.mask_id
+    from unmask.corrector import DecodedStates
+
+    states = DecodedStates(tokens, (tokens == 3) & decoded, decoded, torch.arange(400))
+    corr = Corrector(CorrectorConfig.for_model(small_model, d=8, n_heads=2, layers=1))
+    feats = compute_corrector_features(small_model, corr, tokens)
+    res = train_corrector(corr, feats, states, CorrectorTrainConfig(max_epochs=8, lr=1e-2,
+                                                                    batch_size=32),
+                          tmp_path / "run", log=lambda s: None)
+    assert res["auc"] > 0.99
+    assert res["precision"] > 0.9 and res["recall"] > 0.9
+    assert (tmp_path / "run" / "best" / "corrector.safetensors").is_file()
+    assert len((tmp_path / "run" / "history.jsonl").read_text().splitlines()) >= 1

@@ -34,6 +34,7 @@ from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.frozen_head import FrozenHead, load_frozen_head, mixer_blocks
+from unmask.mi.estimator_train import held_out_mask, rankdata
 from unmask.models.base import MaskedModel, ModelOutput
 
 #: the corrector shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)
@@ -219,8 +220,6 @@ def compute_corrector_features(model: MaskedModel, corrector: Corrector, tokens:
 def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Area under the ROC curve of ``scores`` (n,) for bool ``labels`` (n,) (ties: average
     ranks); nan when one class is absent."""
-    from unmask.mi.estimator_train import rankdata
-
     pos = int(labels.sum())
     neg = len(labels) - pos
     if not pos or not neg:
@@ -294,8 +293,6 @@ def train_corrector(corrector: Corrector, feats: torch.Tensor, states: DecodedSt
     """Train on precomputed ``feats`` (M, N, F) of ``states``; the best held-out corrector is
     saved to ``out_dir/best`` and one line per epoch appended to ``out_dir/history.jsonl``.
     Returns the held-out metrics of the best epoch."""
-    from unmask.mi.estimator_train import held_out_mask
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     test = held_out_mask(states.groups, cfg.held_out, cfg.seed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from unmask.cli import arguments, command
 from unmask.commands.common import progress_bar
@@ -13,7 +14,8 @@ DEFAULT_STATE_SAMPLERS = ["eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=c
 
 def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="runs/corrector",
-                   help="run folder (best/, history.jsonl); default runs/corrector")
+                   help="run folder (best/, history.jsonl, states.pt: the decoded states, "
+                        "reused by a rerun with the same data); default runs/corrector")
     p.add_argument("--model", default=None, help="Sudoku model folder (default: the shipped one)")
     p.add_argument("--puzzles", type=int, default=4000,
                    help="generated training puzzles to decode (never a test-set solution)")
@@ -47,11 +49,13 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
         Corrector,
         CorrectorConfig,
         CorrectorTrainConfig,
+        DecodedStates,
         compute_corrector_features,
         decoded_states,
         train_corrector,
     )
     from unmask.errors import UnmaskError
+    from unmask.io import atomic_path
     from unmask.pretrained import describe_source, load_model
     from unmask.sudoku.tokens import grid_to_tokens
     from unmask.sudoku.train import SudokuPool
@@ -71,11 +75,24 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     corrector = Corrector(CorrectorConfig.for_model(model, d=args.d, layers=args.layers))
     t0 = time.perf_counter()
-    pool = SudokuPool.generate(args.puzzles, seed=args.pool_seed)
-    with progress_bar(args.puzzles, "decoding") as update:
-        states = decoded_states(model, grid_to_tokens(pool.puzzles),
-                                grid_to_tokens(pool.solutions),
-                                [(e.name, e.params) for e in specs], progress=update)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    # the decoded states are the slow part: kept in OUT, reused by a rerun with the same data
+    key = {"model": model.fingerprint(), "puzzles": args.puzzles, "pool_seed": args.pool_seed,
+           "samplers": [e.label for e in specs]}
+    cache = out / "states.pt"
+    saved = torch.load(cache) if cache.is_file() else None
+    if saved is not None and saved["key"] == key:
+        states = DecodedStates(**saved["states"])
+        print(f"decoded states: reused {cache}", flush=True)
+    else:
+        pool = SudokuPool.generate(args.puzzles, seed=args.pool_seed)
+        with progress_bar(args.puzzles, "decoding") as update:
+            states = decoded_states(model, grid_to_tokens(pool.puzzles),
+                                    grid_to_tokens(pool.solutions),
+                                    [(e.name, e.params) for e in specs], progress=update)
+        with atomic_path(cache) as tmp:
+            torch.save({"key": key, "states": vars(states)}, tmp)
     with progress_bar(len(states.tokens), "features") as update:
         feats = compute_corrector_features(model, corrector, states.tokens, progress=update)
     print(f"{len(states.tokens):,} states of {args.puzzles:,} puzzles "

@@ -1,5 +1,6 @@
 """Training on exact labels of the toy MDM: learning, early stopping, resume."""
 
+import dataclasses
 import json
 
 import pytest
@@ -160,6 +161,11 @@ def test_resume_reproduces_an_uninterrupted_run(positional_toy, toy_labels, toy_
     with pytest.raises(UnmaskError, match="no checkpoint"):
         train_estimator(new_estimator(positional_toy), toy_hidden, toy_labels,
                         positional_toy.mask_id, cfg, tmp_path / "c", resume=True)
+    # the time budget is per run: a resume may be given more (here: none) of it
+    more_time = dataclasses.replace(cfg, max_time_s=3600.0)
+    res = train_estimator(new_estimator(positional_toy), toy_hidden, toy_labels,
+                          positional_toy.mask_id, more_time, tmp_path / "b", resume=True)
+    assert res["steps"] == 33
 
 
 def test_labels_from_another_model_are_refused(positional_toy, toy_labels):

@@ -430,6 +430,12 @@ def held_out_loss(estimator: MIEstimator, hidden: torch.Tensor, mi: torch.Tensor
     return total / max(count, 1)
 
 
+def _resumable_settings(train_config: dict) -> dict:
+    """The training settings a resumed run must share with its checkpoint: all but the time
+    budget, which is per run (a resume may be given more time)."""
+    return {k: v for k, v in train_config.items() if k != "max_time_s"}
+
+
 def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelSet,
                     mask_id: int, cfg: EstimatorTrainConfig, out_dir: str | Path, *,
                     resume: bool = False, log: Callable[[str], None] = print,
@@ -469,8 +475,9 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
     ckpt = out / "checkpoint.pt"
     if resume:
         state = load_checkpoint(ckpt, "cpu", {
-            "estimator_config": (asdict(estimator.config), "for another estimator configuration"),
-            "train_config": (asdict(cfg), "with other training settings")})
+            "estimator_config": (asdict(estimator.config), "for another estimator configuration")})
+        if _resumable_settings(state.get("train_config") or {}) != _resumable_settings(asdict(cfg)):
+            raise UnmaskError(f"resume: {ckpt} was written with other training settings")
         estimator.load_state_dict(state["estimator"])
         opt.load_state_dict(state["optimizer"])
         step, history, best = state["step"], state["history"], state["best"]

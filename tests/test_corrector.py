@@ -194,3 +194,35 @@ def test_a_lookahead_sampler_under_a_corrector_decodes_the_same_tokens(toy):
     res = decode(toy, x, make_sampler("info-gain"), corrector=FixedCorrector(0.1))
     assert torch.equal(res.tokens, plain.tokens)
     assert (res.nfe >= plain.nfe + 1).all()
+
+
+def test_ban_remasked_decodes_a_sent_back_position_to_another_token(toy):
+    x = torch.tensor([[0, 1, 2, toy.mask_id, toy.mask_id]])
+    plain = decode(toy, x, "confidence")
+    res = decode(toy, x, "confidence", DecodeConfig(max_remasks=1, ban_remasked=True),
+                 corrector=FixedCorrector(0.9))
+    assert res.nfe.tolist() == [5] and res.remasked.tolist() == [2]
+    assert (res.tokens[0, 3:] != plain.tokens[0, 3:]).all()
+    assert res.tokens[0, :3].tolist() == [0, 1, 2]
+    # each second choice is the best token left under the exact conditional at its pass:
+    # pass 3 decodes the first-revealed position beside the other's first token, pass 4 the
+    # other beside the new token
+    first = 3 if int(plain.reveal_step[0, 3]) == 0 else 4
+    second = 7 - first
+    state = plain.tokens[0].clone()
+    state[first] = toy.mask_id
+    p = toy.conditionals(state[None])[0, first]
+    p[int(plain.tokens[0, first])] = -1
+    assert int(res.tokens[0, first]) == int(p.argmax())
+    state = res.tokens[0].clone()
+    state[second] = toy.mask_id
+    p = toy.conditionals(state[None])[0, second]
+    p[int(plain.tokens[0, second])] = -1
+    assert int(res.tokens[0, second]) == int(p.argmax())
+
+
+def test_ban_remasked_refuses_more_bans_than_tokens_to_spare(toy):
+    x = torch.tensor([[0, 1, 2, toy.mask_id, toy.mask_id]])
+    with pytest.raises(UnmaskError, match="max_remasks"):
+        decode(toy, x, "confidence", DecodeConfig(max_remasks=3, ban_remasked=True),
+               corrector=FixedCorrector(0.9))

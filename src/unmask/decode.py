@@ -31,6 +31,9 @@ class DecodeConfig:
         probability of being wrong exceeds this is masked again, to be decoded anew.
     max_remasks: with a corrector, how often one position may be masked again (bounds the
         passes: decoding always ends).
+    ban_remasked: with a corrector, a token it sent back is not proposed at that position
+        again (the model's distribution there is renormalised without it), so the position
+        is decoded to something else.
     """
 
     temperature: float = 0.0
@@ -39,6 +42,7 @@ class DecodeConfig:
     self_condition: bool = True
     remask_threshold: float = 0.5
     max_remasks: int = 2
+    ban_remasked: bool = False
 
     def __post_init__(self):
         require(self.temperature >= 0, f"temperature: must be >= 0, got {self.temperature}")
@@ -187,8 +191,15 @@ def decode(
     history: list[torch.Tensor] | None = [] if config.record_history else None
     given = tokens != mask_id
     remasks = torch.zeros(b, n, dtype=torch.long, device=device)
+    banned = None
     if corrector is not None:
         corrector.check_model(model)
+        if config.ban_remasked:
+            if config.max_remasks >= len(model.real_token_ids):
+                raise UnmaskError(f"max_remasks: {config.max_remasks} bans could leave a "
+                                  f"position none of the model's {len(model.real_token_ids)} "
+                                  "tokens; use fewer with ban_remasked")
+            banned = torch.zeros(b, n, model.vocab_size, dtype=torch.bool, device=device)
     sampler.begin(b, n)
 
     rows = (tokens == mask_id).any(1).nonzero().squeeze(1)
@@ -208,6 +219,8 @@ def decode(
         out = cached if cached is not None else handle(
             x, rows, output_hidden_layers=getattr(sampler, "needs_hidden_layers", False))
         log_probs = real_log_probs(out.logits, real_mask)
+        if banned is not None:
+            log_probs = torch.log_softmax(log_probs.masked_fill(banned[rows], -torch.inf), -1)
         probs = log_probs.exp()
         entropy = torch.where(masked, torch.special.entr(probs).sum(-1), 0.0)
         if config.temperature > 0:
@@ -242,6 +255,9 @@ def decode(
             remask = (~masked & ~given[rows] & (remasks[rows] < config.max_remasks)
                       & (wrong > config.remask_threshold))
             remasks[rows] += remask.long()
+            if banned is not None:
+                banned[rows] |= remask[..., None] & (
+                    torch.arange(model.vocab_size, device=device) == x[..., None])
 
         tokens[rows] = torch.where(remask, mask_id, torch.where(reveal, new, x))
         if handle.prev_probs is not None:

@@ -25,6 +25,9 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
                         "probability above this (default 0.5)")
     p.add_argument("--max-remasks", type=int, default=2,
                    help="with a corrector: times one cell may be remasked (default 2)")
+    p.add_argument("--ban-remasked", action="store_true",
+                   help="with a corrector: a token it sent back is not proposed at that cell "
+                        "again")
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
@@ -74,7 +77,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     config = DecodeConfig(self_condition=not args.no_self_condition,
-                          remask_threshold=args.remask_threshold, max_remasks=args.max_remasks)
+                          remask_threshold=args.remask_threshold, max_remasks=args.max_remasks,
+                          ban_remasked=args.ban_remasked)
     corrector = None
     if any(e.corrected for e in entries):
         from unmask.corrector import load_corrector
@@ -118,7 +122,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
              "self_condition": model.self_conditioning and not args.no_self_condition,
              "corrector": None if corrector is None else {
                  "source": args.corrector or "shipped 'sudoku_corrector'",
-                 "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks},
+                 "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks,
+                 "ban_remasked": args.ban_remasked},
              "singles_reference": ref, "rows": rows}, indent=2) + "\n")
     if plot_path is not None:
         pareto_plot([{**r, "accuracy": r["solved"]} for r in rows], plot_path,

@@ -275,11 +275,7 @@ def decode(
             still = still | decoding
         cached = None
         if sel.next_output is not None:
-            layers = sel.next_output.hidden_layers
-            cached = ModelOutput(logits=sel.next_output.logits[still],
-                                 hidden=sel.next_output.hidden[still],
-                                 hidden_layers=None if layers is None else
-                                 tuple(h[still] for h in layers))
+            cached = sel.next_output.rows(still)
         rows = rows[still]
         if progress is not None:
             progress(b - len(rows))

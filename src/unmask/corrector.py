@@ -249,7 +249,8 @@ class CorrectorTrainConfig:
     batch_size: states per step; lr: AdamW learning rate (cosine to lr/10 over max_epochs);
     max_epochs, patience: at most this many epochs, early stopping after ``patience`` epochs
     without a lower held-out loss; held_out: share of source puzzles held out; seed: shuffling
-    and initialisation; max_time_s: stop after this many seconds.
+    and initialisation; max_time_s: stop after this many seconds; extra: metadata written
+    into the saved corrector's config.json (the model, the training data).
     """
 
     batch_size: int = 64

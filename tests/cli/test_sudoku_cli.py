@@ -159,8 +159,23 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
     (["bench", "sudoku", "--limit", "1", "--samplers", "confidence+corrector",
       "--remask-threshold", "2"], "remask_threshold"),
     (["train", "corrector", "--puzzles", "3"], "--puzzles"),
+    (["sudoku", "solve", "." * 81, "--corrector", "/nonexistent/c"], "corrector"),
+    (["sudoku", "solve", "." * 81, "--corrector", "--remask-threshold", "0"],
+     "remask_threshold"),
 ])
 def test_corrector_bad_input_one_line_exit_2(args, needle, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_solve_with_the_shipped_corrector(capsys):
+    """Hard puzzle 115: EB gamma=0.3 fails it alone and solves it with the corrector."""
+    puzzles, _ = load_set("hard")
+    args = ["sudoku", "solve", to_string(puzzles[115]), "--sampler", "eb", "--param",
+            "gamma=0.3", "--param", "order=confidence", "--json"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(args + ["--corrector"]) == 0
+    fixed = json.loads(capsys.readouterr().out)
+    assert not plain["solved"] and fixed["solved"] and fixed["nfe"] > plain["nfe"]

@@ -20,9 +20,9 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corrector", default=None,
                    help="corrector folder for specs ending in '+corrector' (default: the "
                         "shipped one)")
-    p.add_argument("--remask-threshold", type=float, default=0.5,
+    p.add_argument("--remask-threshold", type=float, default=0.3,
                    help="with a corrector: remask decoded tokens it finds wrong with a "
-                        "probability above this (default 0.5)")
+                        "probability above this (default 0.3)")
     p.add_argument("--max-remasks", type=int, default=2,
                    help="with a corrector: times one cell may be remasked (default 2)")
     p.add_argument("--ban-remasked", action="store_true",

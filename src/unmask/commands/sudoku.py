@@ -21,23 +21,32 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--corrector", nargs="?", const="sudoku_corrector", default=None,
+                   metavar="PATH",
+                   help="take back the decoded digits a corrector finds wrong (no PATH: the "
+                        "shipped one); costs a few passes")
+    p.add_argument("--remask-threshold", type=float, default=0.3,
+                   help="with --corrector: remask digits it finds wrong with a probability "
+                        "above this (default 0.3)")
     p.add_argument("--json", action="store_true", help="one JSON object per puzzle per line")
 
 
 def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_size=500,
-                  show_progress=False):
-    """Decode puzzles (P, 81) int8 -> (grids (P, 81) int8, solved (P,), nfe (P,))."""
+                  show_progress=False, corrector=None, remask_threshold=0.3):
+    """Decode puzzles (P, 81) int8 -> (grids (P, 81) int8, solved (P,), nfe (P,)), with an
+    optional corrector (see ``decode``)."""
     import numpy as np
 
     from unmask.decode import DecodeConfig, decode
     from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
 
-    cfg = DecodeConfig(temperature=temperature)
+    cfg = DecodeConfig(temperature=temperature, remask_threshold=remask_threshold)
     grids, nfe = [], []
     with progress_bar(len(puzzles), "solving", enabled=show_progress) as update:
         for i in range(0, len(puzzles), batch_size):
             chunk = puzzles[i:i + batch_size]
-            res = decode(model, grid_to_tokens(chunk), sampler, cfg, seed=seed + i)
+            res = decode(model, grid_to_tokens(chunk), sampler, cfg, seed=seed + i,
+                         corrector=corrector)
             grids.append(tokens_to_grid(res.tokens))
             nfe.append(res.nfe.numpy())
             update(i + len(chunk))
@@ -64,10 +73,17 @@ def solve(args: argparse.Namespace) -> int:
     puzzles = np.stack(items).astype(np.int8)
     model = load_model(args.model)
     model.autocast_bf16 = False
+    corrector = None
+    if args.corrector:
+        from unmask.corrector import load_corrector
+
+        corrector = load_corrector(args.corrector, model=model)
     t0 = time.perf_counter()
     grids, solved, nfe = solve_puzzles(model, puzzles, sampler, temperature=args.temperature,
                                        seed=args.seed, batch_size=args.batch_size,
-                                       show_progress=not args.json and len(puzzles) > 50)
+                                       show_progress=not args.json and len(puzzles) > 50,
+                                       corrector=corrector,
+                                       remask_threshold=args.remask_threshold)
     wall = time.perf_counter() - t0
     if args.json:
         for p, g, s, n in zip(puzzles, grids, solved, nfe, strict=True):

@@ -195,6 +195,8 @@ def decode(
     banned = None
     if corrector is not None:
         corrector.check_model(model)
+        if isinstance(corrector, torch.nn.Module):
+            corrector.to(device)  # it reads the model's pass where the model runs
         if config.ban_remasked:
             if config.max_remasks >= len(model.real_token_ids):
                 raise UnmaskError(f"max_remasks: {config.max_remasks} bans could leave a "

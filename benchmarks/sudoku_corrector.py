@@ -1,7 +1,10 @@
 """Can taking tokens back repair what parallel decoding gets wrong on Sudoku?
 
-Three measurements, printed as tables:
+Four measurements, printed as tables:
 
+0. The MDM itself as a corrector: how well its own probability of the current token, at the
+   revealed positions of the states a sampler visits, separates wrong tokens from right ones
+   (it is trained on masked positions only).
 1. The learned corrector on its held-out decoding states (from ``unmask train corrector``'s
    ``OUT/states.pt``, the same split): AUC, and precision / recall at several thresholds.
 2. A *perfect* corrector (it knows the solution: exactly the wrong decoded tokens are flagged,
@@ -29,6 +32,7 @@ from unmask.corrector import (
     compute_corrector_features,
     corrector_metrics,
     predict_wrong,
+    roc_auc,
 )
 from unmask.decode import DecodeConfig, decode
 from unmask.mi.estimator_train import held_out_mask
@@ -108,6 +112,29 @@ def held_out_table(run: Path, model) -> None:
               f"{f['precision']:9.3f}  {f['recall']:6.3f}")
 
 
+def mdm_as_corrector(model, puzzles, solutions, spec) -> None:
+    from unmask.decode import real_log_probs
+
+    x, answers = grid_to_tokens(puzzles), grid_to_tokens(solutions)
+    res = decode(model, x, make_sampler(spec[0], **spec[1]), DecodeConfig(record_history=True))
+    scores, wrong, prev = [], [], x
+    for h in res.history:
+        moved = (h != prev).any(1)
+        prev = h
+        if not moved.any():
+            continue
+        s = h[moved]
+        probs = real_log_probs(model(s).logits, model.real_token_mask).exp()
+        decoded = (s != model.mask_id) & (x[moved] == model.mask_id)
+        current = probs.gather(-1, s.clamp(max=probs.shape[-1] - 1)[..., None])[..., 0]
+        scores.append(-current[decoded])
+        wrong.append((s != answers[moved])[decoded])
+    y = torch.cat(wrong)
+    print(f"the MDM's own p(current token) as a corrector, {spec[0]} {spec[1]} on "
+          f"{len(puzzles)} puzzles: AUC {roc_auc(torch.cat(scores), y):.3f} "
+          f"({int(y.sum()):,} wrong of {len(y):,} decoded tokens over the visited states)")
+
+
 def perfect_corrector_table(model, puzzles, solutions, spec) -> None:
     x, answers = grid_to_tokens(puzzles), grid_to_tokens(solutions)
     sampler = make_sampler(spec[0], **spec[1])
@@ -163,6 +190,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=100, help="first N hard puzzles (tables 2-3)")
     ap.add_argument("--gamma", type=float, default=0.3, help="EB budget (confidence order)")
     ap.add_argument("--below", type=float, nargs="+", default=[0.9, 0.8])
+    ap.add_argument("--mdm-baseline", type=int, default=0, metavar="N",
+                    help="also score the MDM itself as a corrector on the first N hard puzzles")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
     if args.threads:
@@ -174,6 +203,9 @@ def main() -> None:
     puzzles, solutions = puzzles[:args.limit], solutions[:args.limit]
     spec = ("eb", {"gamma": args.gamma, "order": "confidence"})
     with torch.inference_mode():
+        if args.mdm_baseline:
+            p, sol = load_set("hard")
+            mdm_as_corrector(model, p[:args.mdm_baseline], sol[:args.mdm_baseline], spec)
         perfect_corrector_table(model, puzzles, solutions, spec)
         for below in args.below:
             backtracking_table(model, puzzles, spec, below)

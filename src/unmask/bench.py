@@ -132,6 +132,11 @@ def _greek(text: str) -> str:
     return text
 
 
+def plot_family(row: dict) -> str:
+    """The line a bench row is drawn on: its sampler, and whether it ran with the corrector."""
+    return row["name"] + (" " + CORRECTED_SUFFIX if row.get("corrected") else "")
+
+
 def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = "accuracy",
                 xlabel: str = "mean forward passes (NFE)", ylabel: str = "solved %",
                 title: str = "", references: list[tuple[str, float, float]] = ()) -> None:
@@ -145,11 +150,11 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
     from unmask.io import atomic_path
 
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
-    families = list(dict.fromkeys(r["name"] for r in rows))
+    families = list(dict.fromkeys(plot_family(r) for r in rows))
     cmap = plt.get_cmap("tab10")
     for k, fam in enumerate(families):
-        part = sorted((r for r in rows if r["name"] == fam), key=lambda r: r[x])
-        params = [r["label"][len(fam):].split() for r in part]
+        part = sorted((r for r in rows if plot_family(r) == fam), key=lambda r: r[x])
+        params = [[t for t in r["label"].split() if t not in fam.split()] for r in part]
         # parameters every point of the family shares go in the legend, not on each point
         shared = ([t for t in params[0] if all(t in p for p in params)]
                   if len(part) > 1 else [])

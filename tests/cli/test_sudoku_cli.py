@@ -140,10 +140,16 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
     out = tmp_path / "b.json"
     assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "3", "--quiet",
                  "--samplers", "topk:k=9", "topk:k=9+corrector", "--corrector",
-                 str(run / "best"), "--remask-threshold", "0.3", "--json", str(out)]) == 0
+                 str(run / "best"), "--remask-threshold", "0.3", "--json", str(out),
+                 "--plot", str(tmp_path / "p.png")]) == 0
     data = json.loads(out.read_text())
     plain, corrected = data["rows"]
     assert corrected["label"] == "topk k=9 +corrector"
+    assert (plain["corrected"], corrected["corrected"]) == (False, True)
+    from unmask.bench import plot_family
+
+    assert (plot_family(plain), plot_family(corrected)) == ("topk", "topk +corrector")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     assert data["corrector"]["remask_threshold"] == 0.3
     assert plain["remasked"] == 0
     # every corrected row is checked once more after its last MASK is filled

@@ -34,8 +34,8 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
     entries marked ``corrected`` with ``corrector``); one result dict per entry.
 
-    Keys: label, name, params, solved (share), solved_each ('0'/'1' per puzzle, in order),
-    nfe (mean model calls), steps (mean decoding
+    Keys: label, name, corrected (decoded with the corrector), params, solved (share),
+    solved_each ('0'/'1' per puzzle, in order), nfe (mean model calls), steps (mean decoding
     passes: equal to nfe except for samplers that call the model beyond the loop's pass, such
     as lookahead and the probing oracle), sequences (mean sequences evaluated),
     cumulative_entropy (mean nats), remasked (mean tokens the corrector sent back), wall_s,
@@ -52,7 +52,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
         res, wall = timed_decode(model, x, entry, config or DecodeConfig(),
                                  seed=seed, batch_size=batch_size, corrector=corrector)
         solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
-        rows.append({"label": entry.label, "name": entry.name,
+        rows.append({"label": entry.label, "name": entry.name, "corrected": entry.corrected,
                      "params": {k: v for k, v in entry.params.items()
                                 if isinstance(v, (int, float, str, bool))},
                      "solved": float(solved.mean()),

@@ -1,0 +1,49 @@
+"""Draw one Pareto plot (solved % against mean passes) from the rows of several
+``unmask bench sudoku --json`` files, e.g. runs with and without the corrector:
+
+    PYTHONPATH=src .venv/bin/python benchmarks/plot_bench_json.py \
+        docs/sudoku_bench_hard1000_paired.json docs/sudoku_bench_hard1000_corrector.json \
+        --out docs/img/sudoku_corrector_pareto.png --references
+
+A row whose label appears in an earlier file is skipped (the first file's copy is drawn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from unmask.bench import pareto_plot
+from unmask.sudoku.bench import SEED_REFERENCE
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("json", nargs="+", help="bench JSON files")
+    ap.add_argument("--out", required=True, help="PNG to write")
+    ap.add_argument("--title", default=None)
+    ap.add_argument("--samplers", nargs="+", default=None, metavar="LABEL",
+                    help="only rows with these labels (default: all)")
+    ap.add_argument("--references", action="store_true",
+                    help="draw the published points (measured on the 1,000 hard puzzles)")
+    args = ap.parse_args()
+    rows, seen, sets = [], set(), []
+    for path in args.json:
+        data = json.load(open(path))
+        sets.append(f"{data.get('set')} x {data.get('puzzles')}")
+        for r in data["rows"]:
+            if r["label"] in seen or (args.samplers and r["label"] not in args.samplers):
+                continue
+            seen.add(r["label"])
+            rows.append({**r, "accuracy": r["solved"],
+                         "corrected": r.get("corrected", "+corrector" in r["label"])})
+    if len(set(sets)) > 1:
+        raise SystemExit(f"the files measure different puzzle sets: {sorted(set(sets))}")
+    title = args.title or f"Sudoku '{sets[0]}' puzzles: {len(rows)} rows"
+    pareto_plot(rows, args.out, title=title,
+                references=SEED_REFERENCE if args.references else ())
+    print(f"plot: {args.out} ({len(rows)} rows)")
+
+
+if __name__ == "__main__":
+    main()

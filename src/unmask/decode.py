@@ -252,7 +252,6 @@ def decode(
                 reveal[sub], new[sub] = _check_selection(sel, sub_state, real_mask, sampler)
         remask = torch.zeros_like(masked)
         if corrector is not None:
-            sel = Selection(reveal=reveal)  # the precomputed next pass is not reused
             with torch.inference_mode():
                 wrong = corrector.wrong_probs(out, x)
             remask = (~masked & ~given[rows] & (remasks[rows] < config.max_remasks)
@@ -277,7 +276,9 @@ def decode(
             # a row that has just been filled is checked by one more pass before it ends
             still = still | decoding
         cached = None
-        if sel.next_output is not None:
+        # a lookahead sampler's pass on the next state; under a corrector the state may have
+        # changed after it (remasks), and full rows being checked are not in it
+        if corrector is None and sel.next_output is not None:
             cached = sel.next_output.rows(still)
         rows = rows[still]
         if progress is not None:

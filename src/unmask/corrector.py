@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from unmask.errors import UnmaskError, require
-from unmask.frozen_head import FrozenHead, load_frozen_head, mixer_blocks
+from unmask.frozen_head import FrozenHead, frozen_features, load_frozen_head, mixer_blocks
 from unmask.mi.estimator_train import held_out_mask, rankdata
 from unmask.models.base import MaskedModel, ModelOutput
 
@@ -203,16 +203,8 @@ def compute_corrector_features(model: MaskedModel, corrector: Corrector, tokens:
                                progress: Callable[[int], None] | None = None) -> torch.Tensor:
     """(M, N, F) the corrector's features of ``model`` on ``tokens`` (M, N), stored in
     ``dtype`` (the MDM is frozen: computed once)."""
-    parts = []
-    with torch.inference_mode():
-        for lo in range(0, len(tokens), batch_size):
-            x = tokens[lo:lo + batch_size].to(model.device)
-            parts.append(corrector.features(model(x), x).to("cpu", dtype))
-            if progress is not None:
-                progress(min(lo + batch_size, len(tokens)))
-    if not parts:
-        return torch.zeros(0, tokens.shape[1], corrector.config.feature_size, dtype=dtype)
-    return torch.cat(parts)
+    return frozen_features(model, tokens, corrector.features, corrector.config.feature_size,
+                           batch_size=batch_size, dtype=dtype, progress=progress)
 
 
 # -- metrics -------------------------------------------------------------------------------
@@ -334,7 +326,9 @@ def train_corrector(corrector: Corrector, feats: torch.Tensor, states: DecodedSt
                      for k, v in record.items()))
         if held < best:
             best, best_epoch = held, epoch
-            corrector.save(out / "best", extra={"train": record, **cfg.extra})
+            corrector.save(out / "best", extra={
+                "train": record, "split": {"held_out": cfg.held_out, "seed": cfg.seed},
+                **cfg.extra})
         if epoch - best_epoch >= cfg.patience:
             break
         if cfg.max_time_s is not None and time.perf_counter() - start > cfg.max_time_s:

@@ -10,18 +10,40 @@ running it against another model raises :class:`UnmaskError`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import ClassVar
 
+import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from unmask.errors import UnmaskError
 from unmask.io import atomic_path, atomic_write_text
-from unmask.models.base import MaskedModel
+from unmask.models.base import MaskedModel, ModelOutput
 
 CONFIG_FILE = "config.json"
+
+
+def frozen_features(model: MaskedModel, tokens: torch.Tensor,
+                    read: Callable[[ModelOutput, torch.Tensor], torch.Tensor], width: int, *,
+                    output_hidden_layers: bool = False, batch_size: int = 256,
+                    dtype: torch.dtype = torch.float16,
+                    progress: Callable[[int], None] | None = None) -> torch.Tensor:
+    """(M, N, width) what a head reads, ``read(output, tokens)``, of ``model``'s passes on
+    ``tokens`` (M, N), in batches, stored on the CPU in ``dtype``: the MDM is frozen, so a
+    head's training computes this once."""
+    model.check_tokens(tokens)
+    parts = []
+    with torch.inference_mode():
+        for lo in range(0, len(tokens), batch_size):
+            x = tokens[lo:lo + batch_size].to(model.device)
+            out = model(x, output_hidden_layers=output_hidden_layers)
+            parts.append(read(out, x).to("cpu", dtype))
+            if progress is not None:
+                progress(min(lo + batch_size, len(tokens)))
+    return torch.cat(parts) if parts else torch.zeros(0, tokens.shape[1], width, dtype=dtype)
 
 
 def mixer_blocks(d: int, n_heads: int, n_layers: int) -> nn.ModuleList:

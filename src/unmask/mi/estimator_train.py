@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from unmask.errors import UnmaskError, require
+from unmask.frozen_head import frozen_features
 from unmask.mi.estimator import (
     EstimatorConfig,
     MIEstimator,
@@ -144,17 +145,9 @@ def compute_features(model: MaskedModel, tokens: torch.Tensor, config: Estimator
     """(M, N, F) frozen features (see :func:`estimator_features`) of ``model`` on ``tokens``
     (M, N) for an estimator of ``config``, stored in ``dtype`` (float16 halves the memory;
     post-norm hidden states and probabilities lose nothing that matters)."""
-    model.check_tokens(tokens)
-    layer = config.layer
-    parts = []
-    with torch.inference_mode():
-        for lo in range(0, len(tokens), batch_size):
-            out = model(tokens[lo:lo + batch_size].to(model.device),
-                        output_hidden_layers=layer is not None)
-            parts.append(estimator_features(out, model, config).to("cpu", dtype))
-            if progress is not None:
-                progress(min(lo + batch_size, len(tokens)))
-    return torch.cat(parts) if parts else torch.zeros(0, tokens.shape[1], config.feature_size)
+    return frozen_features(model, tokens, lambda out, x: estimator_features(out, model, config),
+                           config.feature_size, output_hidden_layers=config.layer is not None,
+                           batch_size=batch_size, dtype=dtype, progress=progress)
 
 
 # -- metrics ---------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: t
             first = model(inputs).logits
         real = model.real_token_mask.to(first.device)
         prev = previous_pass_probs(real_log_probs(first, real).exp(), inputs == model.mask_id)
-    logits = model(inputs, prev_probs=prev).logits if prev is not None else model(inputs).logits
+    logits = model(inputs, prev_probs=prev).logits
     logits = logits.masked_fill(~model.real_token_mask.to(logits.device), -torch.inf)
     return F.cross_entropy(logits[loss_mask], targets[loss_mask])
 

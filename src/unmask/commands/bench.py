@@ -81,9 +81,9 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
                           ban_remasked=args.ban_remasked)
     corrector = None
     if any(e.corrected for e in entries):
-        from unmask.corrector import load_corrector
+        from unmask.corrector import SHIPPED_CORRECTOR, load_corrector
 
-        corrector = load_corrector(args.corrector, model=model).to(device)
+        corrector = load_corrector(args.corrector, model=model)
     elif args.corrector:
         raise UnmaskError("--corrector: no sampler spec ends in '+corrector'")
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
@@ -121,7 +121,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
             {"set": args.set, "puzzles": len(puzzles), "model": source,
              "self_condition": model.self_conditioning and not args.no_self_condition,
              "corrector": None if corrector is None else {
-                 "source": args.corrector or "shipped 'sudoku_corrector'",
+                 "source": args.corrector or f"shipped '{SHIPPED_CORRECTOR}'",
                  "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks,
                  "ban_remasked": args.ban_remasked},
              "singles_reference": ref, "rows": rows}, indent=2) + "\n")

@@ -96,7 +96,9 @@ def held_out_table(run: Path, model) -> None:
     saved = torch.load(run / "states.pt")
     states = DecodedStates(**saved["states"])
     corrector = Corrector.load(run / "best", model=model)
-    test = held_out_mask(states.groups, 0.1, 0)
+    # the split it was trained with (runs that did not record it used the defaults)
+    split = corrector.metadata.get("split", {"held_out": 0.1, "seed": 0})
+    test = held_out_mask(states.groups, split["held_out"], split["seed"])
     sub = DecodedStates(*(t[test] for t in (states.tokens, states.wrong, states.decoded,
                                             states.groups)))
     probs = predict_wrong(corrector, compute_corrector_features(model, corrector, sub.tokens))

@@ -127,6 +127,7 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
                  "--samplers", "topk:k=9"]) == 0
     cfg = json.loads((run / "best" / "config.json").read_text())
     assert cfg["model_type"] == "corrector" and cfg["data"]["puzzles"] == 20
+    assert cfg["split"] == {"held_out": 0.2, "seed": 0}
     assert "reused" not in capsys.readouterr().out
     # a rerun with the same data reuses the decoded states; other data decodes anew
     assert main(["train", "corrector", "--model", tiny_model_dir, "--out", str(run),

@@ -59,6 +59,9 @@ def test_solve_json_schema(tiny_model_dir, capsys):
     (["mi", "label", "--contexts", "1", "--out", "/nonexistent/labels", "--device", "cuda:99"],
      "--device"),
     (["train", "sudoku", "--init-from", "sudoku", "--deepen", "0"], "--deepen"),
+    (["train", "sudoku", "--decoder-states", "/nonexistent/states.pt"], "--decoder-states"),
+    (["train", "sudoku", "--decoder-states", "x.pt", "--states-fraction", "0"],
+     "--states-fraction"),
     (["bench", "sudoku", "--plot", "/nonexistent/dir/p.png"], "does not exist"),
     (["bench", "sudoku", "--limit", "1", "--no-self-condition"], "does not self-condition"),
 ])
@@ -138,6 +141,13 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
                  "--puzzles", "20", "--epochs", "1", "--held-out", "0.2",
                  "--samplers", "topk:k=5"]) == 0
     assert "reused" not in capsys.readouterr().out
+    # the decoded states are fine-tuning data for the MDM itself too
+    ft = tmp_path / "ft"
+    assert main(["train", "sudoku", "--init-from", tiny_model_dir, "--decoder-states",
+                 str(run / "states.pt"), "--out", str(ft), "--steps", "2", "--eval-every",
+                 "2", "--warmup", "1", "--pool", "20", "--eval-puzzles", "2"]) == 0
+    assert "decoder states:" in capsys.readouterr().out
+    assert (ft / "best" / "model.safetensors").is_file()
     out = tmp_path / "b.json"
     assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "3", "--quiet",
                  "--samplers", "topk:k=9", "topk:k=9+corrector", "--corrector",

@@ -28,6 +28,12 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--puzzle-fraction", type=float, default=0.5,
                    help="share of samples masked like a puzzle (the rest uniformly)")
     p.add_argument("--eval-puzzles", type=int, default=100, help="hard puzzles per evaluation")
+    p.add_argument("--decoder-states", default=None, metavar="STATES.pt",
+                   help="also learn from the states a decoder visited (the states.pt that "
+                        "`unmask train corrector` keeps), wrong tokens back at MASK: a "
+                        "fine-tune on the decoder's own state distribution")
+    p.add_argument("--states-fraction", type=float, default=0.5,
+                   help="with --decoder-states: share of each batch drawn from them")
 
 
 @command("train", "sudoku", help="train the Sudoku MDM (checkpoints every few minutes)")
@@ -36,7 +42,13 @@ def train_sudoku(args: argparse.Namespace) -> int:
     from unmask.errors import UnmaskError
     from unmask.models.transformer import MDMTransformer
     from unmask.sudoku.datasets import load_set
-    from unmask.sudoku.train import SudokuPool, solve_rate, sudoku_model_config
+    from unmask.sudoku.train import (
+        DecoderStatePool,
+        SudokuPool,
+        mixed_batch,
+        solve_rate,
+        sudoku_model_config,
+    )
     from unmask.training import train
 
     overrides, cfg = training_setup(args)
@@ -48,6 +60,9 @@ def train_sudoku(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--deepen: must be >= 1, got {args.deepen}")
     if args.deepen > 1 and not args.init_from:
         raise UnmaskError("--deepen: needs --init-from (the model whose layers it copies)")
+    if not 0.0 < args.states_fraction <= 1.0:
+        raise UnmaskError(f"--states-fraction: must be in (0, 1], got {args.states_fraction}")
+    states = DecoderStatePool.load(args.decoder_states) if args.decoder_states else None
     if args.init_from:
         from unmask.pretrained import load_model
 
@@ -73,9 +88,15 @@ def train_sudoku(args: argparse.Namespace) -> int:
         if step % 100 == 0:
             print(f"step {step} loss {stats['loss']:.4f}", flush=True)
 
-    train(model, lambda step, bs: pool.batch(step, bs, seed=args.seed,
-                                             puzzle_fraction=args.puzzle_fraction),
-          cfg, out, evaluate, resume=args.resume, log=lambda s: print(s, flush=True),
-          progress=report)
+    def batch(step, bs):
+        return pool.batch(step, bs, seed=args.seed, puzzle_fraction=args.puzzle_fraction)
+
+    if states is not None:
+        print(f"decoder states: {len(states.states):,} from {args.decoder_states}, "
+              f"{args.states_fraction:.0%} of each batch", flush=True)
+        batch = mixed_batch(batch, lambda step, bs: states.batch(step, bs, seed=args.seed),
+                            args.states_fraction)
+    train(model, batch, cfg, out, evaluate, resume=args.resume,
+          log=lambda s: print(s, flush=True), progress=report)
     print(f"best weights: {out / 'best'}")
     return 0

@@ -8,6 +8,10 @@ Each training sample is a solution grid with some cells masked, in one of two wa
 Grids come from a pool of generated puzzles under a fresh random symmetry per sample, so the
 model never sees the same grid twice in practice; the pool's grids come from
 :func:`~unmask.sudoku.datasets.training_grids`, which never returns a test-set solution.
+
+A third kind, for fine-tuning (:class:`DecoderStatePool`): the states a decoder actually
+visited (the cells still masked are the ones it found hardest, not a random share), with the
+tokens it got wrong taken back to MASK.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from unmask.sudoku.datasets import training_grids
 from unmask.sudoku.engine import is_valid_solution, make_puzzles
 from unmask.sudoku.symmetry import augment
 from unmask.sudoku.tokens import MASK_ID, VOCAB_SIZE, grid_to_tokens, tokens_to_grid
+from unmask.training import BatchFn
 
 
 def sudoku_model_config(**overrides) -> TransformerConfig:
@@ -79,6 +84,65 @@ class SudokuPool:
         mask_t = torch.from_numpy(masked)
         inputs = targets.masked_fill(mask_t, MASK_ID)
         return inputs, targets, mask_t
+
+
+@dataclass
+class DecoderStatePool:
+    """States a decoder visited (M, 81) in model tokens, with wrong tokens back at MASK, and
+    their solutions (M, 81) in tokens: the training data of a fine-tune on the decoder's own
+    state distribution."""
+
+    states: np.ndarray
+    solutions: np.ndarray
+
+    @classmethod
+    def from_decoded(cls, tokens: torch.Tensor, wrong: torch.Tensor, groups: torch.Tensor,
+                     solutions: torch.Tensor) -> DecoderStatePool:
+        """From :class:`~unmask.corrector.DecodedStates` fields (tokens, wrong, groups: each
+        state's puzzle) and the puzzles' solutions (P, 81) in tokens. States with nothing
+        left to learn (no MASK once the wrong tokens are back) are dropped."""
+        clean = tokens.masked_fill(wrong, MASK_ID)
+        keep = (clean == MASK_ID).any(1)
+        return cls(clean[keep].numpy().astype(np.int8),
+                   solutions[groups[keep]].numpy().astype(np.int8))
+
+    @classmethod
+    def load(cls, path: str | Path) -> DecoderStatePool:
+        """From the states file ``unmask train corrector`` keeps (OUT/states.pt); the
+        solutions are regenerated from the puzzle pool it records."""
+        from unmask.errors import UnmaskError
+
+        try:
+            saved = torch.load(path)
+            key, st = saved["key"], saved["states"]
+            n, seed = int(key["puzzles"]), int(key["pool_seed"])
+        except (OSError, KeyError, TypeError, RuntimeError) as e:
+            raise UnmaskError(f"--decoder-states: {path} is not a states file of `unmask "
+                              f"train corrector` ({type(e).__name__})") from None
+        sols = grid_to_tokens(SudokuPool.generate(n, seed=seed).solutions)
+        return cls.from_decoded(st["tokens"], st["wrong"], st["groups"], sols)
+
+    def batch(self, step: int, batch_size: int, seed: int = 0
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(inputs, targets, loss_mask), each (B, 81), a pure function of (seed, step): a
+        state under a fresh random symmetry; the loss is on its masked cells."""
+        rng = np.random.default_rng([seed, step, 1])
+        idx = rng.integers(0, len(self.states), batch_size)
+        x, y = augment(rng, self.states[idx], self.solutions[idx], tokens=True)
+        inputs, targets = torch.from_numpy(x).long(), torch.from_numpy(y).long()
+        return inputs, targets, inputs == MASK_ID
+
+
+def mixed_batch(first, second, fraction: float) -> BatchFn:
+    """A batch function drawing ``round(fraction * B)`` samples of each batch from
+    ``second`` and the rest from ``first`` (both batch functions)."""
+
+    def batch(step: int, batch_size: int):
+        n = int(round(batch_size * fraction))
+        parts = [f(step, b) for f, b in ((first, batch_size - n), (second, n)) if b]
+        return tuple(torch.cat(ts) for ts in zip(*parts, strict=True))
+
+    return batch
 
 
 def solve_rate(model: MDMTransformer, puzzles: np.ndarray, sampler="confidence",

@@ -6,6 +6,12 @@
         --out docs/img/sudoku_corrector_pareto.png --references
 
 A row whose label appears in an earlier file is skipped (the first file's copy is drawn).
+With ``--tags`` (one per file, e.g. the model each file measured) every row is drawn on its
+file's own lines, "TAG sampler", so two models' frontiers can be compared:
+
+    PYTHONPATH=src .venv/bin/python benchmarks/plot_bench_json.py \
+        docs/sudoku_bench_hard1000_paired.json runs/ft/bench_states.json \
+        --tags shipped fine-tuned --out pareto.png
 """
 
 from __future__ import annotations
@@ -26,16 +32,22 @@ def main() -> None:
                     help="only rows with these labels (default: all)")
     ap.add_argument("--references", action="store_true",
                     help="draw the published points (measured on the 1,000 hard puzzles)")
+    ap.add_argument("--tags", nargs="+", default=None, metavar="TAG",
+                    help="one per file: its rows are drawn as 'TAG sampler' lines")
     args = ap.parse_args()
+    if args.tags is not None and len(args.tags) != len(args.json):
+        raise SystemExit(f"--tags: one per file ({len(args.json)}), got {len(args.tags)}")
     rows, seen, sets = [], set(), []
-    for path in args.json:
+    for i, path in enumerate(args.json):
+        tag = f"{args.tags[i]} " if args.tags else ""
         data = json.load(open(path))
         sets.append(f"{data.get('set')} x {data.get('puzzles')}")
         for r in data["rows"]:
-            if r["label"] in seen or (args.samplers and r["label"] not in args.samplers):
+            if tag + r["label"] in seen or (args.samplers and r["label"] not in args.samplers):
                 continue
-            seen.add(r["label"])
-            rows.append({**r, "accuracy": r["solved"],
+            seen.add(tag + r["label"])
+            rows.append({**r, "label": tag + r["label"], "name": tag + r["name"],
+                         "accuracy": r["solved"],
                          "corrected": r.get("corrected", "+corrector" in r["label"])})
     if len(set(sets)) > 1:
         raise SystemExit(f"the files measure different puzzle sets: {sorted(set(sets))}")

@@ -31,6 +31,7 @@ from unmask.corrector import (
     DecodedStates,
     compute_corrector_features,
     corrector_metrics,
+    load_decoded_states,
     predict_wrong,
     roc_auc,
 )
@@ -93,8 +94,7 @@ class RecordConfidence:
 
 
 def held_out_table(run: Path, model) -> None:
-    saved = torch.load(run / "states.pt")
-    states = DecodedStates(**saved["states"])
+    _, states = load_decoded_states(run / "states.pt")
     corrector = Corrector.load(run / "best", model=model)
     # the split it was trained with (runs that did not record it used the defaults)
     split = corrector.metadata.get("split", {"held_out": 0.1, "seed": 0})

@@ -158,6 +158,13 @@ class DecodedStates:
     groups: torch.Tensor
 
 
+def load_decoded_states(path: str | Path) -> tuple[dict, DecodedStates]:
+    """The states file ``unmask train corrector`` keeps (OUT/states.pt): its key (the model's
+    fingerprint, the puzzle pool's size and seed, the samplers) and the states."""
+    saved = torch.load(path)
+    return saved["key"], DecodedStates(**saved["states"])
+
+
 def decoded_states(model: MaskedModel, inputs: torch.Tensor, answers: torch.Tensor,
                    samplers: Sequence, *, seed: int = 0,
                    progress: Callable[[int], None] | None = None) -> DecodedStates:

@@ -49,9 +49,9 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
         Corrector,
         CorrectorConfig,
         CorrectorTrainConfig,
-        DecodedStates,
         compute_corrector_features,
         decoded_states,
+        load_decoded_states,
         train_corrector,
     )
     from unmask.errors import UnmaskError
@@ -81,9 +81,8 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     key = {"model": model.fingerprint(), "puzzles": args.puzzles, "pool_seed": args.pool_seed,
            "samplers": [e.label for e in specs]}
     cache = out / "states.pt"
-    saved = torch.load(cache) if cache.is_file() else None
-    if saved is not None and saved["key"] == key:
-        states = DecodedStates(**saved["states"])
+    saved_key, states = load_decoded_states(cache) if cache.is_file() else (None, None)
+    if saved_key == key:
         print(f"decoded states: reused {cache}", flush=True)
     else:
         pool = SudokuPool.generate(args.puzzles, seed=args.pool_seed)

@@ -110,17 +110,17 @@ class DecoderStatePool:
     def load(cls, path: str | Path) -> DecoderStatePool:
         """From the states file ``unmask train corrector`` keeps (OUT/states.pt); the
         solutions are regenerated from the puzzle pool it records."""
+        from unmask.corrector import load_decoded_states
         from unmask.errors import UnmaskError
 
         try:
-            saved = torch.load(path)
-            key, st = saved["key"], saved["states"]
+            key, st = load_decoded_states(path)
             n, seed = int(key["puzzles"]), int(key["pool_seed"])
         except (OSError, KeyError, TypeError, RuntimeError) as e:
             raise UnmaskError(f"--decoder-states: {path} is not a states file of `unmask "
                               f"train corrector` ({type(e).__name__})") from None
         sols = grid_to_tokens(SudokuPool.generate(n, seed=seed).solutions)
-        return cls.from_decoded(st["tokens"], st["wrong"], st["groups"], sols)
+        return cls.from_decoded(st.tokens, st.wrong, st.groups, sols)
 
     def batch(self, step: int, batch_size: int, seed: int = 0
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

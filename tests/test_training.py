@@ -124,3 +124,25 @@ def test_a_run_stopped_by_its_time_budget_evaluates_its_last_step(pool, tmp_path
     assert [h["step"] for h in history] == [state["step"]] and history[0]["best"]
     assert (tmp_path / "best" / "model.safetensors").is_file()
     assert history[0]["lr"] == pytest.approx(cfg.min_lr, rel=0.05)  # the schedule ran out
+
+
+def test_best_weights_record_the_origin_and_a_resume_keeps_it(pool, tmp_path):
+    import json
+
+    cfg = TrainConfig(batch_size=8, total_steps=4, eval_every=2, warmup_steps=1, bf16=False)
+    origin = {"init_from": {"model": "parent", "fingerprint": "abc"}}
+    score = iter([0.1, 0.2, 0.3])
+    train(tiny(), lambda s, b: pool.batch(s, b), TrainConfig(**{**cfg.__dict__,
+          "stop_at_step": 2}), tmp_path, lambda m: {"accuracy": next(score)},
+          log=lambda s: None, origin=origin)
+    best = tmp_path / "best" / "config.json"
+    assert json.loads(best.read_text())["origin"] == origin
+    # resumed without being told the origin: the checkpoint's is what the new best records
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, lambda m: {"accuracy": next(score)},
+          resume=True, log=lambda s: None)
+    meta = json.loads(best.read_text())
+    assert meta["train"]["step"] == 4 and meta["origin"] == origin
+    # a run with no origin writes none
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path / "plain",
+          lambda m: {"accuracy": 1.0}, log=lambda s: None)
+    assert "origin" not in json.loads((tmp_path / "plain" / "best" / "config.json").read_text())

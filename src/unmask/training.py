@@ -134,11 +134,15 @@ def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: t
 
 def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: str | Path,
           evaluate: EvalFn | None = None, *, resume: bool = False, log=print,
-          progress: Callable[[int, dict], None] | None = None) -> list[dict]:
+          progress: Callable[[int, dict], None] | None = None,
+          origin: dict | None = None) -> list[dict]:
     """Train ``model`` in place; checkpoints and the best weights go under ``out_dir``.
 
     out_dir/checkpoint.pt: model, optimiser, step, history (for --resume).
-    out_dir/best/: the weights with the best ``cfg.select_metric`` so far (save_pretrained).
+    out_dir/best/: the weights with the best ``cfg.select_metric`` so far (save_pretrained);
+        with ``origin`` (what the run started from: a parent model, extra data), its config
+        records it under "origin", so a fine-tuned model says what it was grown from. A resumed
+        run keeps the origin its checkpoint recorded.
     out_dir/history.jsonl: one line per evaluation.
     Returns the evaluation history.
     """
@@ -156,6 +160,7 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step, history, best = state["step"], state["history"], state["best"]
+        origin = state.get("origin", origin)
         elapsed_before = state.get("elapsed_s", 0.0)
         log(f"resumed at step {step} ({step * cfg.batch_size:,} samples), best {best:.4f}")
 
@@ -163,7 +168,8 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
         save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                "step": step, "history": history, "best": best,
                                "model_config": asdict(model.config),
-                               "train_config": asdict(cfg), "elapsed_s": elapsed()})
+                               "train_config": asdict(cfg), "elapsed_s": elapsed(),
+                               "origin": origin})
 
     start = time.time()
     last_ckpt = start
@@ -188,7 +194,8 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
             score = metrics.get(cfg.select_metric, -math.inf)
             if score > best:
                 best = score
-                model.save_pretrained(out / "best", extra={"train": metrics})
+                extra = {"train": metrics, **({"origin": origin} if origin else {})}
+                model.save_pretrained(out / "best", extra=extra)
                 metrics["best"] = True
         append_history(out, history, metrics, log)
         checkpoint()

@@ -99,8 +99,10 @@ def test_train_grows_a_self_conditioning_model_and_bench_can_switch_its_input_of
     assert main(["train", "sudoku", "--init-from", tiny_model_dir, "--self-condition",
                  "--out", str(out), "--steps", "2", "--eval-every", "2", "--warmup", "1",
                  "--pool", "20", "--eval-puzzles", "2"]) == 0
-    cfg = json.loads((out / "best" / "config.json").read_text())["config"]
+    meta = json.loads((out / "best" / "config.json").read_text())
+    cfg = meta["config"]
     assert cfg["self_condition"] is True and cfg["n_layers"] == 1
+    assert meta["origin"]["self_condition"] is True and "origin" not in meta["origin"]["init_from"]
     for flags, fed in (([], True), (["--no-self-condition"], False)):
         bench = tmp_path / f"b{fed}.json"
         assert main(["bench", "sudoku", "--model", str(out / "best"), "--limit", "2",
@@ -148,6 +150,19 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
                  "2", "--warmup", "1", "--pool", "20", "--eval-puzzles", "2"]) == 0
     assert "decoder states:" in capsys.readouterr().out
     assert (ft / "best" / "model.safetensors").is_file()
+    # the fine-tuned model says what it was grown from, and a fine-tune of it keeps the chain
+    from unmask.pretrained import load_model
+
+    origin = json.loads((ft / "best" / "config.json").read_text())["origin"]
+    assert origin["init_from"]["fingerprint"] == load_model(tiny_model_dir).fingerprint()
+    assert origin["decoder_states"]["file"] == str(run / "states.pt")
+    assert origin["decoder_states"]["fraction"] == 0.5 and origin["decoder_states"]["states"] > 0
+    ft2 = tmp_path / "ft2"
+    assert main(["train", "sudoku", "--init-from", str(ft / "best"), "--out", str(ft2),
+                 "--steps", "1", "--eval-every", "1", "--warmup", "1", "--pool", "20",
+                 "--eval-puzzles", "2"]) == 0
+    chained = json.loads((ft2 / "best" / "config.json").read_text())["origin"]
+    assert chained["init_from"]["origin"] == origin and "decoder_states" not in chained
     out = tmp_path / "b.json"
     assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "3", "--quiet",
                  "--samplers", "topk:k=9", "topk:k=9+corrector", "--corrector",

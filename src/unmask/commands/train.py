@@ -63,11 +63,22 @@ def train_sudoku(args: argparse.Namespace) -> int:
     if not 0.0 < args.states_fraction <= 1.0:
         raise UnmaskError(f"--states-fraction: must be in (0, 1], got {args.states_fraction}")
     states = DecoderStatePool.load(args.decoder_states) if args.decoder_states else None
+    origin = {}
     if args.init_from:
-        from unmask.pretrained import load_model
+        from unmask.models.base import read_model_config
+        from unmask.pretrained import describe_source, load_model
 
-        model = load_model(args.init_from).deepened(args.deepen)
+        parent = load_model(args.init_from)
+        # the parent's own origin goes along, so a chain of fine-tunes stays readable
+        parent_origin = read_model_config(parent.source).get("origin")
+        origin["init_from"] = {"model": describe_source(parent.source),
+                               "fingerprint": parent.fingerprint(),
+                               **({"origin": parent_origin} if parent_origin else {})}
+        if args.deepen > 1:
+            origin["deepen"] = args.deepen
+        model = parent.deepened(args.deepen)
         if args.self_condition:
+            origin["self_condition"] = True
             model = model.with_self_conditioning()
     else:
         if args.self_condition:
@@ -94,9 +105,12 @@ def train_sudoku(args: argparse.Namespace) -> int:
     if states is not None:
         print(f"decoder states: {len(states.states):,} from {args.decoder_states}, "
               f"{args.states_fraction:.0%} of each batch", flush=True)
+        origin["decoder_states"] = {"file": str(args.decoder_states),
+                                    "states": len(states.states),
+                                    "fraction": args.states_fraction}
         batch = mixed_batch(batch, lambda step, bs: states.batch(step, bs, seed=args.seed),
                             args.states_fraction)
     train(model, batch, cfg, out, evaluate, resume=args.resume,
-          log=lambda s: print(s, flush=True), progress=report)
+          log=lambda s: print(s, flush=True), progress=report, origin=origin or None)
     print(f"best weights: {out / 'best'}")
     return 0

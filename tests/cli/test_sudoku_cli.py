@@ -79,6 +79,9 @@ def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["puzzles"] == 4 and [r["label"] for r in data["rows"]] == [
         "confidence", "topk k=7", "eb gamma=0.1 order=confidence"]
+    from unmask.pretrained import load_model
+
+    assert data["model_fingerprint"] == load_model(tiny_model_dir).fingerprint()
     seq, top7 = data["rows"][0], data["rows"][1]
     for r in data["rows"]:  # per-puzzle outcomes, and the paired count against sequential
         assert len(r["solved_each"]) == 4 and set(r["solved_each"]) <= {"0", "1"}

@@ -119,6 +119,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(
             {"set": args.set, "puzzles": len(puzzles), "model": source,
+             # a shipped name outlives its weights: the fingerprint says which model ran
+             "model_fingerprint": model.fingerprint(),
              "self_condition": model.self_conditioning and not args.no_self_condition,
              "corrector": None if corrector is None else {
                  "source": args.corrector or f"shipped '{SHIPPED_CORRECTOR}'",

@@ -205,9 +205,9 @@ def test_corrector_bad_input_one_line_exit_2(args, needle, capsys):
 
 
 def test_solve_with_the_shipped_corrector(capsys):
-    """Hard puzzle 115: EB gamma=0.3 fails it alone and solves it with the corrector."""
+    """Hard puzzle 74: EB gamma=0.3 fails it alone and solves it with the corrector."""
     puzzles, _ = load_set("hard")
-    args = ["sudoku", "solve", to_string(puzzles[115]), "--sampler", "eb", "--param",
+    args = ["sudoku", "solve", to_string(puzzles[74]), "--sampler", "eb", "--param",
             "gamma=0.3", "--param", "order=confidence", "--json"]
     assert main(args) == 0
     plain = json.loads(capsys.readouterr().out)

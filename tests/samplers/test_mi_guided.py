@@ -7,13 +7,14 @@ from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sample
 from unmask.samplers.mi_guided import mi_budget_select
 
 
-def select(entropy, mi, gamma, lam, eligible=None, scores=None, stop=False):
+def select(entropy, mi, gamma, lam, eligible=None, scores=None, stop=False, free_head=False):
     entropy = torch.tensor([entropy], dtype=torch.float64)
     mi = torch.tensor([mi], dtype=torch.float64)
     eligible = torch.ones_like(entropy, dtype=torch.bool) if eligible is None else \
         torch.tensor([eligible])
     scores = -entropy if scores is None else torch.tensor([scores], dtype=torch.float64)
-    return mi_budget_select(entropy, mi, eligible, scores, gamma, lam, stop)[0].tolist()
+    return mi_budget_select(entropy, mi, eligible, scores, gamma, lam, stop,
+                            free_head)[0].tolist()
 
 
 ZERO = [[0.0] * 4 for _ in range(4)]
@@ -61,6 +62,21 @@ def test_cost_includes_lambda_times_summed_mi():
     # taken 0 (cost 0); 1 costs 0 + 2*0.1 = 0.2; 2 costs 2*(0.1+0.1) = 0.4 > 0.5-0.2
     assert select([0.0, 0.0, 0.0, 1.0], mi, gamma=0.5, lam=2.0) == [True, True, False, False]
     assert select([0.0, 0.0, 0.0, 1.0], mi, gamma=0.6, lam=2.0) == [True, True, True, False]
+
+
+def test_free_head_is_taken_uncharged_and_riders_pay_their_mi_with_it():
+    # scan order pos0 (the head, H=0.5 > gamma), pos1, pos2, pos3
+    ent, scores = [0.5, 0.1, 0.15, 0.05], [3.0, 2.0, 1.0, 0.0]
+    mi = [[0.0, 0.0, 0.2, 0.0], [0.0, 0.0, 0.0, 0.0], [0.2, 0.0, 0.0, 0.0],
+          [0.0, 0.0, 0.0, 0.0]]
+    # charged head: 0.5 does not fit 0.3, so the pass goes on without it (0.1 + 0.15 fit)
+    assert select(ent, mi, 0.3, 0.0, scores=scores) == [False, True, True, True]
+    # free head: taken for nothing; 0.1 fits (0.2 left); pos2 costs 0.15 + 1 * 0.2 > 0.2; 0.05 fits
+    assert select(ent, mi, 0.3, 1.0, scores=scores, free_head=True) == [True, True, False, True]
+    # at gamma 0 only the head goes: one position per pass, sequential decoding in scan order
+    assert select(ent, ZERO, 0.0, 1.0, scores=scores, free_head=True) == [True, False, False, False]
+    assert select(ent, ZERO, 0.0, 1.0, scores=scores, free_head=True,
+                  eligible=[False, True, True, True]) == [False, True, False, False]
 
 
 def test_batch_rows_independent():

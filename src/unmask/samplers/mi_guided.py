@@ -31,7 +31,7 @@ SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_es
 
 def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Tensor,
                      scores: torch.Tensor, gamma: float, lam: float,
-                     stop_at_first_miss: bool = False) -> torch.Tensor:
+                     stop_at_first_miss: bool = False, free_head: bool = False) -> torch.Tensor:
     """The MI-guided selection rule, vectorised over the batch.
 
     entropy: (B, N) nats; mi: (B, N, N) pairwise MI in nats (symmetric); eligible: (B, N) bool;
@@ -40,6 +40,9 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
     has an eligible position (the first in scan order is taken when nothing fits).
     With ``stop_at_first_miss`` the scan of a row ends at its first position that does not fit;
     otherwise later (cheaper) positions may still fit.
+    With ``free_head`` the first eligible position in scan order (the pass's head, the one
+    sequential decoding would reveal) is always taken and charged nothing; the budget gamma is
+    all for the positions revealed beside it, which still pay their MI with the head.
     """
     b, n = entropy.shape
     ent = entropy.double()
@@ -56,6 +59,8 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
         valid = eligible[rows, i] & open_
         cost = ent[rows, i] + lam * (mi[rows, i] * taken).sum(1)
         take = valid & (cost <= budget + 1e-12)
+        if free_head and t == 0:
+            take, cost = valid, torch.zeros_like(cost)
         taken[rows, i] = torch.where(take, 1.0, taken[rows, i])
         budget = budget - torch.where(take, cost, 0.0)
         if stop_at_first_miss:
@@ -74,6 +79,7 @@ class _BudgetedMISampler(Sampler):
     lam: float = 1.0
     order: str = "entropy"
     stop_at_first_miss: bool = False
+    free_head: bool = False
 
     def __post_init__(self):
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
@@ -92,7 +98,7 @@ class _BudgetedMISampler(Sampler):
         mi = self.mutual_information(state)
         reveal = mi_budget_select(self.position_cost(state, mi), mi, state.eligible,
                                   scan_order_scores(state, self.order), self.gamma, self.lam,
-                                  self.stop_at_first_miss)
+                                  self.stop_at_first_miss, self.free_head)
         return Selection(reveal)
 
 

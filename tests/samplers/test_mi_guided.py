@@ -110,3 +110,22 @@ def test_oracle_on_exact_model_never_reveals_a_dependent_pair_together():
     # EB with the same budget takes all three at once and can break the pair
     eb = decode(m, x, make_sampler("eb", gamma=2.0))
     assert eb.steps.item() == 1
+
+
+def test_oracle_with_a_free_head_still_splits_the_dependent_pair():
+    # X0 = X1 exactly, X2 independent, every marginal log 2: the free head plus one rider fit
+    # gamma = 0.8, but not the head's twin (its MI with the head is another log 2)
+    joint = torch.zeros(2, 2, 2, dtype=torch.float64)
+    joint[0, 0, :] = 0.25
+    joint[1, 1, :] = 0.25
+    m = ExactJointMDM(joint)
+    x = torch.full((1, 3), m.mask_id)
+    res = decode(m, x, make_sampler("mi-oracle", gamma=0.8, lam=1.0, eps=0.0, free_head=True),
+                 DecodeConfig(record_history=True))
+    steps = res.reveal_step[0].tolist()
+    assert steps[0] != steps[1] and sorted(steps).count(min(steps)) == 2
+    assert res.tokens[0, 0] == res.tokens[0, 1]
+    # at gamma 0.5 no marginal fits the budget, yet every pass still takes its head: one
+    # position per pass
+    seq = decode(m, x, make_sampler("mi-oracle", gamma=0.5, lam=1.0, eps=0.0, free_head=True))
+    assert seq.steps.item() == 3

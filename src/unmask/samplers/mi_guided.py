@@ -156,7 +156,8 @@ class MIOracleSampler(_BudgetedMISampler):
     much the estimator loses). Every probe is charged to the row's NFE and sequences.
 
     Only positions whose own entropy fits the budget (H_i <= gamma) can ever be taken, so only
-    those are probed: the same decisions as probing all, at a fraction of the cost.
+    those are probed (and, with ``free_head``, the head): the same decisions as probing all,
+    at a fraction of the cost.
     eps: probe pruning threshold passed to :func:`~unmask.mi.probe.perturbation_mi`.
     """
 
@@ -171,6 +172,11 @@ class MIOracleSampler(_BudgetedMISampler):
         from unmask.mi.probe import perturbation_mi
 
         candidates = state.eligible & (state.entropy <= self.gamma + 1e-12)
+        if self.free_head:  # the head is taken whatever its entropy: its pairs are needed too
+            scores = scan_order_scores(state, self.order).masked_fill(~state.eligible, -torch.inf)
+            head = scores.argmax(1, keepdim=True)
+            candidates = candidates | (torch.zeros_like(candidates).scatter_(1, head, True)
+                                       & state.eligible)
         b, n = state.tokens.shape
         mi = torch.zeros(b, n, n, dtype=torch.float64, device=state.tokens.device)
         # probe only rows with a candidate, so a row's cost never depends on its batch-mates

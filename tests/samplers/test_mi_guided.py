@@ -94,14 +94,19 @@ def test_bad_config(bad, field):
         make_sampler("mi-guided", **bad)
 
 
-def test_oracle_on_exact_model_never_reveals_a_dependent_pair_together():
-    # X0 = X1 exactly (MI log 2), X2 independent: a budget that fits both marginals but not
-    # their MI must reveal 0 and 1 in different passes
+def twin_pair_model():
+    """Exact MDM with X0 = X1 (MI log 2) and X2 independent, all uniform; all masked (1, 3)."""
     joint = torch.zeros(2, 2, 2, dtype=torch.float64)
     joint[0, 0, :] = 0.25
     joint[1, 1, :] = 0.25
     m = ExactJointMDM(joint)
-    x = torch.full((1, 3), m.mask_id)
+    return m, torch.full((1, 3), m.mask_id)
+
+
+def test_oracle_on_exact_model_never_reveals_a_dependent_pair_together():
+    # X0 = X1 exactly (MI log 2), X2 independent: a budget that fits both marginals but not
+    # their MI must reveal 0 and 1 in different passes
+    m, x = twin_pair_model()
     res = decode(m, x, make_sampler("mi-oracle", gamma=2.0, lam=1.0, eps=0.0),
                  DecodeConfig(record_history=True))
     steps = res.reveal_step[0].tolist()
@@ -115,11 +120,7 @@ def test_oracle_on_exact_model_never_reveals_a_dependent_pair_together():
 def test_oracle_with_a_free_head_still_splits_the_dependent_pair():
     # X0 = X1 exactly, X2 independent, every marginal log 2: the free head plus one rider fit
     # gamma = 0.8, but not the head's twin (its MI with the head is another log 2)
-    joint = torch.zeros(2, 2, 2, dtype=torch.float64)
-    joint[0, 0, :] = 0.25
-    joint[1, 1, :] = 0.25
-    m = ExactJointMDM(joint)
-    x = torch.full((1, 3), m.mask_id)
+    m, x = twin_pair_model()
     res = decode(m, x, make_sampler("mi-oracle", gamma=0.8, lam=1.0, eps=0.0, free_head=True),
                  DecodeConfig(record_history=True))
     steps = res.reveal_step[0].tolist()

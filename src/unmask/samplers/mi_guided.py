@@ -24,6 +24,7 @@ from unmask.samplers.base import (
     check_scan_order,
     register,
     scan_order_scores,
+    top_k_mask,
 )
 
 SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator"}
@@ -173,10 +174,10 @@ class MIOracleSampler(_BudgetedMISampler):
 
         candidates = state.eligible & (state.entropy <= self.gamma + 1e-12)
         if self.free_head:  # the head is taken whatever its entropy: its pairs are needed too
-            scores = scan_order_scores(state, self.order).masked_fill(~state.eligible, -torch.inf)
-            head = scores.argmax(1, keepdim=True)
-            candidates = candidates | (torch.zeros_like(candidates).scatter_(1, head, True)
-                                       & state.eligible)
+            first = torch.ones(state.tokens.shape[0], dtype=torch.long,
+                               device=state.tokens.device)
+            candidates = candidates | top_k_mask(scan_order_scores(state, self.order),
+                                                 state.eligible, first)
         b, n = state.tokens.shape
         mi = torch.zeros(b, n, n, dtype=torch.float64, device=state.tokens.device)
         # probe only rows with a candidate, so a row's cost never depends on its batch-mates

@@ -3,7 +3,13 @@
 On the held-out contexts of a label folder (pooled unordered masked pairs, as `unmask mi eval`):
 - Spearman of the estimator on row/column/box peer pairs and on non-peer pairs, and the share
   of the true top-decile pairs each holds;
-- pooled Spearman and top-decile recall if the estimator were exact on one of the two sets;
+- the same for the pairs the probe labels exactly 0 (their symmetrised value (MI + MI^T)/2 came
+  out negative and was clipped: the model's conditionals do not form one joint there, so the
+  pairs are tied at 0 in the truth while any smooth head spreads them) and those above 0;
+- the same for the pairs whose label exceeds its own asymmetry |MI_ij - MI_ji| / 2 (for one
+  joint distribution the two directions agree; where they differ by more than the value, the
+  label does not resolve the pair's rank) and the rest;
+- pooled Spearman and top-decile recall if the estimator were exact on one set;
 - candidate pair features in a ridge fit of sqrt(MI) on top of the estimator's prediction
   (fit on even contexts, scored on odd ones): the MI of the two marginals under an
   all-different constraint (closed form), and the estimator's own pair units composed over a
@@ -21,7 +27,8 @@ import torch
 from estimator_attention import held_out_contexts
 
 from unmask.mi.estimator import load_estimator
-from unmask.mi.estimator_train import masked_pairs, spearman, top_decile_recall
+from unmask.mi.estimator_train import held_out_mask, masked_pairs, spearman, top_decile_recall
+from unmask.mi.labels import read_labels
 from unmask.sudoku.engine import PEERS
 
 
@@ -75,11 +82,18 @@ def main() -> None:
     top = truth >= truth.quantile(0.9)
     print(f"{len(tokens)} held-out contexts, {len(truth):,} pairs; estimator pooled Spearman "
           f"{spearman(guess, truth):.3f}, top-decile recall {top_decile_recall(guess, truth):.3f}")
-    for name, part in (("peer", peer), ("non-peer", ~peer)):
+    zero = truth == 0
+    tensors, _ = read_labels(args.labels)
+    directed = tensors["directed"][held_out_mask(torch.arange(len(tensors["tokens"])),
+                                                 args.held_out)].double()
+    resolved = truth > ((directed - directed.transpose(1, 2)).abs() / 2)[pairs]
+    for name, part in (("peer", peer), ("non-peer", ~peer), ("label = 0", zero),
+                       ("label > 0", ~zero), ("resolved", resolved),
+                       ("unresolved", ~resolved)):
         exact = guess.clone()
         exact[part] = truth[part]
-        ranked = spearman(guess[part], truth[part])
-        print(f"{name:9s} pairs {int(part.sum()):>8,}: Spearman {ranked:.3f}, share of true top "
+        ranked = spearman(guess[part], truth[part])  # nan on a constant truth (label = 0)
+        print(f"{name:10s} pairs {int(part.sum()):>8,}: Spearman {ranked:.3f}, share of true top "
               f"decile {(top & part).sum() / top.sum():.2f}; exact on them: Spearman "
               f"{spearman(exact, truth):.3f}, recall {top_decile_recall(exact, truth):.3f}")
 

@@ -1,20 +1,24 @@
 """Exact behaviour of the MI-guided selection rule on hand-made entropy / MI inputs."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
+from unmask.samplers.base import scan_order_scores
 from unmask.samplers.mi_guided import mi_budget_select
 
 
-def select(entropy, mi, gamma, lam, eligible=None, scores=None, stop=False, free_head=False):
+def select(entropy, mi, gamma, lam, eligible=None, scores=None, stop=False, free_head=False,
+           free_max=False):
     entropy = torch.tensor([entropy], dtype=torch.float64)
     mi = torch.tensor([mi], dtype=torch.float64)
     eligible = torch.ones_like(entropy, dtype=torch.bool) if eligible is None else \
         torch.tensor([eligible])
     scores = -entropy if scores is None else torch.tensor([scores], dtype=torch.float64)
     return mi_budget_select(entropy, mi, eligible, scores, gamma, lam, stop,
-                            free_head)[0].tolist()
+                            free_head, free_max)[0].tolist()
 
 
 ZERO = [[0.0] * 4 for _ in range(4)]
@@ -79,6 +83,46 @@ def test_free_head_is_taken_uncharged_and_riders_pay_their_mi_with_it():
                   eligible=[False, True, True, True]) == [False, True, False, False]
 
 
+def test_free_max_waives_the_largest_entropy_but_not_its_mi():
+    # scan order pos0..pos3; pos1 is uncertain (0.5) and shares 0.1 nats with pos0
+    ent, scores = [0.01, 0.5, 0.02, 0.3], [3.0, 2.0, 1.0, 0.0]
+    mi = [[0.0, 0.1, 0.0, 0.0], [0.1, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0],
+          [0.0, 0.0, 0.0, 0.0]]
+    # lam 0 (EB's bound): 0.5 rides free beside 0.01 (charge 0.01); with 0.02 the set costs
+    # 0.53 - 0.5 = 0.03; 0.3 would make it 0.83 - 0.5 = 0.33 > 0.05
+    assert select(ent, mi, 0.05, 0.0, scores=scores, free_max=True) == [True, True, True, False]
+    # lam 1: pos1 would cost 0.01 + 0.1 of MI > 0.05 and waits; 0.02 then costs 0.01, and 0.3
+    # becomes the free one: 0.33 - 0.3 = 0.03 <= 0.05
+    assert select(ent, mi, 0.05, 1.0, scores=scores, free_max=True) == [True, False, True, True]
+    # stopping at the first miss ends the lam-1 pass at pos1
+    assert select(ent, mi, 0.05, 1.0, scores=scores, stop=True,
+                  free_max=True) == [True, False, False, False]
+    with pytest.raises(UnmaskError, match="free_head, free_max"):
+        select(ent, mi, 0.05, 1.0, free_head=True, free_max=True)
+    with pytest.raises(UnmaskError, match="free_head, free_max"):
+        make_sampler("mi-guided", free_head=True, free_max=True)
+
+
+@pytest.mark.parametrize("order", ["entropy", "confidence"])
+@pytest.mark.parametrize("gamma", [0.0, 0.05, 0.3, 1.0])
+def test_free_max_at_lambda_zero_is_eb_sampler(order, gamma):
+    # EB's prefix with sum - max <= gamma is the rule's free_max form at lam 0 with
+    # stop_at_first_miss, row for row, whatever the MI
+    gen = torch.Generator().manual_seed(7)
+    b, n = 64, 12
+    ent = torch.rand(b, n, generator=gen, dtype=torch.float64) ** 3 * 2
+    state = SimpleNamespace(entropy=ent, eligible=torch.rand(b, n, generator=gen) < 0.8,
+                            x0_prob=torch.rand(b, n, generator=gen, dtype=torch.float64))
+    mi = torch.rand(b, n, n, generator=gen, dtype=torch.float64)
+    eb = make_sampler("eb", gamma=gamma, order=order).select(state).reveal
+    got = mi_budget_select(ent, mi + mi.transpose(1, 2), state.eligible,
+                           scan_order_scores(state, order), gamma, 0.0,
+                           stop_at_first_miss=True, free_max=True)
+    assert torch.equal(got, eb)
+    # gamma 0 is one position per pass; above it the comparison covers larger passes
+    assert (eb.sum() > b) == (gamma > 0)
+
+
 def test_batch_rows_independent():
     ent = torch.tensor([[0.1, 0.2, 0.3], [0.3, 0.2, 0.1]], dtype=torch.float64)
     mi = torch.zeros(2, 3, 3, dtype=torch.float64)
@@ -130,3 +174,22 @@ def test_oracle_with_a_free_head_still_splits_the_dependent_pair():
     # position per pass
     seq = decode(m, x, make_sampler("mi-oracle", gamma=0.5, lam=1.0, eps=0.0, free_head=True))
     assert seq.steps.item() == 3
+
+
+def test_oracle_with_free_max_splits_the_pair_and_lets_the_independent_cell_ride():
+    # every marginal is log 2 = 0.69: at gamma 0.8 one of them rides free and one more fits,
+    # but not the twin of a taken one (its MI is another log 2); only cells with H <= gamma
+    # are probed, which here is all of them
+    m, x = twin_pair_model()
+    res = decode(m, x, make_sampler("mi-oracle", gamma=0.8, lam=1.0, eps=0.0, free_max=True),
+                 DecodeConfig(record_history=True))
+    steps = res.reveal_step[0].tolist()
+    assert steps[0] != steps[1] and sorted(steps).count(min(steps)) == 2
+    assert res.tokens[0, 0] == res.tokens[0, 1]
+    # at gamma 0.5 no two marginals fit together: the first pass reveals X0 alone, unprobed
+    # (no H <= 0.5); then its twin is certain (probed) and X2 rides free beside it
+    res = decode(m, x, make_sampler("mi-oracle", gamma=0.5, lam=1.0, eps=0.0, free_max=True),
+                 DecodeConfig(record_history=True))
+    assert res.reveal_step[0].tolist() == [0, 1, 1]
+    assert res.tokens[0, 0] == res.tokens[0, 1]
+    assert res.sequences.item() == 1 + (1 + 2)  # pass 2 probes X1's two values

@@ -32,7 +32,8 @@ SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_es
 
 def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Tensor,
                      scores: torch.Tensor, gamma: float, lam: float,
-                     stop_at_first_miss: bool = False, free_head: bool = False) -> torch.Tensor:
+                     stop_at_first_miss: bool = False, free_head: bool = False,
+                     free_max: bool = False) -> torch.Tensor:
     """The MI-guided selection rule, vectorised over the batch.
 
     entropy: (B, N) nats; mi: (B, N, N) pairwise MI in nats (symmetric); eligible: (B, N) bool;
@@ -44,7 +45,14 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
     With ``free_head`` the first eligible position in scan order (the pass's head, the one
     sequential decoding would reveal) is always taken and charged nothing; the budget gamma is
     all for the positions revealed beside it, which still pay their MI with the head.
+    With ``free_max`` (EB-Sampler's bound with the MI term) the set taken is charged
+        sum_taken H - max_taken H + lam * sum_{taken pairs} I
+    so the most uncertain position of the pass goes uncharged for its entropy (not for its
+    MI); at ``lam=0`` with ``stop_at_first_miss`` this is EB-Sampler's prefix exactly. At most
+    one position with H > gamma can be taken (two would leave the smaller one charged).
     """
+    require(not (free_head and free_max), "free_head, free_max: choose one position to leave "
+                                          "uncharged, not both")
     b, n = entropy.shape
     ent = entropy.double()
     mi = mi.double()
@@ -55,15 +63,27 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
     budget = torch.full((b,), float(gamma), dtype=torch.float64, device=entropy.device)
     open_ = torch.ones(b, dtype=torch.bool, device=entropy.device)
     n_scan = int(eligible.sum(1).max()) if b else 0
+    # free_max: own costs taken, the largest of them, and the MI charges taken, per row
+    own_sum, top, mi_sum = (torch.zeros(b, dtype=torch.float64, device=entropy.device)
+                            for _ in range(3))
     for t in range(n_scan):  # positions in scan order; each iteration is vectorised over rows
         i = order[:, t]
         valid = eligible[rows, i] & open_
-        cost = ent[rows, i] + lam * (mi[rows, i] * taken).sum(1)
-        take = valid & (cost <= budget + 1e-12)
-        if free_head and t == 0:
-            take, cost = valid, torch.zeros_like(cost)
+        own = ent[rows, i]
+        charge = lam * (mi[rows, i] * taken).sum(1)
+        if free_max:  # the charge of the whole set with i, its largest own cost waived
+            top_new = torch.maximum(top, own)
+            take = valid & (own_sum + own - top_new + mi_sum + charge <= gamma + 1e-12)
+            own_sum = torch.where(take, own_sum + own, own_sum)
+            top = torch.where(take, top_new, top)
+            mi_sum = torch.where(take, mi_sum + charge, mi_sum)
+        else:
+            cost = own + charge
+            take = valid & (cost <= budget + 1e-12)
+            if free_head and t == 0:
+                take, cost = valid, torch.zeros_like(cost)
+            budget = budget - torch.where(take, cost, 0.0)
         taken[rows, i] = torch.where(take, 1.0, taken[rows, i])
-        budget = budget - torch.where(take, cost, 0.0)
         if stop_at_first_miss:
             open_ = open_ & ~(valid & ~take)
     reveal = taken.bool()
@@ -81,10 +101,13 @@ class _BudgetedMISampler(Sampler):
     order: str = "entropy"
     stop_at_first_miss: bool = False
     free_head: bool = False
+    free_max: bool = False
 
     def __post_init__(self):
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
         require(self.lam >= 0, f"lam: must be >= 0, got {self.lam}")
+        require(not (self.free_head and self.free_max),
+                "free_head, free_max: choose one position to leave uncharged, not both")
         check_scan_order(self.order)
 
     def mutual_information(self, state: StepState) -> torch.Tensor:  # pragma: no cover
@@ -99,7 +122,7 @@ class _BudgetedMISampler(Sampler):
         mi = self.mutual_information(state)
         reveal = mi_budget_select(self.position_cost(state, mi), mi, state.eligible,
                                   scan_order_scores(state, self.order), self.gamma, self.lam,
-                                  self.stop_at_first_miss, self.free_head)
+                                  self.stop_at_first_miss, self.free_head, self.free_max)
         return Selection(reveal)
 
 
@@ -158,7 +181,9 @@ class MIOracleSampler(_BudgetedMISampler):
 
     Only positions whose own entropy fits the budget (H_i <= gamma) can ever be taken, so only
     those are probed (and, with ``free_head``, the head): the same decisions as probing all,
-    at a fraction of the cost.
+    at a fraction of the cost. With ``free_max`` one position above gamma may be taken, but
+    never two, so every pair that can be taken together has a probed end (a pair probed in one
+    direction takes that direction's value) and the same probes suffice.
     eps: probe pruning threshold passed to :func:`~unmask.mi.probe.perturbation_mi`.
     """
 

@@ -27,7 +27,13 @@ import torch
 from estimator_attention import held_out_contexts
 
 from unmask.mi.estimator import load_estimator
-from unmask.mi.estimator_train import held_out_mask, masked_pairs, spearman, top_decile_recall
+from unmask.mi.estimator_train import (
+    held_out_mask,
+    label_resolution,
+    masked_pairs,
+    spearman,
+    top_decile_recall,
+)
 from unmask.mi.labels import read_labels
 from unmask.sudoku.engine import PEERS
 
@@ -84,9 +90,8 @@ def main() -> None:
           f"{spearman(guess, truth):.3f}, top-decile recall {top_decile_recall(guess, truth):.3f}")
     zero = truth == 0
     tensors, _ = read_labels(args.labels)
-    directed = tensors["directed"][held_out_mask(torch.arange(len(tensors["tokens"])),
-                                                 args.held_out)].double()
-    resolved = truth > ((directed - directed.transpose(1, 2)).abs() / 2)[pairs]
+    keep = held_out_mask(torch.arange(len(tensors["tokens"])), args.held_out)
+    resolved = label_resolution(tensors["mi"][keep], tensors["directed"][keep])[pairs]
     for name, part in (("peer", peer), ("non-peer", ~peer), ("label = 0", zero),
                        ("label > 0", ~zero), ("resolved", resolved),
                        ("unresolved", ~resolved)):

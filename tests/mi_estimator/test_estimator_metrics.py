@@ -10,6 +10,7 @@ from unmask.mi.estimator_train import (
     EstimatorTrainConfig,
     evaluate_predictions,
     held_out_mask,
+    label_resolution,
     pair_metrics,
     pair_mse,
     pearson,
@@ -75,6 +76,36 @@ def test_evaluate_predictions_uses_unordered_masked_pairs_per_bucket():
     assert r["buckets"][3]["mse"] == pytest.approx(
         (float(want) * 28 + float(((pred[1] - true[1])[:6, :6].triu(1) ** 2).sum())) / 43)
     assert r["spearman_within"] == pytest.approx(1.0)
+
+
+def test_label_resolution_compares_each_label_with_its_probe_asymmetry():
+    # pair (0, 1): directions 0.3 and 0.1, label 0.2 > |0.3 - 0.1| / 2 = 0.1: resolved
+    # pair (0, 2): directions 0.05 and -0.04, label 0.005 < 0.045: not resolved
+    # pair (1, 2): directions -0.01 and -0.03, label clipped to 0: not resolved
+    directed = torch.tensor([[[0.0, 0.3, 0.05], [0.1, 0.0, -0.01], [-0.04, -0.03, 0.0]]])
+    mi = ((directed + directed.transpose(1, 2)) / 2).clamp_min(0) * (1 - torch.eye(3))
+    got = label_resolution(mi, directed)[0]
+    assert [bool(got[0, 1]), bool(got[0, 2]), bool(got[1, 2])] == [True, False, False]
+    assert torch.equal(got, got.T) and not got.diagonal().any()
+
+
+def test_evaluate_predictions_reports_the_resolved_pairs_alone():
+    torch.manual_seed(1)
+    n = 6
+    masked = torch.ones(2, n, dtype=torch.bool)
+    true = torch.rand(2, n, n)
+    true = (true + true.transpose(1, 2)) / 2
+    resolved = true > 0.5
+    # right order on the resolved pairs, reversed on the rest
+    pred = torch.where(resolved, true, 1 - true)
+    r = evaluate_predictions(pred, true, masked, resolved=resolved)
+    iu = torch.triu_indices(n, n, 1)
+    share = float(resolved[:, iu[0], iu[1]].float().mean())
+    assert r["resolved"]["share"] == pytest.approx(share) and 0 < share < 1
+    assert r["resolved"]["spearman"] == pytest.approx(1.0)
+    assert r["resolved"]["pairs"] == int(resolved[:, iu[0], iu[1]].sum())
+    assert r["spearman"] < 0.9
+    assert "resolved" not in evaluate_predictions(pred, true, masked)
 
 
 def test_pair_mse_counts_ordered_masked_pairs_off_the_diagonal():

@@ -181,6 +181,11 @@ def format_metrics(result: dict) -> str:
     lines.append(f"within one context (mean over contexts): Spearman "
                  f"{result['spearman_within']:.3f}, top-decile recall "
                  f"{result['recall_within']:.3f}")
+    res = result.get("resolved")
+    if res and res.get("pairs"):
+        lines.append(f"pairs the labels resolve (value above |MI_ij - MI_ji| / 2): "
+                     f"{res['pairs']:,} ({100 * res['share']:.1f}%): Spearman "
+                     f"{res['spearman']:.3f}, top-decile recall {res['top_decile_recall']:.3f}")
     c = result["cost"]
     lines.append(f"cost: estimator {1e3 * c['estimator_s']:.1f} ms vs MDM forward "
                  f"{1e3 * c['model_forward_s']:.1f} ms at batch {c['batch']} = "
@@ -214,7 +219,9 @@ def mi_eval(args: argparse.Namespace) -> int:
     masked = tokens == model.mask_id
     with progress_bar(len(tokens), "hidden states", enabled=not args.json) as update:
         hidden = compute_features(model, tokens, estimator.config, progress=update)
-    result = evaluate_predictions(predict(estimator, hidden, masked), mi, masked)
+    resolved = labels.resolved[sel] if labels.resolved is not None else None
+    result = evaluate_predictions(predict(estimator, hidden, masked), mi, masked,
+                                  resolved=resolved)
     result["split"] = split
     # a fixed batch (contexts repeated as needed), so the cost does not depend on the split
     reps = -(-args.cost_batch // len(tokens))

@@ -12,7 +12,9 @@ state to resume from.
 Evaluation metrics are computed over the unordered pairs i < j of masked positions (the
 matrices are symmetric), pooled over contexts, overall and per mask-ratio bucket:
 MSE, Pearson, Spearman (average ranks for ties) and top-decile recall (of the true top 10% of
-pairs, the share also in the predicted top 10%; ties broken by pair order).
+pairs, the share also in the predicted top 10%; ties broken by pair order). With the probe's
+directed values at hand, the same metrics on the pairs the labels resolve (see
+:func:`label_resolution`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class LabelSet:
     groups: (M,) long puzzle id of each context (the unit of the held-out split).
     model_fingerprint: the MDM the labels were probed on.
     identity: what made the labels (the label folder's identity), for the record.
+    resolved: optional (M, N, N) bool, the pairs whose label exceeds its probe asymmetry
+        (:func:`label_resolution`); read from a label folder, not carried by moved copies.
     """
 
     tokens: torch.Tensor
@@ -65,6 +69,7 @@ class LabelSet:
     groups: torch.Tensor
     model_fingerprint: str
     identity: dict | None = None
+    resolved: torch.Tensor | None = None
 
     def __post_init__(self):
         m, n = self.tokens.shape
@@ -72,6 +77,9 @@ class LabelSet:
                 f"mi: expected shape {(m, n, n)}, got {tuple(self.mi.shape)}")
         require(self.groups.shape == (m,),
                 f"groups: expected shape {(m,)}, got {tuple(self.groups.shape)}")
+        require(self.resolved is None or self.resolved.shape == (m, n, n),
+                f"resolved: expected shape {(m, n, n)}, got "
+                f"{None if self.resolved is None else tuple(self.resolved.shape)}")
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
@@ -90,8 +98,10 @@ class LabelSet:
         identity = manifest.get("identity", {})
         # every context of a label folder is drawn from its own puzzle grid
         groups = torch.arange(len(tensors["tokens"]))
+        resolved = (label_resolution(tensors["mi"], tensors["directed"])
+                    if "directed" in tensors else None)
         return cls(tensors["tokens"].long(), tensors["mi"].float(), groups,
-                   identity.get("model_fingerprint", ""), identity)
+                   identity.get("model_fingerprint", ""), identity, resolved)
 
     def moved(self, index: torch.Tensor, cell_perm: np.ndarray,
               token_map: np.ndarray) -> LabelSet:
@@ -116,6 +126,18 @@ class LabelSet:
         if self.model_fingerprint != got:
             raise UnmaskError(f"labels: probed on model {self.model_fingerprint or '?'}, "
                               f"not on this model ({got})")
+
+
+def label_resolution(mi: torch.Tensor, directed: torch.Tensor) -> torch.Tensor:
+    """(M, N, N) bool: the pairs whose symmetrised label ``mi`` exceeds half the difference of
+    the probe's two directions, |MI_ij - MI_ji| / 2 (``directed`` (M, N, N), row i probed).
+
+    For one joint distribution the two directions agree; an MDM's conditionals need not form
+    one, and where the directions differ by more than the value the label does not fix the
+    pair's rank (on Sudoku: pairs with a near-certain cell, whose MI is at the scale of that
+    disagreement, or clipped to exactly 0)."""
+    d = directed.double()
+    return mi.double() > (d - d.transpose(1, 2)).abs() / 2
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
@@ -208,13 +230,20 @@ def masked_pairs(masked: torch.Tensor) -> torch.Tensor:
 
 
 def evaluate_predictions(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
-                         buckets=MASK_RATIO_BUCKETS) -> dict:
+                         buckets=MASK_RATIO_BUCKETS, resolved: torch.Tensor | None = None
+                         ) -> dict:
     """Metrics of predicted vs true MI (M, N, N) over masked pairs, overall and per bucket of
     mask ratio (share of masked positions); plus the mean over contexts of the within-context
-    Spearman and top-decile recall (what a decoder ranking pairs of one state relies on)."""
+    Spearman and top-decile recall (what a decoder ranking pairs of one state relies on).
+    resolved: optional (M, N, N) bool (:func:`label_resolution`): the metrics are also given
+    on the masked pairs it marks, under ``"resolved"`` with their ``share`` of all pairs."""
     pairs = masked_pairs(masked.cpu())
     pred, true = pred.cpu(), true.cpu()
     result = {"contexts": int(len(true)), **pair_metrics(pred[pairs], true[pairs])}
+    if resolved is not None:
+        sub = pairs & resolved.cpu()
+        result["resolved"] = {"share": float(sub.sum()) / max(int(pairs.sum()), 1),
+                              **pair_metrics(pred[sub], true[sub])}
     ratio = masked.float().mean(1).cpu()
     per_bucket = []
     for k, (lo, hi) in enumerate(zip(buckets[:-1], buckets[1:], strict=True)):

@@ -161,33 +161,27 @@ def test_oracle_on_exact_model_never_reveals_a_dependent_pair_together():
     assert eb.steps.item() == 1
 
 
-def test_oracle_with_a_free_head_still_splits_the_dependent_pair():
-    # X0 = X1 exactly, X2 independent, every marginal log 2: the free head plus one rider fit
-    # gamma = 0.8, but not the head's twin (its MI with the head is another log 2)
+@pytest.mark.parametrize("free", ["free_head", "free_max"])
+def test_oracle_with_a_free_cell_still_splits_the_dependent_pair(free):
+    # X0 = X1 exactly, X2 independent, every marginal log 2 = 0.69: the free cell plus one
+    # more fit gamma = 0.8, but not the twin of a taken one (its MI is another log 2); with
+    # free_max only cells with H <= gamma are probed, which here is all of them
     m, x = twin_pair_model()
-    res = decode(m, x, make_sampler("mi-oracle", gamma=0.8, lam=1.0, eps=0.0, free_head=True),
+    res = decode(m, x, make_sampler("mi-oracle", gamma=0.8, lam=1.0, eps=0.0, **{free: True}),
                  DecodeConfig(record_history=True))
     steps = res.reveal_step[0].tolist()
     assert steps[0] != steps[1] and sorted(steps).count(min(steps)) == 2
     assert res.tokens[0, 0] == res.tokens[0, 1]
+
+
+def test_oracle_below_every_marginal_free_head_goes_one_by_one_free_max_does_not():
+    m, x = twin_pair_model()
     # at gamma 0.5 no marginal fits the budget, yet every pass still takes its head: one
     # position per pass
     seq = decode(m, x, make_sampler("mi-oracle", gamma=0.5, lam=1.0, eps=0.0, free_head=True))
     assert seq.steps.item() == 3
-
-
-def test_oracle_with_free_max_splits_the_pair_and_lets_the_independent_cell_ride():
-    # every marginal is log 2 = 0.69: at gamma 0.8 one of them rides free and one more fits,
-    # but not the twin of a taken one (its MI is another log 2); only cells with H <= gamma
-    # are probed, which here is all of them
-    m, x = twin_pair_model()
-    res = decode(m, x, make_sampler("mi-oracle", gamma=0.8, lam=1.0, eps=0.0, free_max=True),
-                 DecodeConfig(record_history=True))
-    steps = res.reveal_step[0].tolist()
-    assert steps[0] != steps[1] and sorted(steps).count(min(steps)) == 2
-    assert res.tokens[0, 0] == res.tokens[0, 1]
-    # at gamma 0.5 no two marginals fit together: the first pass reveals X0 alone, unprobed
-    # (no H <= 0.5); then its twin is certain (probed) and X2 rides free beside it
+    # free_max: the first pass reveals X0 alone, unprobed (no H <= 0.5); then its twin is
+    # certain (probed) and X2 rides free beside it
     res = decode(m, x, make_sampler("mi-oracle", gamma=0.5, lam=1.0, eps=0.0, free_max=True),
                  DecodeConfig(record_history=True))
     assert res.reveal_step[0].tolist() == [0, 1, 1]

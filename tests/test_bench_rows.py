@@ -1,6 +1,6 @@
 """Shared bench-table helpers: the NFE reference row and the Pareto front."""
 
-from unmask.bench import add_nfe_vs_sequential, pareto_front
+from unmask.bench import add_nfe_vs_sequential, pareto_front, plot_family
 
 
 def test_nfe_reference_prefers_confidence_then_any_sequential_sampler():
@@ -13,6 +13,17 @@ def test_nfe_reference_prefers_confidence_then_any_sequential_sampler():
     assert rows[1]["nfe_vs_sequential"] == 0.1
     rows = [{"label": "entropy k=2", "nfe": 30.0}]  # not run with default settings
     assert add_nfe_vs_sequential(rows) is None and rows[0]["nfe_vs_sequential"] is None
+
+
+def test_plot_family_keeps_the_rule_form_and_drops_the_sweep_values():
+    def row(label, corrected=False):
+        return {"label": label, "name": label.split()[0], "corrected": corrected}
+
+    assert plot_family(row("eb gamma=0.1")) == "eb"
+    assert plot_family(row("eb gamma=0.1 order=confidence")) == "eb order=confidence"
+    assert plot_family(row("mi-guided gamma=0.05 lam=0.3 free_max=True order=confidence")) \
+        == "mi-guided free_max=True order=confidence"
+    assert plot_family(row("topk k=9 +corrector", corrected=True)) == "topk +corrector"
 
 
 def test_pareto_front_drops_dominated_rows():

@@ -38,13 +38,15 @@ def attention_maps(model, tokens: torch.Tensor) -> torch.Tensor:
 
 def held_out_contexts(labels_dir: str, held_out: float, model_name: str | None = None):
     """The MDM a label folder was probed on (default: its task's shipped model) and the
-    folder's held-out contexts: (model, tokens (C, N), mi (C, N, N), masked (C, N))."""
+    folder's held-out contexts: (model, tokens (C, N), mi (C, N, N), masked (C, N),
+    resolved (C, N, N) bool or None: see ``label_resolution``)."""
     labels = LabelSet.from_dir(labels_dir)
     model = load_model(model_name or labels.identity.get("task", "sudoku")).eval()
     labels.check_model(model)
     keep = held_out_mask(labels.groups, held_out)
     tokens = labels.tokens[keep]
-    return model, tokens, labels.mi[keep], tokens == model.mask_id
+    resolved = labels.resolved[keep] if labels.resolved is not None else None
+    return model, tokens, labels.mi[keep], tokens == model.mask_id, resolved
 
 
 def linear_fit_spearman(features: torch.Tensor, target: torch.Tensor, fit: torch.Tensor,
@@ -65,7 +67,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tokens, mi, masked = held_out_contexts(args.labels, args.held_out, args.model)
+    model, tokens, mi, masked, _ = held_out_contexts(args.labels, args.held_out, args.model)
     pairs = masked_pairs(masked)
     truth = mi[pairs].double()
     maps = attention_maps(model, tokens)

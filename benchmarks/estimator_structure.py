@@ -27,14 +27,7 @@ import torch
 from estimator_attention import held_out_contexts
 
 from unmask.mi.estimator import load_estimator
-from unmask.mi.estimator_train import (
-    held_out_mask,
-    label_resolution,
-    masked_pairs,
-    spearman,
-    top_decile_recall,
-)
-from unmask.mi.labels import read_labels
+from unmask.mi.estimator_train import masked_pairs, spearman, top_decile_recall
 from unmask.sudoku.engine import PEERS
 
 
@@ -68,7 +61,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tokens, mi, masked = held_out_contexts(args.labels, args.held_out, "sudoku")
+    model, tokens, mi, masked, resolved = held_out_contexts(args.labels, args.held_out,
+                                                            "sudoku")
     mi = mi.double()
     pairs = masked_pairs(masked)
     truth = mi[pairs]
@@ -89,9 +83,7 @@ def main() -> None:
     print(f"{len(tokens)} held-out contexts, {len(truth):,} pairs; estimator pooled Spearman "
           f"{spearman(guess, truth):.3f}, top-decile recall {top_decile_recall(guess, truth):.3f}")
     zero = truth == 0
-    tensors, _ = read_labels(args.labels)
-    keep = held_out_mask(torch.arange(len(tensors["tokens"])), args.held_out)
-    resolved = label_resolution(tensors["mi"][keep], tensors["directed"][keep])[pairs]
+    resolved = resolved[pairs]
     for name, part in (("peer", peer), ("non-peer", ~peer), ("label = 0", zero),
                        ("label > 0", ~zero), ("resolved", resolved),
                        ("unresolved", ~resolved)):

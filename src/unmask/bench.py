@@ -132,21 +132,16 @@ def _greek(text: str) -> str:
     return text
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def plot_family(row: dict) -> str:
     """The line a bench row is drawn on: its sampler with the options in its label that change
     the rule's form (those whose value is not a number: a scan order, a switch such as
     ``free_max=True``), and whether it ran with the corrector. Numeric options (gamma, k, tau)
     are the points along the line."""
-    forms = [t for t in row["label"].split()[1:]
-             if "=" in t and not _is_number(t.split("=", 1)[1])]
+    def is_form(token: str) -> bool:
+        value = parse_param_value(token.split("=", 1)[1])
+        return isinstance(value, bool) or not isinstance(value, (int, float))
+
+    forms = [t for t in row["label"].split()[1:] if "=" in t and is_form(t)]
     return " ".join([row["name"], *forms]) + (" " + CORRECTED_SUFFIX if row.get("corrected")
                                               else "")
 

@@ -60,29 +60,22 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
                           descending=True, stable=True)
     rows = torch.arange(b, device=entropy.device)
     taken = torch.zeros(b, n, dtype=torch.float64, device=entropy.device)
-    budget = torch.full((b,), float(gamma), dtype=torch.float64, device=entropy.device)
+    # per row: the own costs and MI charges of the positions taken, and (free_max) the
+    # largest own cost among them, which the set's charge leaves out
+    spent, top = (torch.zeros(b, dtype=torch.float64, device=entropy.device) for _ in range(2))
     open_ = torch.ones(b, dtype=torch.bool, device=entropy.device)
     n_scan = int(eligible.sum(1).max()) if b else 0
-    # free_max: own costs taken, the largest of them, and the MI charges taken, per row
-    own_sum, top, mi_sum = (torch.zeros(b, dtype=torch.float64, device=entropy.device)
-                            for _ in range(3))
     for t in range(n_scan):  # positions in scan order; each iteration is vectorised over rows
         i = order[:, t]
         valid = eligible[rows, i] & open_
         own = ent[rows, i]
-        charge = lam * (mi[rows, i] * taken).sum(1)
-        if free_max:  # the charge of the whole set with i, its largest own cost waived
-            top_new = torch.maximum(top, own)
-            take = valid & (own_sum + own - top_new + mi_sum + charge <= gamma + 1e-12)
-            own_sum = torch.where(take, own_sum + own, own_sum)
-            top = torch.where(take, top_new, top)
-            mi_sum = torch.where(take, mi_sum + charge, mi_sum)
-        else:
-            cost = own + charge
-            take = valid & (cost <= budget + 1e-12)
-            if free_head and t == 0:
-                take, cost = valid, torch.zeros_like(cost)
-            budget = budget - torch.where(take, cost, 0.0)
+        if free_head and t == 0:  # the head is charged nothing (and has nothing to pay MI to)
+            own = torch.zeros_like(own)
+        charge = own + lam * (mi[rows, i] * taken).sum(1)
+        top_new = torch.maximum(top, own) if free_max else top
+        take = valid & (spent + charge - top_new <= gamma + 1e-12)
+        spent = torch.where(take, spent + charge, spent)
+        top = torch.where(take, top_new, top)
         taken[rows, i] = torch.where(take, 1.0, taken[rows, i])
         if stop_at_first_miss:
             open_ = open_ & ~(valid & ~take)

@@ -92,6 +92,36 @@ def test_errors_in_multi_puzzle_texts_name_the_line(tmp_path):
     assert read_puzzles(path, check=False).shape == (2, 81)
 
 
+def test_test_set_lines_read_as_their_puzzles():
+    from unmask.sudoku.datasets import load_set, set_path
+
+    puzzles, solutions = load_set("hard")
+    assert (read_puzzles(set_path("hard"), check=False) == puzzles).all()
+    line = f"{to_string(puzzles[0])} {to_string(solutions[0])}"
+    assert (parse_puzzles(f"# c\n{line}\n") == puzzles[0]).all()
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ("blank", r"^line 1: solution: blank at row 1, column 1$"),
+    ("clue", r"^line 1: solution has \d at row \d, column \d, where the puzzle's clue is \d$"),
+    ("short", r"^line 1: solution: expected 81 cells, got 80$"),
+])
+def test_test_set_lines_with_a_bad_solution_name_it(edit, message):
+    from unmask.sudoku.datasets import load_set
+
+    puzzles, solutions = load_set("hard")
+    puzzle, solution = to_string(puzzles[0]), list(to_string(solutions[0]))
+    if edit == "blank":
+        solution[0] = "."
+    elif edit == "clue":
+        i = next(k for k, ch in enumerate(puzzle) if ch != ".")
+        solution[i] = str(int(solution[i]) % 9 + 1)
+    else:
+        solution = solution[:80]
+    with pytest.raises(SudokuParseError, match=message):
+        parse_puzzles(f"{puzzle} {''.join(solution)}")
+
+
 def test_check_off_skips_solvability():
     broken = "55" + "." * 79
     assert parse_puzzle(broken, check=False)[:2].tolist() == [5, 5]

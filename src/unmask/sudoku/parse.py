@@ -3,6 +3,8 @@
 Accepted forms:
 
 * one line of 81 cells: digits 1-9, ``0`` or ``.`` for a blank;
+* one line ``<puzzle> <solution>`` of two such fields (the test-set files' form): the puzzle
+  is read, and the solution must be complete and agree with its clues;
 * a grid of 9 lines of 9 cells, optionally separated by spaces or ``|``, with separator lines
   made of ``-``, ``+``, ``=``, ``|`` and spaces skipped;
 * files or texts with several puzzles, either form, where blank lines and lines starting with
@@ -101,11 +103,28 @@ def _grid_rows(lines: list[tuple[int, str]]) -> np.ndarray:
     return grid_from_cells("".join(cells), f"line {lines[0][0]}: ")
 
 
+def _puzzle_with_solution(fields: list[str], context: str) -> np.ndarray:
+    """The puzzle (81,) of a ``<puzzle> <solution>`` line, after checking that the solution
+    is complete and keeps every clue."""
+    puzzle = grid_from_cells(fields[0], context)
+    solution = grid_from_cells(fields[1], f"{context}solution: ")
+    if (solution == 0).any():
+        i = int(np.flatnonzero(solution == 0)[0])
+        raise SudokuParseError(f"{context}solution: blank at {_where(i)}")
+    clash = np.flatnonzero((puzzle > 0) & (puzzle != solution))
+    if len(clash):
+        i = int(clash[0])
+        raise SudokuParseError(f"{context}solution has {solution[i]} at {_where(i)}, where the "
+                               f"puzzle's clue is {puzzle[i]}")
+    return puzzle
+
+
 def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
     """All puzzles in a text, (n, 81) int8 with 0 for blanks.
 
-    Each non-comment line holds either one 81-cell puzzle or one 9-cell row of a grid (9 such
-    rows in a row make a puzzle). With ``check``, clues that contradict each other and puzzles
+    Each non-comment line holds one 81-cell puzzle, one ``<puzzle> <solution>`` pair (the
+    test-set files' form; the solution is checked against the clues, then dropped) or one
+    9-cell row of a grid (9 such rows in a row make a puzzle). With ``check``, clues that contradict each other and puzzles
     without a solution raise SudokuParseError; several solutions are allowed.
     """
     puzzles: list[np.ndarray] = []
@@ -114,6 +133,11 @@ def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#") or _is_separator_line(line):
+            continue
+        fields = line.split()
+        if len(fields) == 2 and len(fields[0]) == 81 and not pending:
+            puzzles.append(_puzzle_with_solution(fields, f"line {lineno}: "))
+            contexts.append(f"line {lineno}: ")
             continue
         n_cells = len(line.translate(_ROW_SEPARATORS))
         if n_cells == 9 and len(line) < 81:

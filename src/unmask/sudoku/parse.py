@@ -124,8 +124,9 @@ def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
 
     Each non-comment line holds one 81-cell puzzle, one ``<puzzle> <solution>`` pair (the
     test-set files' form; the solution is checked against the clues, then dropped) or one
-    9-cell row of a grid (9 such rows in a row make a puzzle). With ``check``, clues that contradict each other and puzzles
-    without a solution raise SudokuParseError; several solutions are allowed.
+    9-cell row of a grid (9 such rows in a row make a puzzle). With ``check``, clues that
+    contradict each other and puzzles without a solution raise SudokuParseError; several
+    solutions are allowed.
     """
     puzzles: list[np.ndarray] = []
     contexts: list[str] = []

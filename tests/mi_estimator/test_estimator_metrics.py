@@ -14,6 +14,7 @@ from unmask.mi.estimator_train import (
     pair_metrics,
     pair_mse,
     pearson,
+    probe_agreement,
     rankdata,
     spearman,
     top_decile_recall,
@@ -96,9 +97,12 @@ def test_evaluate_predictions_reports_the_resolved_pairs_alone():
     true = torch.rand(2, n, n)
     true = (true + true.transpose(1, 2)) / 2
     resolved = true > 0.5
+    # directions true +- 0.5: every pair's asymmetry |MI_ij - MI_ji| / 2 is 0.5
+    skew = 0.5 * (torch.ones(n, n).triu(1) - torch.ones(n, n).tril(-1))
+    directed = true + skew
     # right order on the resolved pairs, reversed on the rest
     pred = torch.where(resolved, true, 1 - true)
-    r = evaluate_predictions(pred, true, masked, resolved=resolved)
+    r = evaluate_predictions(pred, true, masked, directed=directed)
     iu = torch.triu_indices(n, n, 1)
     share = float(resolved[:, iu[0], iu[1]].float().mean())
     assert r["resolved"]["share"] == pytest.approx(share) and 0 < share < 1
@@ -106,6 +110,27 @@ def test_evaluate_predictions_reports_the_resolved_pairs_alone():
     assert r["resolved"]["pairs"] == int(resolved[:, iu[0], iu[1]].sum())
     assert r["spearman"] < 0.9
     assert "resolved" not in evaluate_predictions(pred, true, masked)
+    # each direction is the label shifted by a constant: the probe agrees with itself in rank
+    assert r["probe"]["one_direction"]["spearman"] == pytest.approx(1.0)
+    assert r["probe"]["one_direction"]["mse"] == pytest.approx(0.25)
+    assert r["probe"]["between_directions"]["top_decile_recall"] == 1.0
+
+
+def test_probe_agreement_scores_one_direction_and_the_two_against_each_other():
+    torch.manual_seed(2)
+    n = 7
+    masked = torch.ones(1, n, dtype=torch.bool)
+    masked[0, 6] = False  # 15 pairs among the 6 masked positions
+    forward = torch.rand(1, n, n).triu(1)
+    # the backward direction reverses the forward ranking: MI_ji = 1 - MI_ij
+    directed = forward + (1 - forward).transpose(1, 2).tril(-1)
+    true = (directed + directed.transpose(1, 2)) / 2  # 0.5 everywhere off the diagonal
+    got = probe_agreement(true, directed, masked)
+    assert got["between_directions"]["pairs"] == 15
+    assert got["between_directions"]["spearman"] == pytest.approx(-1.0)
+    iu = torch.triu_indices(6, 6, 1)
+    assert got["one_direction"]["mse"] == pytest.approx(
+        float(((forward[0, :6, :6] - 0.5)[iu[0], iu[1]] ** 2).mean()))
 
 
 def test_pair_mse_counts_ordered_masked_pairs_off_the_diagonal():

@@ -99,12 +99,14 @@ def test_eval_reports_held_out_metrics_and_cost(tiny_run, capsys):
     assert len(r["buckets"]) == 4 and sum(b["contexts"] for b in r["buckets"]) == r["contexts"]
     assert r["cost"]["fraction"] > 0
     assert 0 < r["resolved"]["share"] <= 1 and r["resolved"]["pairs"] <= r["pairs"]
+    assert r["probe"]["one_direction"]["pairs"] == r["pairs"]
+    assert -1 <= r["probe"]["between_directions"]["spearman"] <= 1
     assert main(["mi", "eval", "--model", str(tiny_run / "model"), "--labels",
                  str(tiny_run / "labels"), "--estimator", str(tiny_run / "est" / "best"),
                  "--split", "all"]) == 0
     out = capsys.readouterr().out
     assert "all contexts" in out and "24 of 24" in out and "% of a forward" in out
-    assert "pairs the labels resolve" in out
+    assert "pairs the labels resolve" in out and "the probe against itself" in out
 
 
 def test_map_draws_both_sources(tiny_run, capsys, tmp_path):

@@ -186,6 +186,14 @@ def format_metrics(result: dict) -> str:
         lines.append(f"pairs the labels resolve (value above |MI_ij - MI_ji| / 2): "
                      f"{res['pairs']:,} ({100 * res['share']:.1f}%): Spearman "
                      f"{res['spearman']:.3f}, top-decile recall {res['top_decile_recall']:.3f}")
+    probe = result.get("probe")
+    if probe and probe["one_direction"].get("pairs"):
+        one, both = probe["one_direction"], probe["between_directions"]
+        lines.append(f"the probe against itself: one direction MI_ij against the labels "
+                     f"Spearman {one['spearman']:.3f}, top-decile recall "
+                     f"{one['top_decile_recall']:.3f}; MI_ij against MI_ji Spearman "
+                     f"{both['spearman']:.3f}, top-decile recall "
+                     f"{both['top_decile_recall']:.3f}")
     c = result["cost"]
     lines.append(f"cost: estimator {1e3 * c['estimator_s']:.1f} ms vs MDM forward "
                  f"{1e3 * c['model_forward_s']:.1f} ms at batch {c['batch']} = "
@@ -219,9 +227,9 @@ def mi_eval(args: argparse.Namespace) -> int:
     masked = tokens == model.mask_id
     with progress_bar(len(tokens), "hidden states", enabled=not args.json) as update:
         hidden = compute_features(model, tokens, estimator.config, progress=update)
-    resolved = labels.resolved[sel] if labels.resolved is not None else None
+    directed = labels.directed[sel] if labels.directed is not None else None
     result = evaluate_predictions(predict(estimator, hidden, masked), mi, masked,
-                                  resolved=resolved)
+                                  directed=directed)
     result["split"] = split
     # a fixed batch (contexts repeated as needed), so the cost does not depend on the split
     reps = -(-args.cost_batch // len(tokens))

@@ -60,8 +60,8 @@ class LabelSet:
     groups: (M,) long puzzle id of each context (the unit of the held-out split).
     model_fingerprint: the MDM the labels were probed on.
     identity: what made the labels (the label folder's identity), for the record.
-    resolved: optional (M, N, N) bool, the pairs whose label exceeds its probe asymmetry
-        (:func:`label_resolution`); read from a label folder, not carried by moved copies.
+    directed: optional (M, N, N) float, the probe's directed values (row i probed), from
+        which ``mi`` was symmetrised; read from a label folder, not carried by moved copies.
     """
 
     tokens: torch.Tensor
@@ -69,7 +69,7 @@ class LabelSet:
     groups: torch.Tensor
     model_fingerprint: str
     identity: dict | None = None
-    resolved: torch.Tensor | None = None
+    directed: torch.Tensor | None = None
 
     def __post_init__(self):
         m, n = self.tokens.shape
@@ -77,9 +77,15 @@ class LabelSet:
                 f"mi: expected shape {(m, n, n)}, got {tuple(self.mi.shape)}")
         require(self.groups.shape == (m,),
                 f"groups: expected shape {(m,)}, got {tuple(self.groups.shape)}")
-        require(self.resolved is None or self.resolved.shape == (m, n, n),
-                f"resolved: expected shape {(m, n, n)}, got "
-                f"{None if self.resolved is None else tuple(self.resolved.shape)}")
+        require(self.directed is None or self.directed.shape == (m, n, n),
+                f"directed: expected shape {(m, n, n)}, got "
+                f"{None if self.directed is None else tuple(self.directed.shape)}")
+
+    @property
+    def resolved(self) -> torch.Tensor | None:
+        """(M, N, N) bool, the pairs whose label exceeds its probe asymmetry
+        (:func:`label_resolution`); None without the directed values."""
+        return None if self.directed is None else label_resolution(self.mi, self.directed)
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
@@ -98,10 +104,9 @@ class LabelSet:
         identity = manifest.get("identity", {})
         # every context of a label folder is drawn from its own puzzle grid
         groups = torch.arange(len(tensors["tokens"]))
-        resolved = (label_resolution(tensors["mi"], tensors["directed"])
-                    if "directed" in tensors else None)
+        directed = tensors["directed"].float() if "directed" in tensors else None
         return cls(tensors["tokens"].long(), tensors["mi"].float(), groups,
-                   identity.get("model_fingerprint", ""), identity, resolved)
+                   identity.get("model_fingerprint", ""), identity, directed)
 
     def moved(self, index: torch.Tensor, cell_perm: np.ndarray,
               token_map: np.ndarray) -> LabelSet:
@@ -229,21 +234,40 @@ def masked_pairs(masked: torch.Tensor) -> torch.Tensor:
     return masked[:, :, None] & masked[:, None, :] & upper
 
 
+def probe_agreement(true: torch.Tensor, directed: torch.Tensor, masked: torch.Tensor) -> dict:
+    """How well the probe reproduces its own labels: the reference an estimator's scores are
+    read against. ``true`` (M, N, N) symmetrised labels, ``directed`` (M, N, N) the directed
+    values they came from (row i probed), over the unordered masked pairs i < j:
+
+    - ``one_direction``: :func:`pair_metrics` of the single probe direction MI_ij against the
+      labels (the ground truth asked once instead of twice);
+    - ``between_directions``: MI_ij against MI_ji (for one joint distribution the two agree
+      exactly; an MDM's conditionals need not form one)."""
+    pairs = masked_pairs(masked.cpu())
+    d = directed.cpu()
+    forward, backward = d[pairs], d.transpose(1, 2)[pairs]
+    return {"one_direction": pair_metrics(forward, true.cpu()[pairs]),
+            "between_directions": pair_metrics(forward, backward)}
+
+
 def evaluate_predictions(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,
-                         buckets=MASK_RATIO_BUCKETS, resolved: torch.Tensor | None = None
+                         buckets=MASK_RATIO_BUCKETS, directed: torch.Tensor | None = None
                          ) -> dict:
     """Metrics of predicted vs true MI (M, N, N) over masked pairs, overall and per bucket of
     mask ratio (share of masked positions); plus the mean over contexts of the within-context
     Spearman and top-decile recall (what a decoder ranking pairs of one state relies on).
-    resolved: optional (M, N, N) bool (:func:`label_resolution`): the metrics are also given
-    on the masked pairs it marks, under ``"resolved"`` with their ``share`` of all pairs."""
+    directed: optional (M, N, N) directed probe values the labels were symmetrised from; with
+    them the metrics are also given on the pairs the labels resolve (:func:`label_resolution`),
+    under ``"resolved"`` with their ``share`` of all pairs, and the probe's agreement with
+    itself under ``"probe"`` (:func:`probe_agreement`)."""
     pairs = masked_pairs(masked.cpu())
     pred, true = pred.cpu(), true.cpu()
     result = {"contexts": int(len(true)), **pair_metrics(pred[pairs], true[pairs])}
-    if resolved is not None:
-        sub = pairs & resolved.cpu()
+    if directed is not None:
+        sub = pairs & label_resolution(true, directed.cpu())
         result["resolved"] = {"share": float(sub.sum()) / max(int(pairs.sum()), 1),
                               **pair_metrics(pred[sub], true[sub])}
+        result["probe"] = probe_agreement(true, directed, masked)
     ratio = masked.float().mean(1).cpu()
     per_bucket = []
     for k, (lo, hi) in enumerate(zip(buckets[:-1], buckets[1:], strict=True)):

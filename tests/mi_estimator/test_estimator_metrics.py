@@ -151,9 +151,22 @@ def test_pair_mse_on_the_sqrt_scale():
     # the scale is monotone: a perfect prediction costs nothing on either scale
     assert float(pair_mse(true, true, masked, "sqrt")) == 0.0
     with pytest.raises(UnmaskError, match="loss_scale"):
-        pair_mse(pred, true, masked, "log")
+        pair_mse(pred, true, masked, "ln")
     with pytest.raises(UnmaskError, match="loss_scale"):
-        EstimatorTrainConfig(loss_scale="log")
+        EstimatorTrainConfig(loss_scale="ln")
+
+
+def test_pair_mse_on_the_log_scale_counts_strong_pairs_relative():
+    masked = torch.tensor([[True, True, True]])
+    true = torch.zeros(1, 3, 3)
+    true[0, 0, 1] = true[0, 1, 0] = 0.15   # log(1 + 0.15 / 0.05) = log 4
+    true[0, 0, 2] = true[0, 2, 0] = 0.95   # log(1 + 0.95 / 0.05) = log 20
+    pred = true.clone()
+    pred[0, 0, 1] = pred[0, 1, 0] = 0.35   # log 8: twice the true value + floor
+    pred[0, 0, 2] = pred[0, 2, 0] = 1.95   # log 40: the same factor on a pair 6x as strong
+    got = float(pair_mse(pred, true, masked, "log"))
+    assert got == pytest.approx(2 * math.log(2) ** 2 / 3, rel=1e-5)
+    assert float(pair_mse(true, true, masked, "log")) == 0.0
 
 
 def test_held_out_split_is_by_group_and_stable_across_set_sizes():

@@ -64,9 +64,11 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--entropy-gate", action="store_true",
                    help="bound each pair by the smaller marginal entropy of its two cells: "
                         "MI = sigmoid(score) * min(H_i, H_j) (reads the marginals)")
-    p.add_argument("--loss-scale", choices=("nats", "sqrt"), default="nats",
-                   help="compare MI in nats or as its square root in the squared error (sqrt "
-                        "weighs errors on weak pairs more; predictions stay in nats)")
+    p.add_argument("--loss-scale", choices=("nats", "sqrt", "log"), default="nats",
+                   help="compare MI in nats, as its square root or as log(1 + MI / 0.05) in "
+                        "the squared error (sqrt weighs errors on weak pairs more, log counts "
+                        "errors on strong pairs relative to their value; predictions stay in "
+                        "nats)")
     p.add_argument("--rank-weight", type=float, default=0.0,
                    help="add this weight times a within-context ranking loss (default 0: MSE "
                         "only)")

@@ -338,7 +338,7 @@ class EstimatorTrainConfig:
     held_out: share of groups (puzzles) held out; split_seed picks which.
     augment: symmetry copies per training context (see :func:`augmented_training_set`;
         the held-out contexts are never moved).
-    loss_scale: what the squared error compares: MI in 'nats', or 'sqrt' of it (see
+    loss_scale: what the squared error compares: MI in 'nats', 'sqrt' or 'log' of it (see
         :func:`to_loss_scale`); the held-out loss that picks the best estimator uses the
         same scale.
     rank_weight: weight of a within-context ranking term added to the squared error (see
@@ -405,19 +405,25 @@ def augmented_training_set(labels: LabelSet, cfg: EstimatorTrainConfig, symmetri
 
 
 #: scales the training loss can compare MI on (see :func:`to_loss_scale`)
-LOSS_SCALES = ("nats", "sqrt")
+LOSS_SCALES = ("nats", "sqrt", "log")
 #: added under the square root so its gradient stays finite at MI = 0 (nats)
 SQRT_FLOOR = 1e-4
+#: added under the logarithm of the 'log' scale (nats): above it errors count relative
+LOG_FLOOR = 0.05
 
 
 def to_loss_scale(mi: torch.Tensor, scale: str) -> torch.Tensor:
-    """MI in nats mapped to the scale the loss compares on: 'nats' (identity) or 'sqrt'
-    (sqrt(MI + 1e-4) - 1e-2: monotone, so the ranking of pairs is unchanged, but an error on a
-    weak pair weighs more against one on a strong pair than in plain nats)."""
+    """MI in nats mapped to the scale the loss compares on, all monotone (the ranking of pairs
+    is unchanged): 'nats' (identity); 'sqrt' (sqrt(MI + 1e-4) - 1e-2: an error on a weak pair
+    weighs more against one on a strong pair than in plain nats); 'log' (log(MI + 0.05) -
+    log(0.05): errors on pairs well above 0.05 nats count relative to their value, so the
+    pairs near a top-decile threshold weigh as much as the strongest ones)."""
     if scale == "nats":
         return mi
     if scale == "sqrt":
         return torch.sqrt(mi + SQRT_FLOOR) - SQRT_FLOOR ** 0.5
+    if scale == "log":
+        return torch.log1p(mi / LOG_FLOOR)
     raise UnmaskError(f"loss_scale: expected one of {', '.join(LOSS_SCALES)}, got {scale!r}")
 
 

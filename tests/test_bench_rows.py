@@ -1,6 +1,6 @@
 """Shared bench-table helpers: the NFE reference row and the Pareto front."""
 
-from unmask.bench import add_nfe_vs_sequential, pareto_front, plot_family
+from unmask.bench import add_nfe_vs_sequential, pareto_front, plot_family, render_table
 
 
 def test_nfe_reference_prefers_confidence_then_any_sequential_sampler():
@@ -47,3 +47,15 @@ def test_paired_counts_against_the_reference_row():
     assert rows[1]["gained_vs_ref"] is None and rows[1]["lost_vs_ref"] is None
     with pytest.raises(ValueError, match="items"):
         add_paired_vs([{"solved_each": "10"}], {"solved_each": "101"})
+
+
+def test_render_table_keeps_every_column_when_output_is_not_a_terminal(capsys):
+    # a pipe or file gets rich's default 80 columns; a long unwrapped first column used to
+    # squeeze the number columns to nothing there
+    label = "mi-guided gamma=0.05 lam=0.3 free_max=True stop_at_first_miss=True order=confidence"
+    rows = [{"label": label, "solved_pct": 79.1, "nfe": 10.714}]
+    render_table(rows, [("sampler", "label", "s"), ("solved %", "solved_pct", ".1f"),
+                        ("mean NFE", "nfe", ".2f")], "title")
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if label in x)
+    assert "79.1" in line and "10.71" in line

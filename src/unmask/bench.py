@@ -73,9 +73,19 @@ def timed_decode(model, tokens: torch.Tensor, entry: BenchEntry, config: DecodeC
     return DecodeResult(**cat), wall
 
 
+def wide_console(table):
+    """A rich Console at least as wide as ``table``'s natural width. Rich squeezes a table
+    into the terminal's width (80 columns when the output is a file or a pipe), and a long
+    unwrapped first column then leaves the number columns no room at all."""
+    from rich.console import Console
+
+    console = Console()
+    need = console.measure(table, options=console.options.update_width(10_000)).maximum
+    return Console(width=need) if need > console.width else console
+
+
 def render_table(rows: list[dict], columns: list[tuple[str, str, str]], title: str) -> None:
     """Print ``rows`` with rich. columns: (header, key, format spec) e.g. ("NFE", "nfe", ".1f")."""
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
@@ -84,7 +94,7 @@ def render_table(rows: list[dict], columns: list[tuple[str, str, str]], title: s
     for r in rows:
         table.add_row(*[("-" if r.get(key) is None else format(r[key], fmt))
                         for _, key, fmt in columns])
-    Console().print(table)
+    wide_console(table).print(table)
 
 
 #: one-position-per-step samplers, in the order preferred as the NFE reference

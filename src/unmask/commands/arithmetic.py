@@ -100,11 +100,10 @@ TASK_TITLES = {"generate": "unconditional generation", "product": "factors given
 
 
 def print_tables(rows: list[dict], source: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    console = Console(width=max(console.width, 100))  # keep the numeric columns readable
+    from unmask.bench import wide_console
+
     for task in dict.fromkeys(r["task"] for r in rows):
         part = [r for r in rows if r["task"] == task]
         base = next((r["ms_per_step"] for r in part if r["sampler"] == "confidence"), None)
@@ -120,4 +119,4 @@ def print_tables(rows: list[dict], source: str) -> None:
                           f"{100 * r['well_formed']:.1f}", f"{r['nfe']:.2f}",
                           f"{r['sequences']:.1f}", f"{r['cumulative_entropy']:.3f}",
                           f"{r['ms_per_step']:.2f}", ratio)
-        console.print(table)
+        wide_console(table).print(table)

@@ -105,6 +105,7 @@ def test_test_set_lines_read_as_their_puzzles():
     ("blank", r"^line 1: solution: blank at row 1, column 1$"),
     ("clue", r"^line 1: solution has \d at row \d, column \d, where the puzzle's clue is \d$"),
     ("short", r"^line 1: solution: expected 81 cells, got 80$"),
+    ("swap", r"^line 1: solution breaks the rules: digit \d appears twice in (row|column|box) "),
 ])
 def test_test_set_lines_with_a_bad_solution_name_it(edit, message):
     from unmask.sudoku.datasets import load_set
@@ -115,6 +116,9 @@ def test_test_set_lines_with_a_bad_solution_name_it(edit, message):
         solution[0] = "."
     elif edit == "clue":
         i = next(k for k, ch in enumerate(puzzle) if ch != ".")
+        solution[i] = str(int(solution[i]) % 9 + 1)
+    elif edit == "swap":  # a blank cell's digit changed: the grid breaks a unit
+        i = puzzle.index(".")
         solution[i] = str(int(solution[i]) % 9 + 1)
     else:
         solution = solution[:80]

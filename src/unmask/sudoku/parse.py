@@ -4,7 +4,7 @@ Accepted forms:
 
 * one line of 81 cells: digits 1-9, ``0`` or ``.`` for a blank;
 * one line ``<puzzle> <solution>`` of two such fields (the test-set files' form): the puzzle
-  is read, and the solution must be complete and agree with its clues;
+  is read, and the solution must be a complete valid grid that keeps its clues;
 * a grid of 9 lines of 9 cells, optionally separated by spaces or ``|``, with separator lines
   made of ``-``, ``+``, ``=``, ``|`` and spaces skipped;
 * files or texts with several puzzles, either form, where blank lines and lines starting with
@@ -69,8 +69,9 @@ def _unit_name(u: int) -> str:
     return f"{kind} {u % 9 + 1}"
 
 
-def check_clues(grid, context: str = "") -> None:
-    """Raise SudokuParseError if two equal digits share a row, column or box of grid (81,)."""
+def check_clues(grid, context: str = "", what: str = "clues contradict") -> None:
+    """Raise SudokuParseError if two equal digits share a row, column or box of grid (81,);
+    ``what`` opens the message after ``context``."""
     g = np.asarray(grid)
     for u, cells in enumerate(UNITS):
         values = g[cells]
@@ -79,7 +80,7 @@ def check_clues(grid, context: str = "") -> None:
             if len(where) > 1:
                 a, b = (int(cells[k]) for k in where[:2])
                 raise SudokuParseError(
-                    f"{context}clues contradict: digit {d} appears twice in {_unit_name(u)} "
+                    f"{context}{what}: digit {d} appears twice in {_unit_name(u)} "
                     f"(at {_where(a)} and {_where(b)})"
                 )
 
@@ -105,7 +106,7 @@ def _grid_rows(lines: list[tuple[int, str]]) -> np.ndarray:
 
 def _puzzle_with_solution(fields: list[str], context: str) -> np.ndarray:
     """The puzzle (81,) of a ``<puzzle> <solution>`` line, after checking that the solution
-    is complete and keeps every clue."""
+    is complete, follows the rules and keeps every clue."""
     puzzle = grid_from_cells(fields[0], context)
     solution = grid_from_cells(fields[1], f"{context}solution: ")
     if (solution == 0).any():
@@ -116,6 +117,7 @@ def _puzzle_with_solution(fields: list[str], context: str) -> np.ndarray:
         i = int(clash[0])
         raise SudokuParseError(f"{context}solution has {solution[i]} at {_where(i)}, where the "
                                f"puzzle's clue is {puzzle[i]}")
+    check_clues(solution, context, "solution breaks the rules")
     return puzzle
 
 

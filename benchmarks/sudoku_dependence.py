@@ -17,7 +17,8 @@ revealed two same-digit peers (a clash: the failure that dependence-aware decodi
 and the solved % of the EB frontier interpolated at the row's passes, with the difference.
 
     PYTHONPATH=src .venv/bin/python benchmarks/sudoku_dependence.py --limit 200 [--oracle]
-        [--specs SPEC ...]   (replaces the default rows; keep two or more EB rows)
+        [--set hard|medium|FILE] [--specs SPEC ...]   (replaces the default rows; keep two or
+        more EB rows)
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from unmask.samplers.eb import EBSampler
 from unmask.samplers.mi_guided import MIGuidedSampler
 from unmask.sudoku.bench import bench_sudoku
 from unmask.sudoku.datasets import load_set
+from unmask.sudoku.parse import read_puzzles
 
 
 @register("eb-mi-veto")
@@ -92,7 +94,8 @@ class MIGuidedWithRiderCap(MIGuidedSampler):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--limit", type=int, default=200, help="first N hard puzzles")
+    ap.add_argument("--set", default="hard", help="hard | medium | a puzzle file (default hard)")
+    ap.add_argument("--limit", type=int, default=200, help="first N puzzles of the set")
     ap.add_argument("--oracle", action="store_true", help="add mi-oracle rows (slow)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--specs", nargs="+", default=None, metavar="SPEC",
@@ -111,12 +114,13 @@ def main() -> None:
     if args.specs:
         specs = args.specs
     model = load_model()
-    puzzles, _ = load_set("hard")
+    puzzles = (load_set(args.set)[0] if args.set in ("hard", "medium")
+               else read_puzzles(args.set))
     rows = bench_sudoku(model, puzzles[:args.limit], [BenchEntry.parse(s) for s in specs])
     eb = sorted((r for r in rows if r["name"] == "eb"), key=lambda r: r["steps"])
     xs, ys = [r["steps"] for r in eb], [100 * r["solved"] for r in eb]
 
-    table = Table(title=f"Sudoku hard, first {args.limit} puzzles, shipped model; "
+    table = Table(title=f"Sudoku {args.set}, first {args.limit} puzzles, shipped model; "
                         "EB frontier interpolated at equal passes")
     for col in ("sampler", "solved %", "passes", "cum. H", "clash %", "EB at passes", "diff"):
         table.add_column(col, justify="left" if col == "sampler" else "right")

@@ -37,8 +37,7 @@ from unmask.samplers.base import Selection, register, scan_order_scores
 from unmask.samplers.eb import EBSampler
 from unmask.samplers.mi_guided import MIGuidedSampler
 from unmask.sudoku.bench import bench_sudoku
-from unmask.sudoku.datasets import load_set
-from unmask.sudoku.parse import read_puzzles
+from unmask.sudoku.datasets import set_puzzles
 
 
 @register("eb-mi-veto")
@@ -114,8 +113,7 @@ def main() -> None:
     if args.specs:
         specs = args.specs
     model = load_model()
-    puzzles = (load_set(args.set)[0] if args.set in ("hard", "medium")
-               else read_puzzles(args.set))
+    puzzles = set_puzzles(args.set)
     rows = bench_sudoku(model, puzzles[:args.limit], [BenchEntry.parse(s) for s in specs])
     eb = sorted((r for r in rows if r["name"] == "eb"), key=lambda r: r["steps"])
     xs, ys = [r["steps"] for r in eb], [100 * r["solved"] for r in eb]

@@ -94,6 +94,21 @@ def test_load_set_from_path_solves_missing_solutions(tmp_path, test_sets):
     path.write_text("1" * 81 + "\n")
     with pytest.raises(ValueError, match="no solution"):
         load_set(path)
+    # a given solution is checked as parse_puzzles checks it
+    wrong = list(rows[0].split()[1])
+    i = rows[0].index(".")
+    wrong[i] = str(int(wrong[i]) % 9 + 1)
+    path.write_text(rows[0].split()[0] + " " + "".join(wrong) + "\n")
+    with pytest.raises(ValueError, match=r"mine.txt: line 1: solution breaks the rules"):
+        load_set(path)
+
+
+def test_set_puzzles_reads_packaged_names_and_files(tmp_path, test_sets):
+    puzzles, solutions = test_sets["medium"]
+    assert (datasets.set_puzzles("medium") == puzzles).all()
+    path = tmp_path / "two.txt"
+    path.write_text("\n".join(format_set_lines(puzzles[:2], solutions[:2])) + "\n")
+    assert (datasets.set_puzzles(path) == puzzles[:2]).all()
 
 
 def test_training_grids_are_valid_fresh_and_deterministic(test_sets):

@@ -126,6 +126,15 @@ def test_test_set_lines_with_a_bad_solution_name_it(edit, message):
         parse_puzzles(f"{puzzle} {''.join(solution)}")
 
 
+def test_missing_or_unreadable_file_is_a_parse_error(tmp_path):
+    with pytest.raises(SudokuParseError, match=r"nope.txt: cannot read: No such file"):
+        read_puzzles(tmp_path / "nope.txt")
+    binary = tmp_path / "bin.txt"
+    binary.write_bytes(b"\xff\xfe" * 50)
+    with pytest.raises(SudokuParseError, match=r"bin.txt: cannot read: "):
+        read_puzzles(binary)
+
+
 def test_check_off_skips_solvability():
     broken = "55" + "." * 79
     assert parse_puzzle(broken, check=False)[:2].tolist() == [5, 5]

@@ -57,8 +57,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         bench_sudoku,
         singles_reference,
     )
-    from unmask.sudoku.datasets import load_set
-    from unmask.sudoku.parse import read_puzzles
+    from unmask.sudoku.datasets import set_puzzles
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -67,11 +66,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     json_path = output_path(args.json, "--json") if args.json else None
     plot_path = output_path(args.plot, "--plot") if args.plot else None
-    if args.set in ("hard", "medium"):
-        puzzles, _ = load_set(args.set)
-    else:
-        puzzles = read_puzzles(args.set)
-    puzzles = puzzles[: args.limit]
+    puzzles = set_puzzles(args.set)[: args.limit]
     model = load_model(args.model).to(device)
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")

@@ -29,7 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from unmask.sudoku.engine import make_puzzles, random_full_grids, rate, solve_batch
-from unmask.sudoku.parse import SudokuParseError, grid_from_cells, to_string
+from unmask.sudoku.parse import (
+    SudokuParseError,
+    grid_from_cells,
+    puzzle_and_solution,
+    read_puzzles,
+    read_text,
+    to_string,
+)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TEST_SET_KINDS = ("hard", "medium")
@@ -123,7 +130,7 @@ def load_set(name_or_path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     path = set_path(name_or_path)
     puzzles, solutions = [], []
     missing = []
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, raw in enumerate(read_text(path).splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -131,10 +138,12 @@ def load_set(name_or_path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         if len(fields) > 2:
             raise SudokuParseError(f"{path}: line {lineno}: expected '<puzzle> [<solution>]'")
         context = f"{path}: line {lineno}: "
-        puzzles.append(grid_from_cells(fields[0], context))
         if len(fields) == 2:
-            solutions.append(grid_from_cells(fields[1], context))
+            puzzle, solution = puzzle_and_solution(fields, context)
+            puzzles.append(puzzle)
+            solutions.append(solution)
         else:
+            puzzles.append(grid_from_cells(fields[0], context))
             solutions.append(np.zeros(81, dtype=np.int8))
             missing.append(len(puzzles) - 1)
     p = np.stack(puzzles) if puzzles else np.zeros((0, 81), dtype=np.int8)
@@ -146,6 +155,14 @@ def load_set(name_or_path: str | Path) -> tuple[np.ndarray, np.ndarray]:
             raise SudokuParseError(f"{path}: puzzle {bad + 1} has no solution")
         s[missing] = solved
     return p, s
+
+
+def set_puzzles(name_or_path: str | Path) -> np.ndarray:
+    """Puzzles (n, 81) of a packaged test set ('hard', 'medium') or of a puzzle file in any
+    form :func:`~unmask.sudoku.parse.parse_puzzles` reads (checked to be solvable)."""
+    if str(name_or_path) in TEST_SET_KINDS:
+        return load_set(name_or_path)[0]
+    return read_puzzles(name_or_path)
 
 
 # ---------------------------------------------------------------------------------------------

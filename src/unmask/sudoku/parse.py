@@ -104,9 +104,9 @@ def _grid_rows(lines: list[tuple[int, str]]) -> np.ndarray:
     return grid_from_cells("".join(cells), f"line {lines[0][0]}: ")
 
 
-def _puzzle_with_solution(fields: list[str], context: str) -> np.ndarray:
-    """The puzzle (81,) of a ``<puzzle> <solution>`` line, after checking that the solution
-    is complete, follows the rules and keeps every clue."""
+def puzzle_and_solution(fields: list[str], context: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """(puzzle, solution), each (81,), of the two fields of a ``<puzzle> <solution>`` line,
+    after checking that the solution is complete, follows the rules and keeps every clue."""
     puzzle = grid_from_cells(fields[0], context)
     solution = grid_from_cells(fields[1], f"{context}solution: ")
     if (solution == 0).any():
@@ -118,7 +118,7 @@ def _puzzle_with_solution(fields: list[str], context: str) -> np.ndarray:
         raise SudokuParseError(f"{context}solution has {solution[i]} at {_where(i)}, where the "
                                f"puzzle's clue is {puzzle[i]}")
     check_clues(solution, context, "solution breaks the rules")
-    return puzzle
+    return puzzle, solution
 
 
 def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
@@ -139,7 +139,7 @@ def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
             continue
         fields = line.split()
         if len(fields) == 2 and len(fields[0]) == 81 and not pending:
-            puzzles.append(_puzzle_with_solution(fields, f"line {lineno}: "))
+            puzzles.append(puzzle_and_solution(fields, f"line {lineno}: ")[0])
             contexts.append(f"line {lineno}: ")
             continue
         n_cells = len(line.translate(_ROW_SEPARATORS))
@@ -182,10 +182,20 @@ def parse_puzzle(text: str, check: bool = True) -> np.ndarray:
     return grids[0]
 
 
+def read_text(path: str | Path) -> str:
+    """The text of a puzzle file; a missing or unreadable file raises SudokuParseError."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise SudokuParseError(f"{path}: cannot read: {reason}") from None
+
+
 def read_puzzles(path: str | Path, check: bool = True) -> np.ndarray:
     """All puzzles in a file, (n, 81) int8; see :func:`parse_puzzles`."""
+    text = read_text(path)
     try:
-        return parse_puzzles(Path(path).read_text(encoding="utf-8"), check=check)
+        return parse_puzzles(text, check=check)
     except SudokuParseError as err:
         raise SudokuParseError(f"{path}: {err}") from None
 

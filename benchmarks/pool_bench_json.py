@@ -20,6 +20,8 @@ import argparse
 import json
 import math
 
+import numpy as np
+
 from unmask.bench import add_paired_vs, render_table
 
 REFERENCE = "confidence"
@@ -65,11 +67,10 @@ def main() -> None:
         r["seq_widths"] = widths(r["gained_vs_ref"], r["lost_vs_ref"])
         if r["name"] == "eb" or r is ref or not eb:
             continue
-        for lo, hi in zip(eb, eb[1:], strict=False):
-            if lo["nfe"] <= r["nfe"] <= hi["nfe"]:
-                t = (r["nfe"] - lo["nfe"]) / (hi["nfe"] - lo["nfe"])
-                r["eb_at"] = lo["solved_pct"] + t * (hi["solved_pct"] - lo["solved_pct"])
-                r["eb_diff"] = r["solved_pct"] - r["eb_at"]
+        if eb[0]["nfe"] <= r["nfe"] <= eb[-1]["nfe"]:
+            r["eb_at"] = float(np.interp(r["nfe"], [e["nfe"] for e in eb],
+                                         [e["solved_pct"] for e in eb]))
+            r["eb_diff"] = r["solved_pct"] - r["eb_at"]
         near = min(eb, key=lambda e: abs(e["nfe"] - r["nfe"]))
         add_paired_vs([r], near)
         r["vs_eb"] = (f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']} vs {near['label']} "

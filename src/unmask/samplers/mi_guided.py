@@ -30,6 +30,12 @@ from unmask.samplers.base import (
 SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator"}
 
 
+def check_uncharged(free_head: bool, free_max: bool) -> None:
+    """The rule leaves at most one position of a pass uncharged: the head or the maximum."""
+    require(not (free_head and free_max),
+            "free_head, free_max: choose one position to leave uncharged, not both")
+
+
 def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Tensor,
                      scores: torch.Tensor, gamma: float, lam: float,
                      stop_at_first_miss: bool = False, free_head: bool = False,
@@ -51,8 +57,7 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
     MI); at ``lam=0`` with ``stop_at_first_miss`` this is EB-Sampler's prefix exactly. At most
     one position with H > gamma can be taken (two would leave the smaller one charged).
     """
-    require(not (free_head and free_max), "free_head, free_max: choose one position to leave "
-                                          "uncharged, not both")
+    check_uncharged(free_head, free_max)
     b, n = entropy.shape
     ent = entropy.double()
     mi = mi.double()
@@ -99,8 +104,7 @@ class _BudgetedMISampler(Sampler):
     def __post_init__(self):
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
         require(self.lam >= 0, f"lam: must be >= 0, got {self.lam}")
-        require(not (self.free_head and self.free_max),
-                "free_head, free_max: choose one position to leave uncharged, not both")
+        check_uncharged(self.free_head, self.free_max)
         check_scan_order(self.order)
 
     def mutual_information(self, state: StepState) -> torch.Tensor:  # pragma: no cover

@@ -53,7 +53,12 @@ def test_bench_on_a_hard_slice(tmp_path, capsys):
     assert main(["bench", "sudoku", "--limit", "20", "--quiet", "--samplers", "confidence",
                  "topk:k=7", "eb:gamma=0.1,order=confidence",
                  "mi-guided:gamma=0.3,order=confidence", "--json", str(out)]) == 0
-    rows = {r["label"]: r for r in json.loads(out.read_text())["rows"]}
+    data = json.loads(out.read_text())
+    from unmask.mi.estimator import load_estimator
+
+    assert data["estimator"] == {"source": "shipped 'sudoku_mi_estimator'",
+                                 "fingerprint": load_estimator().fingerprint()}
+    rows = {r["label"]: r for r in data["rows"]}
     seq = rows["confidence"]
     assert seq["solved"] >= 0.2  # the shipped model is well above this on hard puzzles
     assert rows["topk k=7"]["nfe"] < seq["nfe"] / 5

@@ -21,7 +21,7 @@ from torch import nn
 
 from unmask.errors import UnmaskError
 from unmask.io import atomic_path, atomic_write_text
-from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.base import MaskedModel, ModelOutput, weights_fingerprint
 
 CONFIG_FILE = "config.json"
 
@@ -84,6 +84,11 @@ class FrozenHead(nn.Module):
                               f"{want} (an {self.KIND} only works with the model it was "
                               "trained on)")
         self._checked = key
+
+    def fingerprint(self) -> str:
+        """A short hash of this head's own weights (not its MDM's), so that a result can say
+        which head produced it: a shipped name outlives its weights."""
+        return weights_fingerprint(self, self.MODEL_TYPE)
 
     def save(self, directory: str | Path, extra: dict | None = None) -> None:
         """Write ``config.json`` and the weights atomically into ``directory``."""

@@ -82,6 +82,7 @@ def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
     from unmask.pretrained import load_model
 
     assert data["model_fingerprint"] == load_model(tiny_model_dir).fingerprint()
+    assert data["estimator"] is None  # no mi-guided row, so no estimator was read
     seq, top7 = data["rows"][0], data["rows"][1]
     for r in data["rows"]:  # per-puzzle outcomes, and the paired count against sequential
         assert len(r["solved_each"]) == 4 and set(r["solved_each"]) <= {"0", "1"}

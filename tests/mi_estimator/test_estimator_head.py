@@ -180,6 +180,11 @@ def test_save_load_round_trip(tiny_transformer, tmp_path):
     assert back.metadata["note"] == "kept"
     h = torch.randn(2, 12, tiny_transformer.hidden_size)
     assert torch.equal(back(h), est(h))
+    # the head's own fingerprint survives the round trip and follows its weights alone
+    assert back.fingerprint() == est.fingerprint() != tiny_transformer.fingerprint()
+    with torch.no_grad():
+        next(back.parameters()).view(-1)[0] += 1e-3
+    assert back.fingerprint() != est.fingerprint()
     assert sorted(p.name for p in (tmp_path / "est").iterdir()) == ["config.json",
                                                                      "estimator.safetensors"]
 

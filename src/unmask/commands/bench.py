@@ -81,6 +81,13 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         corrector = load_corrector(args.corrector, model=model)
     elif args.corrector:
         raise UnmaskError("--corrector: no sampler spec ends in '+corrector'")
+    estimator = None
+    if any(e.name == "mi-guided" for e in entries):
+        from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
+
+        est = load_estimator(args.estimator, model=model)
+        estimator = {"source": args.estimator or f"shipped '{SHIPPED_ESTIMATOR}'",
+                     "fingerprint": est.fingerprint()}
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
                             batch_size=args.batch_size, config=config, corrector=corrector,
@@ -117,6 +124,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
              # a shipped name outlives its weights: the fingerprint says which model ran
              "model_fingerprint": model.fingerprint(),
              "self_condition": model.self_conditioning and not args.no_self_condition,
+             # which MI estimator the mi-guided rows read (None: no mi-guided row)
+             "estimator": estimator,
              "corrector": None if corrector is None else {
                  "source": args.corrector or f"shipped '{SHIPPED_CORRECTOR}'",
                  "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks,

@@ -54,6 +54,17 @@ class ModelOutput:
                            tuple(h[index] for h in layers))
 
 
+def weights_fingerprint(module: nn.Module, prefix: str = "") -> str:
+    """A short hash (16 hex digits) of ``prefix`` and every tensor of ``module.state_dict()``
+    (names and float64 values), so that a result can say which weights produced it."""
+    h = hashlib.sha256()
+    h.update(prefix.encode())
+    for name, t in sorted(module.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 class MaskedModel(nn.Module):
     """A masked diffusion model: tokens (B, N) long -> :class:`ModelOutput`.
 
@@ -95,12 +106,8 @@ class MaskedModel(nn.Module):
 
     def fingerprint(self) -> str:
         """A short hash of the weights and vocabulary, to tie labels/estimators to a model."""
-        h = hashlib.sha256()
-        h.update(repr((self.vocab_size, self.mask_id, self.real_token_ids)).encode())
-        for name, t in sorted(self.state_dict().items()):
-            h.update(name.encode())
-            h.update(t.detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
-        return h.hexdigest()[:16]
+        return weights_fingerprint(self, repr((self.vocab_size, self.mask_id,
+                                               self.real_token_ids)))
 
     def check_tokens(self, tokens: torch.Tensor) -> None:
         """Raise :class:`UnmaskError` naming what is wrong with ``tokens`` (B, N)."""

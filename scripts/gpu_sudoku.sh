@@ -6,7 +6,7 @@
 #   3. ground-truth MI labels for its estimator               (unmask mi label --device)
 # Everything lands under OUT: model/best (the weights), train.log, bench.json, bench.log and
 # mi/labels-FINGERPRINT. Back on the CPU machine, with OUT's files copied to runs/gpu:
-#   scripts/train_sudoku_estimator.sh runs/gpu/model/best runs/gpu/mi
+#   CONTEXTS=2048 scripts/train_sudoku_estimator.sh runs/gpu/model/best runs/gpu/mi
 # finds the labels complete, trains and evaluates the estimator; then
 #   unmask bench sudoku --model runs/gpu/model/best --estimator runs/gpu/mi/estimator-FP/best
 # gives the MI-guided rows.

@@ -63,6 +63,8 @@ def test_bench_on_a_hard_slice(tmp_path, capsys):
     assert seq["solved"] >= 0.2  # the shipped model is well above this on hard puzzles
     assert rows["topk k=7"]["nfe"] < seq["nfe"] / 5
     assert rows["mi-guided gamma=0.3 order=confidence"]["nfe"] < seq["nfe"]
+    assert (f"MI estimator: shipped 'sudoku_mi_estimator' (weights "
+            f"{data['estimator']['fingerprint']})") in capsys.readouterr().out
 
 
 @pytest.mark.slow

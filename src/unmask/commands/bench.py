@@ -116,6 +116,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     print(f"physical reference: parallel naked/hidden singles finish "
           f"{100 * ref['singles_share']:.0f}% of these puzzles ({rounds} where they do); "
           f"a perfect MDM needs 1 pass.")
+    if estimator is not None:
+        print(f"MI estimator: {estimator['source']} (weights {estimator['fingerprint']})")
     print("published reference (1,000 hard): " + "; ".join(
         f"{label[4:]} {nfe} passes / {acc}%" for label, nfe, acc in SEED_REFERENCE))
     if json_path is not None:

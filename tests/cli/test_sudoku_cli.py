@@ -98,6 +98,39 @@ def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
     assert "physical reference" in printed and "MI estimator" not in printed
 
 
+def test_bench_sudoku_records_the_estimator_each_mi_guided_row_read(tiny_model_dir, tmp_path,
+                                                                    capsys):
+    from unmask.mi.estimator import EstimatorConfig, MIEstimator
+    from unmask.pretrained import load_model
+
+    model = load_model(tiny_model_dir)
+    folders = []
+    for seed in (1, 2):  # two estimators of the same model, different weights
+        torch.manual_seed(seed)
+        est = MIEstimator(EstimatorConfig(hidden_size=model.hidden_size, d=8, n_heads=2,
+                                          pair_hidden=2, pair_rank=2,
+                                          model_fingerprint=model.fingerprint()))
+        est.save(tmp_path / f"est{seed}")
+        folders.append((str(tmp_path / f"est{seed}"), est.fingerprint()))
+    (a, fa), (b, fb) = folders
+    assert fa != fb
+    out = tmp_path / "b.json"
+    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "2", "--quiet",
+                 "--samplers", "confidence", f"mi-guided:gamma=0.3,estimator={a}",
+                 f"mi-guided:gamma=0.6,estimator={b}", f"mi-guided:gamma=1.0,estimator={a}",
+                 "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["estimator"] == [{"source": a, "fingerprint": fa},
+                                                         {"source": b, "fingerprint": fb}]
+    printed = capsys.readouterr().out
+    assert f"MI estimator: {a} (weights {fa})" in printed
+    assert f"MI estimator: {b} (weights {fb})" in printed
+    # --estimator gives every mi-guided row the same one: a single record
+    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "2", "--quiet",
+                 "--samplers", "mi-guided:gamma=0.3", "--estimator", b, "--json",
+                 str(out)]) == 0
+    assert json.loads(out.read_text())["estimator"] == {"source": b, "fingerprint": fb}
+
+
 def test_train_grows_a_self_conditioning_model_and_bench_can_switch_its_input_off(
         tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "sc"

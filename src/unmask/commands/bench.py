@@ -81,13 +81,18 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
         corrector = load_corrector(args.corrector, model=model)
     elif args.corrector:
         raise UnmaskError("--corrector: no sampler spec ends in '+corrector'")
-    estimator = None
-    if any(e.name == "mi-guided" for e in entries):
-        from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
+    from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
 
-        est = load_estimator(args.estimator, model=model)
-        estimator = {"source": args.estimator or f"shipped '{SHIPPED_ESTIMATOR}'",
-                     "fingerprint": est.fingerprint()}
+    # the estimators the mi-guided rows read, one record per distinct source: each entry's
+    # own (--estimator or a spec's estimator=FOLDER; None: the shipped one)
+    records = {}
+    for e in entries:
+        if e.name != "mi-guided" or e.params.get("estimator") in records:
+            continue
+        source = e.params.get("estimator")
+        records[source] = {"source": source or f"shipped '{SHIPPED_ESTIMATOR}'",
+                           "fingerprint": load_estimator(source, model=model).fingerprint()}
+    estimators = list(records.values())
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
                             batch_size=args.batch_size, config=config, corrector=corrector,
@@ -116,8 +121,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     print(f"physical reference: parallel naked/hidden singles finish "
           f"{100 * ref['singles_share']:.0f}% of these puzzles ({rounds} where they do); "
           f"a perfect MDM needs 1 pass.")
-    if estimator is not None:
-        print(f"MI estimator: {estimator['source']} (weights {estimator['fingerprint']})")
+    for est in estimators:
+        print(f"MI estimator: {est['source']} (weights {est['fingerprint']})")
     print("published reference (1,000 hard): " + "; ".join(
         f"{label[4:]} {nfe} passes / {acc}%" for label, nfe, acc in SEED_REFERENCE))
     if json_path is not None:
@@ -126,8 +131,10 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
              # a shipped name outlives its weights: the fingerprint says which model ran
              "model_fingerprint": model.fingerprint(),
              "self_condition": model.self_conditioning and not args.no_self_condition,
-             # which MI estimator the mi-guided rows read (None: no mi-guided row)
-             "estimator": estimator,
+             # which MI estimator the mi-guided rows read (None: no mi-guided row; a list
+             # when specs name different ones)
+             "estimator": (None if not estimators else estimators[0] if len(estimators) == 1
+                           else estimators),
              "corrector": None if corrector is None else {
                  "source": args.corrector or f"shipped '{SHIPPED_CORRECTOR}'",
                  "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks,

@@ -48,7 +48,9 @@ def main() -> None:
             seen.add(tag + r["label"])
             rows.append({**r, "label": tag + r["label"], "name": tag + r["name"],
                          "accuracy": r["solved"],
-                         "corrected": r.get("corrected", "+corrector" in r["label"])})
+                         "corrected": r.get("corrected", "+corrector" in r["label"]),
+                         "verified": r.get("verified", "+verify" in r["label"]),
+                         "verify_tolerance": r.get("verify_tolerance", 1.0)})
     if len(set(sets)) > 1:
         raise SystemExit(f"the files measure different puzzle sets: {sorted(set(sets))}")
     title = args.title or f"Sudoku '{sets[0]}' puzzles: {len(rows)} rows"

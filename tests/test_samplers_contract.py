@@ -27,6 +27,19 @@ def sampler_names():
     return available_samplers()
 
 
+def verifiable(name):
+    """Samplers whose sets the loop can verify (``DecodeConfig.verify``): all but lookahead."""
+    return not sampler_class(name).evaluates_next_state
+
+
+VERIFY = pytest.mark.parametrize("verify", [False, True], ids=["plain", "verified"])
+
+
+def skip_unverifiable(name, verify):
+    if verify and not verifiable(name):
+        pytest.skip(f"{name} evaluates its next state itself; verify refuses it (test_verify)")
+
+
 def build(name, model):
     params = PARAMS.get(name, {})
     return make_sampler(name, **(params(model) if callable(params) else params))
@@ -42,11 +55,13 @@ def masked_inputs(model, b, seed=0):
     return x.masked_fill(hide, model.mask_id)
 
 
+@VERIFY
 @pytest.mark.parametrize("name", sampler_names())
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_contract_on_toy(name, temperature, toy):
+def test_contract_on_toy(name, temperature, verify, toy):
+    skip_unverifiable(name, verify)
     x = masked_inputs(toy, 6)
-    history_cfg = DecodeConfig(temperature=temperature, record_history=True)
+    history_cfg = DecodeConfig(temperature=temperature, record_history=True, verify=verify)
     res = decode(toy, x, build(name, toy), history_cfg, seed=11)
     masked = x == toy.mask_id
     # revealed tokens never change, and every mask is filled with a real token
@@ -73,33 +88,41 @@ def test_contract_on_toy(name, temperature, toy):
     assert torch.equal(res.tokens, again.tokens)
 
 
+@VERIFY
 @pytest.mark.parametrize("name", sampler_names())
-def test_batch_equals_rows(name, toy):
+def test_batch_equals_rows(name, verify, toy):
+    skip_unverifiable(name, verify)
     x = masked_inputs(toy, 5, seed=3)
-    cfg = DecodeConfig(temperature=0.7)
+    cfg = DecodeConfig(temperature=0.7, verify=verify)
     batch = decode(toy, x, build(name, toy), cfg, seed=100)
     for r in range(x.shape[0]):
         one = decode(toy, x[r:r + 1], build(name, toy), cfg, seed=100 + r)
         assert torch.equal(one.tokens[0], batch.tokens[r]), (name, r)
         assert one.nfe[0] == batch.nfe[r]
         assert one.steps[0] == batch.steps[r]
+        assert one.sequences[0] == batch.sequences[r]
+        assert one.rejected[0] == batch.rejected[r]
 
 
+@VERIFY
 @pytest.mark.parametrize("name", sampler_names())
-def test_blocks_decode_left_to_right(name, tiny_transformer):
+def test_blocks_decode_left_to_right(name, verify, tiny_transformer):
+    skip_unverifiable(name, verify)
     m = tiny_transformer
     x = torch.full((3, 12), m.mask_id)
-    res = decode(m, x, build(name, m), DecodeConfig(block_size=4), seed=0)
+    res = decode(m, x, build(name, m), DecodeConfig(block_size=4, verify=verify), seed=0)
     # every position of block j is revealed before any position of block j + 1
     step = res.reveal_step.view(3, 3, 4)
     assert (step[:, :-1].max(-1).values < step[:, 1:].min(-1).values).all()
     assert not (res.tokens == m.mask_id).any()
 
 
+@VERIFY
 @pytest.mark.parametrize("name", sampler_names())
-def test_nothing_masked_costs_nothing(name, toy):
+def test_nothing_masked_costs_nothing(name, verify, toy):
+    skip_unverifiable(name, verify)
     x = torch.zeros(2, 5, dtype=torch.long)
-    res = decode(toy, x, build(name, toy))
+    res = decode(toy, x, build(name, toy), DecodeConfig(verify=verify))
     assert res.nfe.tolist() == [0, 0] and res.steps.tolist() == [0, 0]
     assert torch.equal(res.tokens, x)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,25 +15,54 @@ from unmask.samplers.base import make_sampler, parse_param_value
 
 #: a bench spec ending in this is decoded with the corrector
 CORRECTED_SUFFIX = "+corrector"
+#: a bench spec ending in this has every pass's set verified (``DecodeConfig.verify``);
+#: ``+verify=T`` also holds the order to sequential decoding's within tolerance T
+VERIFIED_SUFFIX = "+verify"
+
+
+def verify_suffix(tolerance: float) -> str:
+    """How a label shows verification: ``+verify`` (tokens only) or ``+verify=T``."""
+    return VERIFIED_SUFFIX + ("" if tolerance == 1.0 else f"={tolerance:g}")
 
 
 @dataclass
 class BenchEntry:
     """One sampler configuration to benchmark: a label, a registered name, its parameters,
-    and whether the loop runs it with the bench's corrector (``decode(..., corrector=)``)."""
+    whether the loop runs it with the bench's corrector (``decode(..., corrector=)``) and
+    whether it verifies every pass's set (``DecodeConfig.verify``)."""
 
     label: str
     name: str
     params: dict = field(default_factory=dict)
     corrected: bool = False
+    verified: bool = False
+    verify_tolerance: float = 1.0
 
     @classmethod
     def parse(cls, spec: str) -> BenchEntry:
         """``NAME`` or ``NAME:K=V,K=V`` (e.g. ``eb:gamma=0.1,order=confidence``), optionally
-        followed by ``+corrector`` (decode with the corrector)."""
+        followed by ``+corrector`` (decode with the corrector) or ``+verify`` / ``+verify=T``
+        (verify every pass's set against sequential decoding, tokens only / with the order
+        within tolerance T: ``DecodeConfig.verify_tolerance``)."""
         corrected = spec.endswith(CORRECTED_SUFFIX)
         if corrected:
             spec = spec[: -len(CORRECTED_SUFFIX)]
+        head, sep, tail = spec.rpartition(VERIFIED_SUFFIX)
+        verified = bool(sep) and (tail == "" or tail.startswith("="))
+        tolerance = 1.0
+        if verified:
+            spec = head
+            if tail:
+                value = parse_param_value(tail[1:])
+                if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                        or not 0.0 <= value <= 1.0:
+                    raise UnmaskError(f"sampler spec {spec + sep + tail!r}: {VERIFIED_SUFFIX}=T "
+                                      f"takes a tolerance in [0, 1], got {tail[1:]!r}")
+                tolerance = float(value)
+        if corrected and verified or spec.endswith(CORRECTED_SUFFIX):
+            raise UnmaskError(f"sampler spec {spec!r}: {VERIFIED_SUFFIX} and "
+                              f"{CORRECTED_SUFFIX} cannot be combined (the corrector may change "
+                              "the state after a verified pass)")
         name, _, rest = spec.partition(":")
         params = {}
         for item in filter(None, (s.strip() for s in rest.split(","))):
@@ -44,8 +74,13 @@ class BenchEntry:
                                 if params else "")
         if corrected:
             label += " " + CORRECTED_SUFFIX
-        entry = cls(label, name.strip(), params, corrected)
-        entry.sampler()  # validate now, with a message naming the field
+        if verified:
+            label += " " + verify_suffix(tolerance)
+        entry = cls(label, name.strip(), params, corrected, verified, tolerance)
+        sampler = entry.sampler()  # validate now, with a message naming the field
+        if verified and sampler.evaluates_next_state:
+            raise UnmaskError(f"sampler spec {spec!r}: {VERIFIED_SUFFIX}: {name.strip()!r} "
+                              "evaluates its next state itself (lookahead); nothing to verify")
         return entry
 
     def sampler(self):
@@ -60,6 +95,9 @@ def timed_decode(model, tokens: torch.Tensor, entry: BenchEntry, config: DecodeC
     ``corrector`` is used for entries marked ``corrected`` (and must then be given)."""
     if entry.corrected and corrector is None:
         raise UnmaskError(f"{entry.label}: no corrector to decode with")
+    if entry.verified:
+        config = dataclasses.replace(config, verify=True,
+                                     verify_tolerance=entry.verify_tolerance)
     sampler = entry.sampler()
     parts = []
     start = time.perf_counter()
@@ -69,7 +107,7 @@ def timed_decode(model, tokens: torch.Tensor, entry: BenchEntry, config: DecodeC
     wall = time.perf_counter() - start
     cat = {k: torch.cat([getattr(p, k) for p in parts]) for k in
            ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step",
-            "remasked")}
+            "remasked", "rejected")}
     return DecodeResult(**cat), wall
 
 
@@ -145,15 +183,17 @@ def _greek(text: str) -> str:
 def plot_family(row: dict) -> str:
     """The line a bench row is drawn on: its sampler with the options in its label that change
     the rule's form (those whose value is not a number: a scan order, a switch such as
-    ``free_max=True``), and whether it ran with the corrector. Numeric options (gamma, k, tau)
-    are the points along the line."""
+    ``free_max=True``), and whether it ran with the corrector or verified. Numeric options
+    (gamma, k, tau) are the points along the line."""
     def is_form(token: str) -> bool:
         value = parse_param_value(token.split("=", 1)[1])
         return isinstance(value, bool) or not isinstance(value, (int, float))
 
     forms = [t for t in row["label"].split()[1:] if "=" in t and is_form(t)]
-    return " ".join([row["name"], *forms]) + (" " + CORRECTED_SUFFIX if row.get("corrected")
-                                              else "")
+    suffixes = [CORRECTED_SUFFIX] if row.get("corrected") else []
+    if row.get("verified"):
+        suffixes.append(verify_suffix(row.get("verify_tolerance", 1.0)))
+    return " ".join([row["name"], *forms, *suffixes])
 
 
 def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = "accuracy",

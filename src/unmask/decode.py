@@ -35,6 +35,18 @@ class DecodeConfig:
     ban_remasked: with a corrector, a token it sent back is not proposed at that position
         again (the model's distribution there is renormalised without it), so the position
         is decoded to something else.
+    verify: check every pass's set against sequential decoding (:mod:`unmask.verify`): its
+        confidence-ordered prefixes are evaluated in one batched call, and only the longest
+        prefix whose tokens its own earlier members would not change is revealed; that call
+        is the next pass's. One model call per pass as before; ``sequences`` counts the
+        prefixes. Not with a corrector, nor with samplers that evaluate their next state
+        themselves (lookahead).
+    verify_max: with ``verify``, at most this many positions are verified (and revealed) per
+        pass, the most confident of the set (None: the whole set); bounds sequences per pass.
+    verify_tolerance: with ``verify``, in [0, 1]: a position is also accepted only if, given
+        the pass's positions before it, its confidence is within this of the surest eligible
+        position's (0: sequential confidence decoding's order, token for token; 1, the
+        default: tokens only).
     """
 
     temperature: float = 0.0
@@ -44,6 +56,9 @@ class DecodeConfig:
     remask_threshold: float = 0.3
     max_remasks: int = 2
     ban_remasked: bool = False
+    verify: bool = False
+    verify_max: int | None = None
+    verify_tolerance: float = 1.0
 
     def __post_init__(self):
         require(self.temperature >= 0, f"temperature: must be >= 0, got {self.temperature}")
@@ -54,6 +69,17 @@ class DecodeConfig:
                 f"remask_threshold: must be in (0, 1), got {self.remask_threshold}")
         require(isinstance(self.max_remasks, int) and self.max_remasks >= 0,
                 f"max_remasks: must be an integer >= 0, got {self.max_remasks}")
+        require(self.verify_max is None or (isinstance(self.verify_max, int)
+                                            and not isinstance(self.verify_max, bool)
+                                            and self.verify_max >= 1),
+                f"verify_max: must be None or an integer >= 1, got {self.verify_max}")
+        require(self.verify or self.verify_max is None,
+                "verify_max: only has an effect with verify=True")
+        require(isinstance(self.verify_tolerance, (int, float))
+                and 0.0 <= self.verify_tolerance <= 1.0,
+                f"verify_tolerance: must be in [0, 1], got {self.verify_tolerance}")
+        require(self.verify or self.verify_tolerance == 1.0,
+                "verify_tolerance: only has an effect with verify=True")
 
 
 @dataclass
@@ -64,9 +90,12 @@ class DecodeResult:
     nfe: (B,) model calls that included the row (forward passes).
     sequences: (B,) sequences the model evaluated for the row (> nfe for lookahead samplers).
     steps: (B,) decoding steps taken.
-    cumulative_entropy: (B,) sum over steps of the entropies (nats) of the revealed positions.
+    cumulative_entropy: (B,) sum over steps of the entropies (nats) of the revealed positions
+        (with ``verify``, each one's entropy given the pass's positions revealed before it).
     reveal_step: (B, N) the step at which each position was (last) revealed (-1 if given).
     remasked: (B,) decoded tokens a corrector sent back to MASK (0 without a corrector).
+    rejected: (B,) positions a sampler chose that verification held back for a later pass
+        (0 without ``DecodeConfig.verify``).
     history: optional list of (B, N) token states after each step.
     """
 
@@ -77,6 +106,7 @@ class DecodeResult:
     cumulative_entropy: torch.Tensor
     reveal_step: torch.Tensor
     remasked: torch.Tensor
+    rejected: torch.Tensor
     history: list[torch.Tensor] | None = field(default=None, repr=False)
 
 
@@ -203,6 +233,14 @@ def decode(
                                   f"position none of the model's {len(model.real_token_ids)} "
                                   "tokens; use fewer with ban_remasked")
             banned = torch.zeros(b, n, model.vocab_size, dtype=torch.bool, device=device)
+    if config.verify:
+        if corrector is not None:
+            raise UnmaskError("verify: not with a corrector (it may change the state after the "
+                              "verified pass); use one or the other")
+        if sampler.evaluates_next_state:
+            raise UnmaskError(f"verify: sampler {sampler.name!r} evaluates its next state in "
+                              "its own lookahead call; verify the sets of samplers that do not")
+    rejected = torch.zeros(b, dtype=torch.long, device=device)
     sampler.begin(b, n)
 
     rows = (tokens == mask_id).any(1).nonzero().squeeze(1)
@@ -219,8 +257,9 @@ def decode(
         block_step[rows] = torch.where(entered, 0, block_step[rows])
         block_masked[rows] = torch.where(entered, eligible.sum(1), block_masked[rows])
 
-        out = cached if cached is not None else handle(
-            x, rows, output_hidden_layers=getattr(sampler, "needs_hidden_layers", False))
+        hidden_layers = getattr(sampler, "needs_hidden_layers", False)
+        out = cached if cached is not None else handle(x, rows,
+                                                       output_hidden_layers=hidden_layers)
         log_probs = real_log_probs(out.logits, real_mask)
         if banned is not None:
             log_probs = torch.log_softmax(log_probs.masked_fill(banned[rows], -torch.inf), -1)
@@ -250,6 +289,22 @@ def decode(
                 sub_state = state.rows(sub)
                 sel = sampler.select(sub_state)
                 reveal[sub], new[sub] = _check_selection(sel, sub_state, real_mask, sampler)
+        # a lookahead sampler's pass on the next state; under a corrector the state may change
+        # after it (remasks), and full rows being checked are not in it
+        next_output = sel.next_output if corrector is None else None
+        paid = entropy  # what each revealed position adds to the cumulative entropy
+        if config.verify:
+            if sel.tokens is not None:
+                raise RuntimeError(f"sampler {sampler.name!r}: verify checks the loop's "
+                                   "proposals; a sampler with its own tokens cannot be verified")
+            from unmask.verify import verify_reveal  # unmask.verify reads unmask.decode
+
+            checked = verify_reveal(state, reveal, max_draft=config.verify_max,
+                                    tolerance=config.verify_tolerance,
+                                    output_hidden_layers=hidden_layers)
+            reveal, next_output = checked.reveal, checked.next_output
+            paid = checked.entropy
+            rejected[rows] += checked.rejected
         remask = torch.zeros_like(masked)
         if corrector is not None:
             with torch.inference_mode():
@@ -264,7 +319,7 @@ def decode(
         tokens[rows] = torch.where(remask, mask_id, torch.where(reveal, new, x))
         if handle.prev_probs is not None:
             handle.prev_probs[rows] = previous_pass_probs(probs, masked & ~reveal)
-        cum_entropy[rows] += torch.where(reveal, entropy.double(), 0.0).sum(1)
+        cum_entropy[rows] += torch.where(reveal, paid.double(), 0.0).sum(1)
         reveal_step[rows] = torch.where(reveal, steps[rows, None],
                                         torch.where(remask, -1, reveal_step[rows]))
         steps[rows] += 1
@@ -275,11 +330,7 @@ def decode(
         if corrector is not None:
             # a row that has just been filled is checked by one more pass before it ends
             still = still | decoding
-        cached = None
-        # a lookahead sampler's pass on the next state; under a corrector the state may have
-        # changed after it (remasks), and full rows being checked are not in it
-        if corrector is None and sel.next_output is not None:
-            cached = sel.next_output.rows(still)
+        cached = None if next_output is None else next_output.rows(still)
         rows = rows[still]
         if progress is not None:
             progress(b - len(rows))
@@ -289,7 +340,8 @@ def decode(
                         sequences=handle.sequences.to(out_device), steps=steps.to(out_device),
                         cumulative_entropy=cum_entropy.to(out_device),
                         reveal_step=reveal_step.to(out_device),
-                        remasked=remasks.sum(1).to(out_device), history=history)
+                        remasked=remasks.sum(1).to(out_device),
+                        rejected=rejected.to(out_device), history=history)
 
 
 def _check_selection(sel: Selection, state: StepState, real_mask: torch.Tensor,

@@ -249,3 +249,51 @@ def test_solve_with_the_shipped_corrector(capsys):
     assert main(args + ["--corrector"]) == 0
     fixed = json.loads(capsys.readouterr().out)
     assert not plain["solved"] and fixed["solved"] and fixed["nfe"] > plain["nfe"]
+
+
+def test_bench_and_solve_verify_a_sampler(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "v.json"
+    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "3", "--quiet",
+                 "--samplers", "confidence", "topk:k=9", "topk:k=9+verify",
+                 "--json", str(out), "--plot", str(tmp_path / "p.png")]) == 0
+    data = json.loads(out.read_text())
+    seq, plain, verified = data["rows"]
+    assert verified["label"] == "topk k=9 +verify"
+    assert (plain["verified"], verified["verified"]) == (False, True)
+    from unmask.bench import plot_family
+
+    assert plot_family(verified) == "topk +verify"
+    assert plain["rejected"] == 0
+    # an untrained model's nine cells per pass change each other: some wait
+    assert verified["rejected"] > 0 and verified["steps"] >= plain["steps"]
+    assert verified["nfe"] <= verified["steps"] + 1
+    assert verified["sequences"] > verified["nfe"]
+    assert "held back" in capsys.readouterr().out
+    puzzle = to_string(load_set("hard")[0][0])
+    assert main(["sudoku", "solve", puzzle, "--model", tiny_model_dir, "--sampler", "topk",
+                 "--param", "k=9", "--verify", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nfe"] > 57 / 9
+    # at tolerance 0 the output is sequential decoding's
+    outs = []
+    for extra in (["--sampler", "confidence"],
+                  ["--sampler", "topk", "--param", "k=9", "--verify", "--verify-tolerance", "0"]):
+        assert main(["sudoku", "solve", puzzle, "--model", tiny_model_dir, "--json", *extra]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0]["grid"] == outs[1]["grid"] and outs[1]["nfe"] <= outs[0]["nfe"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["sudoku", "solve", "." * 81, "--verify", "--corrector"], "--verify, --corrector"),
+    (["sudoku", "solve", "." * 81, "--verify-tolerance", "0.1"], "only with --verify"),
+    (["sudoku", "solve", "." * 81, "--verify", "--verify-tolerance", "2"], "verify_tolerance"),
+    (["sudoku", "solve", "." * 81, "--verify", "--sampler", "info-gain"],
+     "verify: sampler 'info-gain'"),
+    (["bench", "sudoku", "--limit", "1", "--samplers", "eb+verify+corrector"],
+     "cannot be combined"),
+    (["bench", "sudoku", "--limit", "1", "--samplers", "info-gain+verify"],
+     "evaluates its next state"),
+])
+def test_verify_bad_input_one_line_exit_2(args, needle, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err

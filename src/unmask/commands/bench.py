@@ -114,6 +114,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
                         ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
                         ("cum. H", "cumulative_entropy", ".2f"),
                         *([("remasked", "remasked", ".2f")] if corrector is not None else []),
+                        *([("held back", "rejected", ".2f")]
+                          if any(e.verified for e in entries) else []),
                         ("clash %", "same_pass_clash_pct", ".1f"),
                         ("wall s", "wall_s", ".1f"), ("puzzles/s", "puzzles_per_s", ".1f")],
                  title)

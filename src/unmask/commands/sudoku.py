@@ -28,19 +28,28 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--remask-threshold", type=float, default=0.3,
                    help="with --corrector: remask digits it finds wrong with a probability "
                         "above this (default 0.3)")
+    p.add_argument("--verify", action="store_true",
+                   help="verify every pass's set against sequential decoding in one batched "
+                        "call (same passes; more sequences per pass); not with --corrector")
+    p.add_argument("--verify-tolerance", type=float, default=None, metavar="T",
+                   help="with --verify: also hold the order to sequential decoding's, accepting "
+                        "a position only within T of the surest one's confidence (0: exactly "
+                        "sequential decoding's output; default 1: tokens only)")
     p.add_argument("--json", action="store_true", help="one JSON object per puzzle per line")
 
 
 def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_size=500,
-                  show_progress=False, corrector=None, remask_threshold=0.3):
+                  show_progress=False, corrector=None, remask_threshold=0.3, verify=False,
+                  verify_tolerance=1.0):
     """Decode puzzles (P, 81) int8 -> (grids (P, 81) int8, solved (P,), nfe (P,)), with an
-    optional corrector (see ``decode``)."""
+    optional corrector (see ``decode``) or verification (``DecodeConfig.verify``)."""
     import numpy as np
 
     from unmask.decode import DecodeConfig, decode
     from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
 
-    cfg = DecodeConfig(temperature=temperature, remask_threshold=remask_threshold)
+    cfg = DecodeConfig(temperature=temperature, remask_threshold=remask_threshold,
+                       verify=verify, verify_tolerance=verify_tolerance)
     grids, nfe = [], []
     with progress_bar(len(puzzles), "solving", enabled=show_progress) as update:
         for i in range(0, len(puzzles), batch_size):
@@ -64,6 +73,11 @@ def solve(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise UnmaskError(f"--batch-size: must be >= 1, got {args.batch_size}")
+    if args.verify_tolerance is not None and not args.verify:
+        raise UnmaskError("--verify-tolerance: only with --verify")
+    if args.verify and args.corrector:
+        raise UnmaskError("--verify, --corrector: choose one (the corrector may change the "
+                          "state after a verified pass)")
     sampler = sampler_from_args(args)
     items = [parse_puzzle(p) for p in args.puzzles]
     if args.file:
@@ -83,7 +97,10 @@ def solve(args: argparse.Namespace) -> int:
                                        seed=args.seed, batch_size=args.batch_size,
                                        show_progress=not args.json and len(puzzles) > 50,
                                        corrector=corrector,
-                                       remask_threshold=args.remask_threshold)
+                                       remask_threshold=args.remask_threshold,
+                                       verify=args.verify,
+                                       verify_tolerance=(1.0 if args.verify_tolerance is None
+                                                         else args.verify_tolerance))
     wall = time.perf_counter() - t0
     if args.json:
         for p, g, s, n in zip(puzzles, grids, solved, nfe, strict=True):

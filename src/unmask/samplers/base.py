@@ -97,6 +97,9 @@ class Sampler:
     validated in ``__post_init__``, registered by name with :func:`register`."""
 
     name: ClassVar[str] = ""
+    #: True for samplers that run the model on their next state themselves and hand it to the
+    #: loop (``Selection.next_output``, lookahead samplers): the loop cannot verify their sets.
+    evaluates_next_state: ClassVar[bool] = False
 
     def begin(self, batch_size: int, seq_len: int) -> None:
         """Called once at the start of each decode (reset per-decode state here)."""

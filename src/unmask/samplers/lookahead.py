@@ -91,6 +91,7 @@ class LookaheadSampler(CountRule, Sampler):
     """
 
     cost_weight: ClassVar[float] = 1.0
+    evaluates_next_state: ClassVar[bool] = True
 
     n_candidates: int = 8
     tau_tok: float | None = None

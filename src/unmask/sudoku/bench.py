@@ -34,11 +34,13 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
     entries marked ``corrected`` with ``corrector``); one result dict per entry.
 
-    Keys: label, name, corrected (decoded with the corrector), params, solved (share),
+    Keys: label, name, corrected (decoded with the corrector), verified (every pass's set
+    verified), params, solved (share),
     solved_each ('0'/'1' per puzzle, in order), nfe (mean model calls), steps (mean decoding
     passes: equal to nfe except for samplers that call the model beyond the loop's pass, such
     as lookahead and the probing oracle), sequences (mean sequences evaluated),
-    cumulative_entropy (mean nats), remasked (mean tokens the corrector sent back), wall_s,
+    cumulative_entropy (mean nats), remasked (mean tokens the corrector sent back), rejected
+    (mean positions verification held back), wall_s,
     puzzles_per_s.
     """
     from unmask.decode import decode
@@ -53,6 +55,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
                                  seed=seed, batch_size=batch_size, corrector=corrector)
         solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
         rows.append({"label": entry.label, "name": entry.name, "corrected": entry.corrected,
+                     "verified": entry.verified, "verify_tolerance": entry.verify_tolerance,
                      "params": {k: v for k, v in entry.params.items()
                                 if isinstance(v, (int, float, str, bool))},
                      "solved": float(solved.mean()),
@@ -62,6 +65,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
                      "sequences": float(res.sequences.double().mean()),
                      "cumulative_entropy": float(res.cumulative_entropy.mean()),
                      "remasked": float(res.remasked.double().mean()),
+                     "rejected": float(res.rejected.double().mean()),
                      "same_pass_clash": float(same_pass_clashes(res.tokens, res.reveal_step)
                                               .gt(0).double().mean()),
                      "wall_s": wall, "puzzles_per_s": len(puzzles) / wall})

@@ -1,0 +1,174 @@
+"""Verified parallel reveals: check a sampler's set against sequential decoding in one call.
+
+A sampler proposes a set D of positions to reveal in one pass, each with the loop's proposal
+(the argmax, or the Gumbel draw at the temperature). Revealing D at once is what sequential
+decoding would have done only where no member changes the proposal of a later one. With D in
+descending confidence, d_1 .. d_K, and P_m = the state with d_1 .. d_m revealed, one batched
+model call evaluates P_1 .. P_K (K sequences per row). Position d_{l+1} is *consistent* when
+its proposal under P_l (same rule, same Gumbel noise) is the token it was drafted with. The
+pass reveals the longest prefix d_1 .. d_m whose members are all consistent (m >= 1: d_1 is
+the loop's own proposal on the current state), and the model's output on P_m is the next
+pass's, so a pass still costs one model call per row, while ``sequences`` counts the K.
+
+Every token revealed this way is the proposal of the model given the tokens revealed before
+it (in pass order, and within a pass in confidence order): the decoded sequence is one that
+sequential decoding, visiting positions in that order, produces. What parallel decoding can
+still lose against sequential decoding is the order, not a token its own predecessors would
+have changed.
+
+The order can be held to sequential decoding's too, to a stated tolerance: with
+``tolerance`` t < 1, d_{l+1} is accepted only if, under P_l, its confidence (the probability
+of its proposal) is within t of the largest confidence of any eligible position, i.e. if
+sequential confidence decoding on P_l would reveal it or one no more than t surer. At t = 0
+(temperature 0, a set that holds the most confident position, as every confidence-ordered
+sampler's does) the decode is sequential confidence decoding's, token for token, up to exact
+ties; t = 1 checks tokens only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from unmask.models.base import ModelOutput
+
+
+@dataclass
+class VerifiedReveal:
+    """The outcome of verifying one pass's drafts, for the B rows of the step.
+
+    reveal: (B, N) bool, the accepted prefix of each row's draft (never empty).
+    next_output: the model on each row's next state (rows whose next state is complete get
+        zeros, as they leave the loop), or None when no row needed a call.
+    entropy: (B, N) nats, each revealed position's entropy given the pass's positions before
+        it (what sequential decoding would have paid for it; 0 elsewhere).
+    drafted: (B,) positions drafted (after the ``max_draft`` cap); rejected: (B,) drafted
+        positions held back for a later pass.
+    """
+
+    reveal: torch.Tensor
+    next_output: ModelOutput | None
+    entropy: torch.Tensor
+    drafted: torch.Tensor
+    rejected: torch.Tensor
+
+
+def proposals(log_probs: torch.Tensor, temperature: float, noise: torch.Tensor | None
+              ) -> torch.Tensor:
+    """(..., N) the loop's proposal rule on log-probabilities (..., N, V): the argmax, or at
+    temperature > 0 the argmax of log_probs / temperature + noise (Gumbel, broadcastable)."""
+    if temperature > 0:
+        return (log_probs.double() / temperature + noise).argmax(-1)
+    return log_probs.argmax(-1)
+
+
+def verify_reveal(state, draft: torch.Tensor, *, max_draft: int | None = None,
+                  tolerance: float = 1.0, max_sequences: int = 8192,
+                  output_hidden_layers: bool = False) -> VerifiedReveal:
+    """Verify the draft (B, N) bool of ``state`` (a :class:`~unmask.samplers.base.StepState`)
+    against sequential decoding (module docstring), drafted tokens ``state.x0``.
+
+    max_draft: verify at most this many positions per row (the most confident ones); the rest
+        of the draft waits. None: the whole draft.
+    tolerance: in [0, 1]; below 1 a position is also accepted only if its confidence under its
+        predecessors is within this of the surest eligible position's (module docstring).
+    max_sequences: sequences per model call; rows are split across calls whole, so every row
+        is charged one call per pass however its prefixes are chunked.
+    """
+    from unmask.decode import entropy_from_log_probs, real_log_probs  # (imports this module)
+
+    b, n = draft.shape
+    device = draft.device
+    conf = state.x0_prob.double().masked_fill(~draft, -torch.inf)
+    order = torch.argsort(conf, dim=1, descending=True, stable=True)  # (B, N)
+    k = draft.sum(1)
+    if max_draft is not None:
+        k = k.clamp(max=max_draft)
+    width = int(k.max()) if b else 0
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(n, device=device).expand(b, n))
+    m = torch.arange(1, width + 1, device=device)
+    in_prefix = (ranks[:, None, :] < m[None, :, None]) & draft[:, None, :]  # (B, K, N)
+    valid = m[None, :] <= k[:, None]  # (B, K)
+    seqs = torch.where(in_prefix, state.x0[:, None, :], state.tokens[:, None, :])
+    need = valid & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
+
+    real = state.model.model.real_token_mask.to(device)
+    noise = state.gumbel(0, tuple(state.log_probs.shape[1:])) if state.temperature > 0 else None
+    proposed = torch.full((b, width, n), -1, dtype=torch.long, device=device)
+    confidence = torch.zeros(b, width, n, dtype=torch.float64, device=device)
+    prefix_entropy = torch.zeros(b, width, n, dtype=torch.float64, device=device)
+    outputs: list[tuple[torch.Tensor, ModelOutput]] = []
+    per_row = need.sum(1)
+    start = 0
+    while start < b:  # whole rows per call, up to max_sequences sequences
+        stop = start + 1
+        total = int(per_row[start])
+        while stop < b and total + int(per_row[stop]) <= max_sequences:
+            total += int(per_row[stop])
+            stop += 1
+        chunk = torch.zeros(b, width, dtype=torch.bool, device=device)
+        chunk[start:stop] = need[start:stop]
+        if total:
+            rows = state.row_ids[:, None].expand(b, width)[chunk]
+            out = state.model(seqs[chunk], rows, output_hidden_layers=output_hidden_layers)
+            lp = real_log_probs(out.logits, real)
+            row_noise = None if noise is None else noise[:, None].expand(
+                b, width, *noise.shape[1:])[chunk]
+            tok = proposals(lp, state.temperature, row_noise)
+            proposed[chunk] = tok
+            prefix_entropy[chunk] = entropy_from_log_probs(lp).double()
+            if tolerance < 1.0:
+                confidence[chunk] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
+            outputs.append((chunk, out))
+        start = stop
+
+    # d_{l+1} (rank l) is checked under P_l (prefix index l - 1)
+    pos = order[:, :width]  # (B, K)
+    check = proposed[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)  # (B, K - 1)
+    drafted_tok = state.x0.gather(1, pos[:, 1:])
+    ok = torch.ones(b, width, dtype=torch.bool, device=device)
+    ok[:, 1:] = check == drafted_tok
+    if tolerance < 1.0:
+        # the surest eligible position under each prefix, as sequential decoding would see it
+        open_ = state.eligible[:, None, :] & ~in_prefix
+        surest = confidence.masked_fill(~open_, -1.0).amax(-1)  # (B, K)
+        mine = confidence[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)
+        ok[:, 1:] &= mine >= surest[:, :-1] - tolerance - 1e-12
+    ok &= valid
+    accepted = ok.long().cumprod(1).sum(1).clamp(min=1)  # (B,), d_1 always
+    reveal = (ranks < accepted[:, None]) & draft
+    # d_1 pays its entropy on the current state, d_{l+1} its entropy under P_l
+    paid = torch.zeros(b, width, dtype=torch.float64, device=device)
+    paid[:, 0] = state.entropy.double().gather(1, pos[:, :1]).squeeze(1)
+    paid[:, 1:] = prefix_entropy[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)
+    entropy = torch.zeros(b, n, dtype=torch.float64, device=device)
+    entropy.scatter_(1, pos, torch.where(m[None, :] <= accepted[:, None], paid, 0.0))
+
+    next_output = None
+    if outputs:
+        pick = torch.zeros(b, width, dtype=torch.bool, device=device)
+        pick[torch.arange(b, device=device), accepted - 1] = True
+        pick &= need
+        logits = hidden = layers = None
+        for chunk, out in outputs:
+            sel = pick[chunk]  # over this call's sequences
+            if not bool(sel.any()):
+                continue
+            where = (pick & chunk).any(1)  # rows whose accepted prefix is in this call
+            if logits is None:
+                logits = out.logits.new_zeros((b, *out.logits.shape[1:]))
+                hidden = out.hidden.new_zeros((b, *out.hidden.shape[1:]))
+                if out.hidden_layers is not None:
+                    layers = [h.new_zeros((b, *h.shape[1:])) for h in out.hidden_layers]
+            logits[where] = out.logits[sel]
+            hidden[where] = out.hidden[sel]
+            if layers is not None:
+                for dst, src in zip(layers, out.hidden_layers, strict=True):
+                    dst[where] = src[sel]
+        if logits is not None:
+            next_output = ModelOutput(logits=logits, hidden=hidden,
+                                      hidden_layers=None if layers is None else tuple(layers))
+    return VerifiedReveal(reveal=reveal, next_output=next_output, entropy=entropy,
+                          drafted=k, rejected=k - accepted)

@@ -1,0 +1,198 @@
+"""Verified parallel reveals (``DecodeConfig(verify=True)``, :mod:`unmask.verify`)."""
+
+import pytest
+import torch
+
+from unmask import DecodeConfig, decode, make_sampler
+from unmask.bench import BenchEntry
+from unmask.decode import real_log_probs
+from unmask.errors import UnmaskError
+from unmask.models.toy import ExactJointMDM
+from unmask.rng import row_gumbel
+
+
+def _proposal(model, tokens, temperature, seed, step):
+    """(N,) the loop's proposal at every position of one state (N,), and its confidence."""
+    lp = real_log_probs(model(tokens[None]).logits, model.real_token_mask)[0]
+    if temperature > 0:
+        noise = row_gumbel(torch.tensor([seed]), torch.tensor([step]), 0, tuple(lp.shape))[0]
+        x0 = (lp.double() / temperature + noise).argmax(-1)
+    else:
+        x0 = lp.argmax(-1)
+    return x0, lp.exp().gather(-1, x0[:, None]).squeeze(-1)
+
+
+def _replay(model, x, res, temperature, seed):
+    """Check every verified pass of row 0: each token it revealed, in confidence order, is the
+    proposal of the model given the state before the pass and the pass's earlier tokens.
+    Returns the passes as lists of positions in that order."""
+    passes = []
+    prev = x[0]
+    for t, state in enumerate(res.history):
+        state = state[0]
+        new = (state != prev).nonzero().squeeze(1)
+        if not new.numel():
+            break
+        x0, conf = _proposal(model, prev, temperature, seed, t)
+        order = new[torch.argsort(conf[new].double(), descending=True, stable=True)]
+        cur = prev.clone()
+        for pos in order.tolist():
+            here, _ = _proposal(model, cur, temperature, seed, t)
+            assert int(here[pos]) == int(state[pos]), (t, pos)
+            assert int(x0[pos]) == int(state[pos])  # the drafted token itself
+            cur[pos] = state[pos]
+        assert torch.equal(cur, state)
+        passes.append(order.tolist())
+        prev = state
+    return passes
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+@pytest.mark.parametrize("seed", range(4))
+def test_every_verified_token_is_its_predecessors_proposal(temperature, seed):
+    model = ExactJointMDM(n=6, v=3, seed=seed, concentration=0.3)
+    x = torch.full((1, 6), model.mask_id)
+    cfg = DecodeConfig(temperature=temperature, verify=True, record_history=True)
+    # top-k with k = N drafts every masked position every pass
+    res = decode(model, x, make_sampler("topk", k=6), cfg, seed=seed)
+    passes = _replay(model, x, res, temperature, seed)
+    assert sum(map(len, passes)) == 6
+    assert int(res.rejected[0]) == sum(6 - sum(map(len, passes[:t])) - len(p)
+                                       for t, p in enumerate(passes))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_accepted_prefix_is_the_longest_consistent_one(seed):
+    """With every masked position drafted, the pass stops exactly at the first position
+    whose proposal its predecessors change."""
+    model = ExactJointMDM(n=6, v=3, seed=seed, concentration=0.3)
+    x = torch.full((1, 6), model.mask_id)
+    res = decode(model, x, make_sampler("topk", k=6), DecodeConfig(verify=True,
+                                                                    record_history=True))
+    prev = x[0]
+    for t, state in enumerate(res.history):
+        state = state[0]
+        if torch.equal(state, prev):
+            break
+        x0, conf = _proposal(model, prev, 0.0, 0, t)
+        masked = (prev == model.mask_id).nonzero().squeeze(1)
+        order = masked[torch.argsort(conf[masked].double(), descending=True, stable=True)]
+        n_new = int((state != prev).sum())
+        if n_new < len(order):  # the next drafted position was rejected under the accepted
+            nxt = int(order[n_new])
+            here, _ = _proposal(model, state, 0.0, 0, t)
+            assert int(here[nxt]) != int(x0[nxt])
+        prev = state
+
+
+def test_a_pair_its_own_head_would_change_is_split():
+    """joint[x0, x1]: p(x0 = 1) = 0.6 and p(x1 = 1) = 0.65, so top-2 writes (1, 1); but given
+    x1 = 1 (the surer one, first), x0 = 0 is likelier (0.40 against 0.25)."""
+    model = ExactJointMDM(torch.tensor([[0.0, 0.40], [0.35, 0.25]]))
+    x = torch.full((1, 2), model.mask_id)
+    plain = decode(model, x, make_sampler("topk", k=2))
+    verified = decode(model, x, make_sampler("topk", k=2), DecodeConfig(verify=True))
+    assert plain.tokens.tolist() == [[1, 1]] and plain.nfe.tolist() == [1]
+    assert verified.tokens.tolist() == [[0, 1]]
+    assert verified.rejected.tolist() == [1] and verified.steps.tolist() == [2]
+    # the base pass, then one call on the one prefix with a MASK left, reused as pass 2's
+    assert verified.nfe.tolist() == [2] and verified.sequences.tolist() == [2]
+
+
+def test_a_sequential_sampler_is_unchanged(toy):
+    x = torch.full((4, 5), toy.mask_id)
+    x[1, 2] = 0
+    for temperature in (0.0, 0.9):
+        plain = decode(toy, x, "confidence", DecodeConfig(temperature=temperature), seed=3)
+        verified = decode(toy, x, "confidence", DecodeConfig(temperature=temperature,
+                                                             verify=True), seed=3)
+        for key in ("tokens", "nfe", "sequences", "steps", "reveal_step", "cumulative_entropy"):
+            assert torch.equal(getattr(plain, key), getattr(verified, key)), key
+        assert verified.rejected.tolist() == [0, 0, 0, 0]
+
+
+def test_verify_max_one_is_sequential_confidence(toy):
+    x = torch.full((3, 5), toy.mask_id)
+    seq = decode(toy, x, "confidence")
+    capped = decode(toy, x, make_sampler("topk", k=5), DecodeConfig(verify=True, verify_max=1))
+    assert torch.equal(seq.tokens, capped.tokens) and torch.equal(seq.nfe, capped.nfe)
+
+
+def test_passes_cost_one_call_each(tiny_transformer):
+    m = tiny_transformer
+    x = torch.full((4, 12), m.mask_id)
+    res = decode(m, x, make_sampler("eb", gamma=2.0), DecodeConfig(verify=True), seed=0)
+    # one call per pass (the last pass's verifying call may be the only extra one)
+    assert ((res.nfe >= res.steps) & (res.nfe <= res.steps + 1)).all()
+    assert (res.sequences >= 12 + res.rejected).all()
+
+
+def test_verify_refuses_what_it_cannot_check(toy):
+    x = torch.full((1, 5), toy.mask_id)
+    with pytest.raises(UnmaskError, match="verify: sampler 'info-gain' evaluates its next"):
+        decode(toy, x, "info-gain", DecodeConfig(verify=True))
+
+    class Corrector:
+        def check_model(self, model):
+            pass
+
+    with pytest.raises(UnmaskError, match="verify: not with a corrector"):
+        decode(toy, x, "topk", DecodeConfig(verify=True), corrector=Corrector())
+    with pytest.raises(UnmaskError, match="verify_max: must be None or an integer >= 1"):
+        DecodeConfig(verify=True, verify_max=0)
+    with pytest.raises(UnmaskError, match="verify_max: only has an effect with verify=True"):
+        DecodeConfig(verify_max=3)
+
+
+def test_bench_spec_suffix():
+    e = BenchEntry.parse("eb:gamma=0.3,order=confidence+verify")
+    assert e.verified and not e.corrected and e.params == {"gamma": 0.3, "order": "confidence"}
+    assert e.label == "eb gamma=0.3 order=confidence +verify"
+    for bad in ("eb+verify+corrector", "eb+corrector+verify"):
+        with pytest.raises(UnmaskError, match=r"\+verify and \+corrector cannot be combined"):
+            BenchEntry.parse(bad)
+    with pytest.raises(UnmaskError, match="'lookum' evaluates its next state itself"):
+        BenchEntry.parse("lookum+verify")
+    e = BenchEntry.parse("mi-guided:gamma=1.0,order=confidence+verify=0.01")
+    assert e.verified and e.verify_tolerance == 0.01 and e.params["gamma"] == 1.0
+    assert e.label == "mi-guided gamma=1.0 order=confidence +verify=0.01"
+    from unmask.bench import plot_family
+
+    assert plot_family({"name": "eb", "label": "eb gamma=1.0 +verify=0.01", "verified": True,
+                        "verify_tolerance": 0.01}) == "eb +verify=0.01"
+    for bad in ("eb+verify=2", "eb+verify=x", "eb+verify=true"):
+        with pytest.raises(UnmaskError, match=r"takes a tolerance in \[0, 1\]"):
+            BenchEntry.parse(bad)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tolerance_zero_is_sequential_confidence_decoding(seed):
+    model = ExactJointMDM(n=6, v=3, seed=seed, concentration=0.3)
+    x = torch.full((3, 6), model.mask_id)
+    x[1, 0] = 1
+    x[2, 3] = 2
+    seq = decode(model, x, "confidence")
+    exact = decode(model, x, make_sampler("topk", k=6),
+                   DecodeConfig(verify=True, verify_tolerance=0.0))
+    loose = decode(model, x, make_sampler("topk", k=6), DecodeConfig(verify=True))
+    assert torch.equal(exact.tokens, seq.tokens)
+    # each position pays its entropy given what was revealed before it, as sequentially
+    assert torch.allclose(exact.cumulative_entropy, seq.cumulative_entropy, atol=1e-9)
+    assert not torch.allclose(loose.cumulative_entropy, seq.cumulative_entropy, atol=1e-3)
+    # the order too: what sequential decoding reveals first is never revealed later
+    a, b = seq.reveal_step, exact.reveal_step
+    before = (a[:, :, None] < a[:, None, :]) & (a[:, :, None] >= 0)
+    assert not (before & (b[:, :, None] > b[:, None, :])).any()
+    assert (exact.steps >= loose.steps).all() and (exact.nfe <= seq.nfe + 1).all()
+
+
+def test_tolerance_zero_matches_sequential_on_a_transformer(tiny_transformer):
+    m = tiny_transformer
+    x = torch.full((6, 12), m.mask_id)
+    x[::2, ::3] = 1
+    seq = decode(m, x, "confidence")
+    exact = decode(m, x, make_sampler("eb", gamma=5.0, order="confidence"),
+                   DecodeConfig(verify=True, verify_tolerance=0.0))
+    assert torch.equal(exact.tokens, seq.tokens)
+    assert torch.allclose(exact.cumulative_entropy, seq.cumulative_entropy, atol=1e-4)
+    assert (exact.nfe <= seq.nfe).all() and bool((exact.nfe < seq.nfe).any())

@@ -52,7 +52,8 @@ def test_bench_on_a_hard_slice(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert main(["bench", "sudoku", "--limit", "20", "--quiet", "--samplers", "confidence",
                  "topk:k=7", "eb:gamma=0.1,order=confidence",
-                 "mi-guided:gamma=0.3,order=confidence", "--json", str(out)]) == 0
+                 "mi-guided:gamma=0.3,order=confidence",
+                 "mi-guided:gamma=1.0,order=confidence+verify=0.01", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     from unmask.mi.estimator import load_estimator
 
@@ -63,6 +64,9 @@ def test_bench_on_a_hard_slice(tmp_path, capsys):
     assert seq["solved"] >= 0.2  # the shipped model is well above this on hard puzzles
     assert rows["topk k=7"]["nfe"] < seq["nfe"] / 5
     assert rows["mi-guided gamma=0.3 order=confidence"]["nfe"] < seq["nfe"]
+    verified = rows["mi-guided gamma=1.0 order=confidence +verify=0.01"]
+    assert verified["verified"] and verified["nfe"] < seq["nfe"] / 4
+    assert verified["solved"] >= seq["solved"] - 0.1  # within two of the 20 puzzles
     assert (f"MI estimator: shipped 'sudoku_mi_estimator' (weights "
             f"{data['estimator']['fingerprint']})") in capsys.readouterr().out
 
@@ -71,6 +75,17 @@ def test_bench_on_a_hard_slice(tmp_path, capsys):
 def test_demo_runs(capsys):
     assert main(["demo", "--puzzles", "10"]) == 0
     assert "solved %" in capsys.readouterr().out
+
+
+def test_verified_at_tolerance_zero_is_sequential_decoding(model):
+    from unmask import DecodeConfig
+
+    x = grid_to_tokens(load_set("hard")[0][:2])
+    seq = decode(model, x, "confidence")
+    exact = decode(model, x, make_sampler("eb", gamma=1.0, order="confidence"),
+                   DecodeConfig(verify=True, verify_tolerance=0.0))
+    assert torch.equal(exact.tokens, seq.tokens)
+    assert (exact.nfe < seq.nfe).all()
 
 
 def test_tables_name_a_shipped_model_by_its_name(model, tmp_path):

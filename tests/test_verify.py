@@ -159,7 +159,7 @@ def test_bench_spec_suffix():
     from unmask.bench import plot_family
 
     assert plot_family({"name": "eb", "label": "eb gamma=1.0 +verify=0.01", "verified": True,
-                        "verify_tolerance": 0.01}) == "eb +verify=0.01"
+                        "verify_tolerance": 0.01}) == "eb +verify"
     for bad in ("eb+verify=2", "eb+verify=x", "eb+verify=true"):
         with pytest.raises(UnmaskError, match=r"takes a tolerance in \[0, 1\]"):
             BenchEntry.parse(bad)

@@ -174,8 +174,8 @@ def pareto_front(rows: list[dict], x: str, y: str) -> list[dict]:
 
 
 def _greek(text: str) -> str:
-    """Plot labels: ``gamma=0.3 lam=10 tau=0.9`` as ``γ=0.3 λ=10 τ=0.9``."""
-    for name, letter in (("gamma=", "γ="), ("lam=", "λ="), ("tau=", "τ=")):
+    """Plot labels: ``gamma=0.3 lam=10 tau=0.9 +verify=0.01`` as ``γ=0.3 λ=10 τ=0.9 T=0.01``."""
+    for name, letter in (("gamma=", "γ="), ("lam=", "λ="), ("tau=", "τ="), ("+verify=", "T=")):
         text = text.replace(name, letter)
     return text
 
@@ -184,15 +184,14 @@ def plot_family(row: dict) -> str:
     """The line a bench row is drawn on: its sampler with the options in its label that change
     the rule's form (those whose value is not a number: a scan order, a switch such as
     ``free_max=True``), and whether it ran with the corrector or verified. Numeric options
-    (gamma, k, tau) are the points along the line."""
+    (gamma, k, tau, a verify tolerance) are the points along the line."""
     def is_form(token: str) -> bool:
         value = parse_param_value(token.split("=", 1)[1])
         return isinstance(value, bool) or not isinstance(value, (int, float))
 
     forms = [t for t in row["label"].split()[1:] if "=" in t and is_form(t)]
-    suffixes = [CORRECTED_SUFFIX] if row.get("corrected") else []
-    if row.get("verified"):
-        suffixes.append(verify_suffix(row.get("verify_tolerance", 1.0)))
+    suffixes = [suffix for key, suffix in (("corrected", CORRECTED_SUFFIX),
+                                           ("verified", VERIFIED_SUFFIX)) if row.get(key)]
     return " ".join([row["name"], *forms, *suffixes])
 
 

@@ -196,3 +196,25 @@ def test_tolerance_zero_matches_sequential_on_a_transformer(tiny_transformer):
     assert torch.equal(exact.tokens, seq.tokens)
     assert torch.allclose(exact.cumulative_entropy, seq.cumulative_entropy, atol=1e-4)
     assert (exact.nfe <= seq.nfe).all() and bool((exact.nfe < seq.nfe).any())
+
+
+def test_calls_split_by_rows_change_nothing(tiny_transformer, monkeypatch):
+    """Prefixes split over many calls (one sequence per call at most, so a row that needs more
+    takes a call alone and rows that need none join it) decode as one call per pass does, and
+    still charge each row one call per pass."""
+    import functools
+
+    import unmask.verify
+
+    m = tiny_transformer
+    x = torch.full((5, 12), m.mask_id)
+    x[1] = 1  # nothing to decode
+    x[3, :10] = 2  # two cells left
+    cfg = DecodeConfig(verify=True, verify_tolerance=0.2)
+    one = decode(m, x, make_sampler("eb", gamma=3.0), cfg, seed=0)
+    monkeypatch.setattr(unmask.verify, "verify_reveal",
+                        functools.partial(unmask.verify.verify_reveal, max_sequences=1))
+    split = decode(m, x, make_sampler("eb", gamma=3.0), cfg, seed=0)
+    for key in ("tokens", "nfe", "sequences", "steps", "rejected", "cumulative_entropy"):
+        assert torch.equal(getattr(one, key), getattr(split, key)), key
+    assert int(one.rejected.sum()) > 0

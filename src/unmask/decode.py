@@ -156,6 +156,15 @@ def previous_pass_probs(probs: torch.Tensor, still_masked: torch.Tensor) -> torc
     return torch.where(still_masked[..., None], probs, 0.0)
 
 
+def propose(log_probs: torch.Tensor, temperature: float, noise: torch.Tensor | None
+            ) -> torch.Tensor:
+    """(..., N) the loop's proposal on log-probabilities (..., N, V): the argmax, or at
+    temperature > 0 the argmax of log_probs / temperature + noise (Gumbel, (..., N, V))."""
+    if temperature > 0:
+        return (log_probs.double() / temperature + noise).argmax(-1)
+    return log_probs.argmax(-1)
+
+
 def entropy_from_log_probs(log_probs: torch.Tensor) -> torch.Tensor:
     """(...,) entropy in nats of the distributions (..., V) given as log-probabilities."""
     return torch.special.entr(log_probs.exp()).sum(-1)
@@ -265,12 +274,10 @@ def decode(
             log_probs = torch.log_softmax(log_probs.masked_fill(banned[rows], -torch.inf), -1)
         probs = log_probs.exp()
         entropy = torch.where(masked, torch.special.entr(probs).sum(-1), 0.0)
-        if config.temperature > 0:
-            # stream 0 is the loop's token draw; samplers use streams >= 1
-            noise = row_gumbel(seeds[rows], steps[rows], 0, tuple(log_probs.shape[1:]))
-            x0 = (log_probs.double() / config.temperature + noise).argmax(-1)
-        else:
-            x0 = log_probs.argmax(-1)
+        # stream 0 is the loop's token draw; samplers use streams >= 1
+        noise = (row_gumbel(seeds[rows], steps[rows], 0, tuple(log_probs.shape[1:]))
+                 if config.temperature > 0 else None)
+        x0 = propose(log_probs, config.temperature, noise)
         x0_prob = probs.gather(-1, x0[..., None]).squeeze(-1)
         state = StepState(
             tokens=x, masked=masked, eligible=eligible, output=out, log_probs=log_probs,

@@ -43,24 +43,14 @@ class VerifiedReveal:
         zeros, as they leave the loop), or None when no row needed a call.
     entropy: (B, N) nats, each revealed position's entropy given the pass's positions before
         it (what sequential decoding would have paid for it; 0 elsewhere).
-    drafted: (B,) positions drafted (after the ``max_draft`` cap); rejected: (B,) drafted
-        positions held back for a later pass.
+    rejected: (B,) drafted positions (after the ``max_draft`` cap) held back for a later
+        pass.
     """
 
     reveal: torch.Tensor
     next_output: ModelOutput | None
     entropy: torch.Tensor
-    drafted: torch.Tensor
     rejected: torch.Tensor
-
-
-def proposals(log_probs: torch.Tensor, temperature: float, noise: torch.Tensor | None
-              ) -> torch.Tensor:
-    """(..., N) the loop's proposal rule on log-probabilities (..., N, V): the argmax, or at
-    temperature > 0 the argmax of log_probs / temperature + noise (Gumbel, broadcastable)."""
-    if temperature > 0:
-        return (log_probs.double() / temperature + noise).argmax(-1)
-    return log_probs.argmax(-1)
 
 
 def verify_reveal(state, draft: torch.Tensor, *, max_draft: int | None = None,
@@ -76,7 +66,7 @@ def verify_reveal(state, draft: torch.Tensor, *, max_draft: int | None = None,
     max_sequences: sequences per model call; rows are split across calls whole, so every row
         is charged one call per pass however its prefixes are chunked.
     """
-    from unmask.decode import entropy_from_log_probs, real_log_probs  # (imports this module)
+    from unmask.decode import entropy_from_log_probs, propose, real_log_probs  # (imports us)
 
     b, n = draft.shape
     device = draft.device
@@ -99,29 +89,30 @@ def verify_reveal(state, draft: torch.Tensor, *, max_draft: int | None = None,
     proposed = torch.full((b, width, n), -1, dtype=torch.long, device=device)
     confidence = torch.zeros(b, width, n, dtype=torch.float64, device=device)
     prefix_entropy = torch.zeros(b, width, n, dtype=torch.float64, device=device)
-    outputs: list[tuple[torch.Tensor, ModelOutput]] = []
-    per_row = need.sum(1)
+    calls: list[tuple[slice, ModelOutput]] = []
+    per_row = need.sum(1).tolist()
     start = 0
-    while start < b:  # whole rows per call, up to max_sequences sequences
-        stop = start + 1
-        total = int(per_row[start])
-        while stop < b and total + int(per_row[stop]) <= max_sequences:
-            total += int(per_row[stop])
+    while start < b:
+        # whole rows per call, up to max_sequences sequences; rows that need nothing join the
+        # call before them, so calls cover the rows in order (none at all when none needs one)
+        stop, total = start + 1, per_row[start]
+        while stop < b and (total == 0 or per_row[stop] == 0
+                            or total + per_row[stop] <= max_sequences):
+            total += per_row[stop]
             stop += 1
-        chunk = torch.zeros(b, width, dtype=torch.bool, device=device)
-        chunk[start:stop] = need[start:stop]
-        if total:
-            rows = state.row_ids[:, None].expand(b, width)[chunk]
-            out = state.model(seqs[chunk], rows, output_hidden_layers=output_hidden_layers)
-            lp = real_log_probs(out.logits, real)
-            row_noise = None if noise is None else noise[:, None].expand(
-                b, width, *noise.shape[1:])[chunk]
-            tok = proposals(lp, state.temperature, row_noise)
-            proposed[chunk] = tok
-            prefix_entropy[chunk] = entropy_from_log_probs(lp).double()
-            if tolerance < 1.0:
-                confidence[chunk] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
-            outputs.append((chunk, out))
+        if not total:
+            break
+        rows, here = slice(start, stop), need[start:stop]
+        out = state.model(seqs[rows][here], state.row_ids[rows, None].expand(-1, width)[here],
+                          output_hidden_layers=output_hidden_layers)
+        lp = real_log_probs(out.logits, real)
+        tok = propose(lp, state.temperature,
+                      None if noise is None else noise[rows, None].expand(-1, width, -1, -1)[here])
+        proposed[rows][here] = tok
+        prefix_entropy[rows][here] = entropy_from_log_probs(lp).double()
+        if tolerance < 1.0:
+            confidence[rows][here] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
+        calls.append((rows, out))
         start = stop
 
     # d_{l+1} (rank l) is checked under P_l (prefix index l - 1)
@@ -146,29 +137,8 @@ def verify_reveal(state, draft: torch.Tensor, *, max_draft: int | None = None,
     entropy = torch.zeros(b, n, dtype=torch.float64, device=device)
     entropy.scatter_(1, pos, torch.where(m[None, :] <= accepted[:, None], paid, 0.0))
 
-    next_output = None
-    if outputs:
-        pick = torch.zeros(b, width, dtype=torch.bool, device=device)
-        pick[torch.arange(b, device=device), accepted - 1] = True
-        pick &= need
-        logits = hidden = layers = None
-        for chunk, out in outputs:
-            sel = pick[chunk]  # over this call's sequences
-            if not bool(sel.any()):
-                continue
-            where = (pick & chunk).any(1)  # rows whose accepted prefix is in this call
-            if logits is None:
-                logits = out.logits.new_zeros((b, *out.logits.shape[1:]))
-                hidden = out.hidden.new_zeros((b, *out.hidden.shape[1:]))
-                if out.hidden_layers is not None:
-                    layers = [h.new_zeros((b, *h.shape[1:])) for h in out.hidden_layers]
-            logits[where] = out.logits[sel]
-            hidden[where] = out.hidden[sel]
-            if layers is not None:
-                for dst, src in zip(layers, out.hidden_layers, strict=True):
-                    dst[where] = src[sel]
-        if logits is not None:
-            next_output = ModelOutput(logits=logits, hidden=hidden,
-                                      hidden_layers=None if layers is None else tuple(layers))
+    # the next pass is the model on each row's accepted prefix
+    next_output = (ModelOutput.cat([out.pick(need[rows], accepted[rows] - 1)
+                                    for rows, out in calls]) if calls else None)
     return VerifiedReveal(reveal=reveal, next_output=next_output, entropy=entropy,
-                          drafted=k, rejected=k - accepted)
+                          rejected=k - accepted)

@@ -19,8 +19,10 @@ DEMO_SAMPLERS = [
 
 
 def _label(params: dict, tolerance: float | None) -> str:
+    from unmask.bench import verify_suffix
+
     text = " ".join(f"{k}={v}" for k, v in params.items()) or "k=1"
-    return text if tolerance is None else f"{text} +verify={tolerance:g}"
+    return text if tolerance is None else f"{text} {verify_suffix(tolerance)}"
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:

@@ -53,6 +53,35 @@ class ModelOutput:
                            hidden_layers=None if layers is None else
                            tuple(h[index] for h in layers))
 
+    def pick(self, evaluated: torch.Tensor, choice: torch.Tensor) -> ModelOutput:
+        """One candidate's pass per row, from a batched call over candidates.
+
+        ``self`` holds one sequence per True entry of ``evaluated`` (B, C), in row-major
+        order; row b gets candidate ``choice[b]``'s sequence ((B,) long), and zeros where that
+        candidate was not evaluated (a finished state: the row leaves the loop).
+        """
+        b, c = evaluated.shape
+        index = evaluated.flatten().long().cumsum(0).view(b, c) - 1
+        pick = index.gather(1, choice[:, None]).squeeze(1).clamp(min=0)
+        has = evaluated.gather(1, choice[:, None])[:, :, None]  # (B, 1, 1)
+
+        def take(t: torch.Tensor) -> torch.Tensor:
+            return torch.where(has, t[pick], 0.0)
+
+        layers = self.hidden_layers
+        return ModelOutput(logits=take(self.logits), hidden=take(self.hidden),
+                           hidden_layers=None if layers is None else tuple(map(take, layers)))
+
+    @staticmethod
+    def cat(parts: list[ModelOutput]) -> ModelOutput:
+        """The passes ``parts`` of consecutive rows, as one."""
+        layers = parts[0].hidden_layers
+        return ModelOutput(logits=torch.cat([o.logits for o in parts]),
+                           hidden=torch.cat([o.hidden for o in parts]),
+                           hidden_layers=None if layers is None else tuple(
+                               torch.cat(h) for h in zip(*(o.hidden_layers for o in parts),
+                                                         strict=True)))
+
 
 def weights_fingerprint(module: nn.Module, prefix: str = "") -> str:
     """A short hash (16 hex digits) of ``prefix`` and every tensor of ``module.state_dict()``

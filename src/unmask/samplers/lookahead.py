@@ -189,13 +189,8 @@ class LookaheadSampler(CountRule, Sampler):
         winner = objective.argmax(1)  # first maximum: ties go to the greedy candidate
         next_output = None
         if out is not None:
-            flat = need.flatten().long().cumsum(0).view(b, c) - 1  # (B, C) index into out
-            pick = flat.gather(1, winner[:, None]).squeeze(1).clamp(min=0)
-            has = need.gather(1, winner[:, None]).squeeze(1)
             # rows whose winner finished the sequence leave the loop; their entry is unused
-            logits = torch.where(has[:, None, None], out.logits[pick], 0.0)
-            hidden = torch.where(has[:, None, None], out.hidden[pick], 0.0)
-            next_output = ModelOutput(logits=logits, hidden=hidden)
+            next_output = out.pick(need, winner)
         return LookaheadStep(candidates=cands, bypass=bypass, hbar=hbar, hbar_next=hbar_next,
                              objective=objective, winner=winner, next_output=next_output)
 

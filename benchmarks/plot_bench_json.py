@@ -34,6 +34,13 @@ def main() -> None:
                     help="draw the published points (measured on the 1,000 hard puzzles)")
     ap.add_argument("--tags", nargs="+", default=None, metavar="TAG",
                     help="one per file: its rows are drawn as 'TAG sampler' lines")
+    ap.add_argument("--xlim", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+                    help="zoom: the range of mean passes drawn")
+    ap.add_argument("--ylim", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+                    help="zoom: the range of solved %% drawn")
+    ap.add_argument("--target", type=float, default=None, metavar="F",
+                    help="draw the 'confidence' row's solved %% and its passes / F as lines "
+                         "(the target: sequential accuracy at 1/F of its passes)")
     args = ap.parse_args()
     if args.tags is not None and len(args.tags) != len(args.json):
         raise SystemExit(f"--tags: one per file ({len(args.json)}), got {len(args.tags)}")
@@ -54,8 +61,18 @@ def main() -> None:
     if len(set(sets)) > 1:
         raise SystemExit(f"the files measure different puzzle sets: {sorted(set(sets))}")
     title = args.title or f"Sudoku '{sets[0]}' puzzles: {len(rows)} rows"
+    guides = []
+    if args.target is not None:
+        seq = next((r for r in rows if r["label"] == "confidence"), None)
+        if seq is None:
+            raise SystemExit("--target: no 'confidence' row among the rows drawn")
+        guides = [("h", 100 * seq["solved"], f"sequential {100 * seq['solved']:.1f}%"),
+                  ("v", seq["nfe"] / args.target,
+                   f"1/{args.target:g} of sequential's {seq['nfe']:.1f} passes")]
     pareto_plot(rows, args.out, title=title,
-                references=SEED_REFERENCE if args.references else ())
+                references=SEED_REFERENCE if args.references else (),
+                xlim=tuple(args.xlim) if args.xlim else None,
+                ylim=tuple(args.ylim) if args.ylim else None, guides=guides)
     print(f"plot: {args.out} ({len(rows)} rows)")
 
 

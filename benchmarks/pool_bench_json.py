@@ -10,8 +10,9 @@ first row of each label kept. A label is then pooled when every set has it: its 
 outcomes are concatenated, its mean passes weighted by each set's puzzle count.
 Columns: solved %, mean NFE, the paired count against the pooled sequential row (+ solved
 that it did not / - the reverse) and its size in noise widths, (gained - lost) /
-sqrt(gained + lost); for every non-EB row, EB's pooled frontier interpolated at its passes
-and the paired count against the EB row nearest in passes.
+sqrt(gained + lost); for every row but plain EB's, EB's pooled frontier (its rows without
+``+verify`` or ``+corrector``) interpolated at its passes and the paired count against the
+plain EB row nearest in passes.
 """
 
 from __future__ import annotations
@@ -42,8 +43,12 @@ def pooled_rows(files: list[dict]) -> list[dict]:
             continue
         each = "".join(p["solved_each"] for p in parts)
         nfe = sum(p["nfe"] * len(p["solved_each"]) for p in parts) / len(each)
-        rows.append({"label": label, "name": parts[0]["name"], "solved_each": each,
-                     "solved_pct": 100 * each.count("1") / len(each), "nfe": nfe})
+        first = parts[0]
+        plain = not (first.get("verified", "+verify" in label)
+                     or first.get("corrected", "+corrector" in label))
+        rows.append({"label": label, "name": first["name"], "plain": plain,
+                     "solved_each": each, "solved_pct": 100 * each.count("1") / len(each),
+                     "nfe": nfe})
     return rows
 
 
@@ -61,11 +66,12 @@ def main() -> None:
     if ref is None:
         raise SystemExit(f"no '{REFERENCE}' row in every file: nothing to pair against")
     add_paired_vs(rows, ref)
-    eb = sorted((r for r in rows if r["name"] == "eb"), key=lambda r: r["nfe"])
+    # EB's frontier: its plain rows (a verified or corrected EB row is compared against it)
+    eb = sorted((r for r in rows if r["name"] == "eb" and r["plain"]), key=lambda r: r["nfe"])
     for r in rows:
         r["vs_seq"] = f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']}"
         r["seq_widths"] = widths(r["gained_vs_ref"], r["lost_vs_ref"])
-        if r["name"] == "eb" or r is ref or not eb:
+        if (r["name"] == "eb" and r["plain"]) or r is ref or not eb:
             continue
         if eb[0]["nfe"] <= r["nfe"] <= eb[-1]["nfe"]:
             r["eb_at"] = float(np.interp(r["nfe"], [e["nfe"] for e in eb],

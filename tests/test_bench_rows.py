@@ -59,3 +59,32 @@ def test_render_table_keeps_every_column_when_output_is_not_a_terminal(capsys):
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if label in x)
     assert "79.1" in line and "10.71" in line
+
+
+def test_pareto_plot_zoom_and_guides(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    from unmask.bench import pareto_plot
+
+    seen = {}
+    save = matplotlib.figure.Figure.savefig
+
+    def capture(fig, fname, **kw):
+        ax = fig.axes[0]
+        seen["xlim"], seen["ylim"] = ax.get_xlim(), ax.get_ylim()
+        seen["lines"] = [(tuple(line.get_xdata()), tuple(line.get_ydata()))
+                         for line in ax.get_lines() if line.get_linestyle() == ":"]
+        seen["texts"] = [t.get_text() for t in ax.texts]
+        return save(fig, fname, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", capture)
+    rows = [{"label": "confidence", "name": "confidence", "nfe": 57.0, "accuracy": 0.8},
+            {"label": "eb gamma=0.1", "name": "eb", "nfe": 8.5, "accuracy": 0.76},
+            {"label": "eb gamma=0.03", "name": "eb", "nfe": 11.3, "accuracy": 0.79}]
+    out = tmp_path / "zoom.png"
+    pareto_plot(rows, out, xlim=(8.0, 14.0), ylim=(75.0, 81.0),
+                guides=[("h", 80.0, "sequential"), ("v", 11.4, "1/5")])
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert seen["xlim"] == (8.0, 14.0) and seen["ylim"] == (75.0, 81.0)
+    assert ((0, 1), (80.0, 80.0)) in seen["lines"] and ((11.4, 11.4), (0, 1)) in seen["lines"]
+    assert {"sequential", "1/5"} <= set(seen["texts"])

@@ -197,9 +197,13 @@ def plot_family(row: dict) -> str:
 
 def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = "accuracy",
                 xlabel: str = "mean forward passes (NFE)", ylabel: str = "solved %",
-                title: str = "", references: list[tuple[str, float, float]] = ()) -> None:
+                title: str = "", references: list[tuple[str, float, float]] = (),
+                xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None,
+                guides: list[tuple[str, float, str]] = ()) -> None:
     """Scatter of ``y`` (as %) against ``x`` per sampler family, Pareto front drawn, saved
-    atomically as PNG. references: extra (label, x, y%) points drawn hollow (published)."""
+    atomically as PNG. references: extra (label, x, y%) points drawn hollow (published).
+    xlim / ylim: the axes' ranges (a zoom; y in %). guides: ("h" | "v", value, label) lines
+    drawn across the plot (a target accuracy in %, a pass budget)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -218,10 +222,11 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
                   if len(part) > 1 else [])
         ax.plot([r[x] for r in part], [100 * r[y] for r in part], "o-", color=cmap(k % 10),
                 label=_greek(" ".join([fam, *shared])), alpha=0.85, ms=6)
-        for r, p in zip(part, params, strict=True):
+        for j, (r, p) in enumerate(zip(part, params, strict=True)):
             short = _greek(" ".join(t for t in p if t not in shared))
-            if short:
-                ax.annotate(short, (r[x], 100 * r[y]), fontsize=7, xytext=(4, 3 if k % 2 else -10),
+            if short:  # above or below, alternating along a line and between lines
+                ax.annotate(short, (r[x], 100 * r[y]), fontsize=7,
+                            xytext=(4, 3 if (k + j) % 2 else -10),
                             textcoords="offset points", color=cmap(k % 10))
     front = sorted(pareto_front(rows, x, y), key=lambda r: r[x])
     ax.plot([r[x] for r in front], [100 * r[y] for r in front], "k--", lw=1, alpha=0.5,
@@ -230,12 +235,26 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
         ax.plot([rx], [ry], marker="s", mfc="none", mec="gray", ms=8, ls="none")
         ax.annotate(label, (rx, ry), fontsize=7, color="gray", xytext=(4, -10),
                     textcoords="offset points")
+    for kind, value, label in guides:
+        line = ax.axhline if kind == "h" else ax.axvline
+        line(value, color="gray", lw=0.8, ls=":")
+        ax.annotate(label, (0.01, value) if kind == "h" else (value, 0.99), fontsize=7,
+                    color="gray", xycoords=("axes fraction", "data") if kind == "h"
+                    else ("data", "axes fraction"), xytext=(2, 2), textcoords="offset points",
+                    rotation=0 if kind == "h" else 90, va="bottom" if kind == "h" else "top")
     ax.set_xscale("log")
     from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
     xs = [r[x] for r in rows] + [rx for _, rx, _ in references]
-    ticks = [t for t in (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500)
-             if min(xs) / 1.5 <= t <= max(xs) * 1.5]
+    lo, hi = (min(xs) / 1.5, max(xs) * 1.5) if xlim is None else xlim
+    steps = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500)
+    if xlim is not None:  # a zoom: every pass count in range
+        steps = tuple(range(1, 501))
+    ticks = [t for t in steps if lo <= t <= hi]
+    if xlim is not None:
+        ax.set_xlim(*xlim)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())

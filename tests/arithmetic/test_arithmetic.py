@@ -119,6 +119,26 @@ def test_bench_command_prints_and_writes_every_task(tiny_model_dir, tmp_path, ca
     assert all(conf[t]["nfe"] == n_masked[t] for t in conf)
 
 
+def test_bench_verified_rows_draft_every_position(tiny_model_dir, tmp_path):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--prompts", "6",
+                 "--samplers", "confidence,topk", "--quiet", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    fmt = EquationFormat()
+    n_masked = {"generate": fmt.length, "product": fmt.c_digits,
+                "factors": fmt.a_digits + fmt.b_digits}
+    verified = [r for r in rows if r["verified"]]
+    assert {r["sampler"] for r in verified} == {f"topk k={fmt.length} +verify",
+                                                f"topk k={fmt.length} +verify=0.03"}
+    assert {r["verify_tolerance"] for r in verified} == {1.0, 0.03}
+    assert not any(r["verified"] for r in rows if r["sampler"] in ("confidence", "topk k=2"))
+    for r in verified:
+        assert r["params"] == {"k": fmt.length}
+        # a pass reveals at least one position and costs one call (its verification),
+        # plus the first pass's own call
+        assert r["nfe"] <= n_masked[r["task"]] + 1 and r["sequences"] >= r["nfe"]
+
+
 def test_bench_command_rejects_bad_input(tiny_model_dir, capsys):
     assert main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--samplers", "nope",
                  "--quiet"]) == 2

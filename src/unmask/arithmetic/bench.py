@@ -6,7 +6,7 @@ import torch
 
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.arithmetic.train import TASKS, task_inputs, training_batch
-from unmask.bench import BenchEntry, timed_decode
+from unmask.bench import BenchEntry, timed_decode, verify_suffix
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import require
 from unmask.models.base import MaskedModel
@@ -15,7 +15,10 @@ from unmask.samplers.pc import frequency_table
 
 def default_entries(fmt: EquationFormat) -> list[BenchEntry]:
     """Every greedy baseline at one token per step, the parallel ones at their usual
-    settings, and the lookahead samplers with and without the bypass."""
+    settings, every position drafted at once with its passes verified (tokens only, and with
+    the order held to sequential decoding's within 0.03), and the lookahead samplers with and
+    without the bypass."""
+    every = {"k": fmt.length}
     return [
         BenchEntry("confidence", "confidence"),
         BenchEntry("entropy", "entropy"),
@@ -24,6 +27,8 @@ def default_entries(fmt: EquationFormat) -> list[BenchEntry]:
         BenchEntry("topk k=2", "topk", {"k": 2}),
         BenchEntry("eb γ=0.1", "eb", {"gamma": 0.1}),
         BenchEntry("threshold τ=0.9", "threshold", {"tau": 0.9}),
+        *(BenchEntry(f"topk k={fmt.length} {verify_suffix(t)}", "topk", every, verified=True,
+                     verify_tolerance=t) for t in (1.0, 0.03)),
         BenchEntry("klass", "klass"),
         BenchEntry("pc", "pc", {"frequencies": training_frequencies(fmt)}),
         BenchEntry("info-gain", "info-gain"),
@@ -66,6 +71,7 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[BenchEntry]
             rows.append({
                 "task": task, "sampler": entry.label, "name": entry.name,
                 "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
+                "verified": entry.verified, "verify_tolerance": entry.verify_tolerance,
                 "temperature": cfg.temperature, "prompts": prompts,
                 "accuracy": float(fmt.correct(res.tokens).float().mean()),
                 "well_formed": float(fmt.well_formed(res.tokens).float().mean()),

@@ -88,3 +88,14 @@ def test_pareto_plot_zoom_and_guides(tmp_path, monkeypatch):
     assert seen["xlim"] == (8.0, 14.0) and seen["ylim"] == (75.0, 81.0)
     assert ((0, 1), (80.0, 80.0)) in seen["lines"] and ((11.4, 11.4), (0, 1)) in seen["lines"]
     assert {"sequential", "1/5"} <= set(seen["texts"])
+
+
+def test_default_sudoku_specs_parse_and_hold_the_target_rows():
+    from unmask.bench import BenchEntry
+    from unmask.sudoku.bench import DEFAULT_SPECS
+
+    entries = [BenchEntry.parse(s) for s in DEFAULT_SPECS]
+    assert len({e.label for e in entries}) == len(entries)
+    verified = {(e.name, e.verify_tolerance) for e in entries if e.verified}
+    assert verified == {("mi-guided", 0.002), ("eb", 0.002)}
+    assert entries[0].name == "confidence" and not entries[0].verified

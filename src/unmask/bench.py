@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,22 +237,25 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
         ax.annotate(label, (rx, ry), fontsize=7, color="gray", xytext=(4, -10),
                     textcoords="offset points")
     for kind, value, label in guides:
-        line = ax.axhline if kind == "h" else ax.axvline
-        line(value, color="gray", lw=0.8, ls=":")
-        ax.annotate(label, (0.01, value) if kind == "h" else (value, 0.99), fontsize=7,
-                    color="gray", xycoords=("axes fraction", "data") if kind == "h"
-                    else ("data", "axes fraction"), xytext=(2, 2), textcoords="offset points",
-                    rotation=0 if kind == "h" else 90, va="bottom" if kind == "h" else "top")
+        style = {"fontsize": 7, "color": "gray", "xytext": (2, 2),
+                 "textcoords": "offset points"}
+        if kind == "h":  # label at the left end
+            ax.axhline(value, color="gray", lw=0.8, ls=":")
+            ax.annotate(label, (0.01, value), xycoords=("axes fraction", "data"), va="bottom",
+                        **style)
+        else:  # label along the line, from the top
+            ax.axvline(value, color="gray", lw=0.8, ls=":")
+            ax.annotate(label, (value, 0.99), xycoords=("data", "axes fraction"), rotation=90,
+                        va="top", **style)
     ax.set_xscale("log")
     from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
-    xs = [r[x] for r in rows] + [rx for _, rx, _ in references]
-    lo, hi = (min(xs) / 1.5, max(xs) * 1.5) if xlim is None else xlim
-    steps = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500)
-    if xlim is not None:  # a zoom: every pass count in range
-        steps = tuple(range(1, 501))
-    ticks = [t for t in steps if lo <= t <= hi]
-    if xlim is not None:
+    if xlim is None:
+        xs = [r[x] for r in rows] + [rx for _, rx, _ in references]
+        ticks = [t for t in (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500)
+                 if min(xs) / 1.5 <= t <= max(xs) * 1.5]
+    else:  # a zoom: every whole pass count in range
+        ticks = list(range(math.ceil(xlim[0]), math.floor(xlim[1]) + 1))
         ax.set_xlim(*xlim)
     if ylim is not None:
         ax.set_ylim(*ylim)

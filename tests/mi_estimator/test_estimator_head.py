@@ -172,6 +172,27 @@ def test_layer_index_reads_that_hidden_layer(tiny_transformer):
         estimate_mi(tiny_transformer, far, tokens)
 
 
+def test_extra_layers_concatenate_after_the_selected_states(tiny_transformer, tmp_path):
+    est = perturb(make_estimator(tiny_transformer, extra_layers=[1, 2]))
+    d = tiny_transformer.hidden_size
+    assert est.config.extra_layers == (1, 2) and est.config.feature_size == 3 * d
+    tokens = torch.full((2, 12), tiny_transformer.mask_id)
+    tokens[0, :4] = torch.tensor([0, 1, 2, 3])
+    with torch.no_grad():
+        out = tiny_transformer(tokens, output_hidden_layers=True)
+        feats = est.features(out, tiny_transformer)
+        want = est(torch.cat([out.hidden, out.hidden_layers[1], out.hidden_layers[2]], -1),
+                   tokens == tiny_transformer.mask_id)
+    assert feats.shape == (2, 12, 3 * d)
+    assert torch.equal(feats[..., d:2 * d], out.hidden_layers[1])
+    assert torch.allclose(estimate_mi(tiny_transformer, est, tokens), want)
+    est.save(tmp_path / "est")
+    back = MIEstimator.load(tmp_path / "est", model=tiny_transformer)
+    assert back.config == est.config and back.config.extra_layers == (1, 2)
+    with pytest.raises(UnmaskError, match="extra_layers"):
+        make_estimator(tiny_transformer, extra_layers=[1.5])
+
+
 def test_save_load_round_trip(tiny_transformer, tmp_path):
     est = perturb(make_estimator(tiny_transformer, layer=-1))
     est.save(tmp_path / "est", extra={"note": "kept"})

@@ -11,6 +11,7 @@ from unmask.mi.estimator_train import (
     evaluate_predictions,
     held_out_mask,
     label_resolution,
+    masked_pairs,
     pair_metrics,
     pair_mse,
     pearson,
@@ -131,6 +132,29 @@ def test_probe_agreement_scores_one_direction_and_the_two_against_each_other():
     iu = torch.triu_indices(6, 6, 1)
     assert got["one_direction"]["mse"] == pytest.approx(
         float(((forward[0, :6, :6] - 0.5)[iu[0], iu[1]] ** 2).mean()))
+
+
+def test_probe_ceiling_is_what_the_truth_scores_against_two_noisy_directions():
+    # each direction the true value plus independent noise: the ceiling, computed from the two
+    # directions alone, must be what the (hidden) truth itself scores against their mean
+    gen = torch.Generator().manual_seed(3)
+    m, n = 40, 60
+    s = torch.randn(m, n, n, generator=gen)
+    s = (s + s.transpose(1, 2)) / 2 ** 0.5  # symmetric truth, unit variance off the diagonal
+    directed = s + 0.8 * torch.randn(m, n, n, generator=gen)
+    true = (directed + directed.transpose(1, 2)) / 2  # the labels, unclipped
+    masked = torch.ones(m, n, dtype=torch.bool)
+    got = probe_agreement(true, directed, masked)["ceiling"]
+    pairs = masked_pairs(masked)
+    want = pair_metrics(s[pairs], true[pairs])
+    assert got["pearson"] == pytest.approx(want["pearson"], abs=3e-3)
+    assert got["spearman"] == pytest.approx(want["spearman"], abs=1e-2)
+    assert got["mse"] == pytest.approx(want["mse"], rel=0.02)
+    assert got["pearson"] < 0.95  # the noise is there: not a ceiling of 1 by construction
+    # a probe whose two directions agree has nothing the labels cannot resolve
+    agree = probe_agreement(s, s, masked)["ceiling"]
+    assert agree["mse"] == 0.0
+    assert agree["pearson"] == pytest.approx(1.0) and agree["spearman"] == pytest.approx(1.0)
 
 
 def test_pair_mse_counts_ordered_masked_pairs_off_the_diagonal():

@@ -26,6 +26,15 @@ def _load_labels(path: str, model_arg: str | None):
     return labels, model, task
 
 
+def _layer_list(text: str) -> tuple[int, ...]:
+    """'2,4,6' -> (2, 4, 6): hidden-layer indices for --extra-layers."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated layer indices such as 2,4,6, got {text!r}") from None
+
+
 def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", required=True, help="label folder written by `unmask mi label`")
     p.add_argument("--out", required=True, help="run folder (checkpoint.pt, best/, history)")
@@ -45,6 +54,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--layer", type=int, default=None,
                    help="hidden layer to read (0 = embeddings; default: the final hidden states)")
+    p.add_argument("--extra-layers", type=_layer_list, default=(), metavar="L1,L2,...",
+                   help="further hidden layers whose states are concatenated to the features")
     p.add_argument("--d", type=int, default=64, help="estimator width")
     p.add_argument("--mixer-layers", type=int, default=1)
     p.add_argument("--pair-hidden", type=int, default=8, help="pair MLP units")
@@ -95,7 +106,8 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     labels, model, task = _load_labels(args.labels, args.model)
-    est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer, d=args.d,
+    est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer,
+                              extra_layers=args.extra_layers, d=args.d,
                               mixer_layers=args.mixer_layers, pair_hidden=args.pair_hidden,
                               pair_rank=args.pair_rank,
                               pair_prior_length=model.max_length if args.pair_prior else 0,
@@ -196,6 +208,11 @@ def format_metrics(result: dict) -> str:
                      f"{one['top_decile_recall']:.3f}; MI_ij against MI_ji Spearman "
                      f"{both['spearman']:.3f}, top-decile recall "
                      f"{both['top_decile_recall']:.3f}")
+        ceil = probe.get("ceiling")
+        if ceil:
+            lines.append(f"a perfect symmetric predictor, if the two directions are the truth "
+                         f"plus independent noise: MSE {ceil['mse']:.2e}, Pearson "
+                         f"{ceil['pearson']:.3f}, Spearman about {ceil['spearman']:.3f}")
     c = result["cost"]
     lines.append(f"cost: estimator {1e3 * c['estimator_s']:.1f} ms vs MDM forward "
                  f"{1e3 * c['model_forward_s']:.1f} ms at batch {c['batch']} = "

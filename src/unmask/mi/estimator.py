@@ -59,6 +59,8 @@ class EstimatorConfig:
     hidden_size: D, the width of the MDM hidden states read.
     layer: which hidden states: None = the model's final hidden states (``ModelOutput.hidden``);
         an int indexes ``ModelOutput.hidden_layers`` (0 = embeddings, negative from the end).
+    extra_layers: further ``hidden_layers`` indices whose states are concatenated after those
+        of ``layer``, in this order (F grows by D for each); () = none.
     d: width of the adapter, mixer and q/k projections.
     n_heads: attention heads of the mixer blocks.
     mixer_layers: transformer blocks after the adapter (0 = none).
@@ -86,6 +88,7 @@ class EstimatorConfig:
 
     hidden_size: int
     layer: int | None = None
+    extra_layers: tuple[int, ...] = ()
     d: int = 64
     n_heads: int = 4
     mixer_layers: int = 1
@@ -103,6 +106,10 @@ class EstimatorConfig:
                 f"hidden_size: must be an integer >= 1, got {self.hidden_size!r}")
         require(self.layer is None or isinstance(self.layer, int),
                 f"layer: must be None or an integer, got {self.layer!r}")
+        require(isinstance(self.extra_layers, (tuple, list))
+                and all(isinstance(x, int) for x in self.extra_layers),
+                f"extra_layers: must be a sequence of integers, got {self.extra_layers!r}")
+        self.extra_layers = tuple(self.extra_layers)  # a JSON config gives a list
         require(self.d >= 1 and self.pair_hidden >= 1 and self.pair_rank >= 1,
                 "d, pair_hidden, pair_rank: must be >= 1")
         require(self.activation in ("relu", "gelu"),
@@ -122,9 +129,16 @@ class EstimatorConfig:
                 f"d: {self.d} is not divisible by n_heads={self.n_heads}")
 
     @property
+    def reads_hidden_layers(self) -> bool:
+        """Whether the features need ``ModelOutput.hidden_layers`` (not just the final states)."""
+        return self.layer is not None or bool(self.extra_layers)
+
+    @property
     def feature_size(self) -> int:
-        """F, the width of the features the head reads: D, or D + K + 1 with marginals."""
-        return self.hidden_size + (self.marginal_size + 1 if self.marginal_size else 0)
+        """F, the width of the features the head reads: D per layer read (``layer`` and each
+        of ``extra_layers``), plus K + 1 with marginals."""
+        return (self.hidden_size * (1 + len(self.extra_layers))
+                + (self.marginal_size + 1 if self.marginal_size else 0))
 
 
 def select_hidden(output, layer: int | None) -> torch.Tensor:
@@ -143,9 +157,13 @@ def select_hidden(output, layer: int | None) -> torch.Tensor:
 
 def estimator_features(output, model: MaskedModel, config: EstimatorConfig) -> torch.Tensor:
     """(B, N, F) features of a :class:`ModelOutput` of ``model`` for an estimator of
-    ``config``: the selected hidden states, then (with ``marginal_size`` K) the K real-token
-    probabilities and their entropy in nats."""
+    ``config``: the selected hidden states (those of ``layer``, then of each of
+    ``extra_layers``), then (with ``marginal_size`` K) the K real-token probabilities and their
+    entropy in nats."""
     hidden = select_hidden(output, config.layer)
+    if config.extra_layers:
+        hidden = torch.cat([hidden] + [select_hidden(output, x) for x in config.extra_layers],
+                           dim=-1)
     if not config.marginal_size:
         return hidden
     from unmask.decode import entropy_from_log_probs
@@ -255,7 +273,7 @@ class MIEstimator(FrozenHead):
 
 def needs_hidden_layers(estimator: MIEstimator) -> bool:
     """Whether the model must be run with ``output_hidden_layers=True`` for ``estimator``."""
-    return estimator.config.layer is not None
+    return estimator.config.reads_hidden_layers
 
 
 def estimate_mi(model: MaskedModel, estimator: MIEstimator, tokens: torch.Tensor,

@@ -173,7 +173,7 @@ def compute_features(model: MaskedModel, tokens: torch.Tensor, config: Estimator
     (M, N) for an estimator of ``config``, stored in ``dtype`` (float16 halves the memory;
     post-norm hidden states and probabilities lose nothing that matters)."""
     return frozen_features(model, tokens, lambda out, x: estimator_features(out, model, config),
-                           config.feature_size, output_hidden_layers=config.layer is not None,
+                           config.feature_size, output_hidden_layers=config.reads_hidden_layers,
                            batch_size=batch_size, dtype=dtype, progress=progress)
 
 
@@ -242,12 +242,28 @@ def probe_agreement(true: torch.Tensor, directed: torch.Tensor, masked: torch.Te
     - ``one_direction``: :func:`pair_metrics` of the single probe direction MI_ij against the
       labels (the ground truth asked once instead of twice);
     - ``between_directions``: MI_ij against MI_ji (for one joint distribution the two agree
-      exactly; an MDM's conditionals need not form one)."""
+      exactly; an MDM's conditionals need not form one);
+    - ``ceiling``: what a perfect symmetric predictor would score against the labels if each
+      direction were the pair's true value plus independent noise of one law, MI_ij = S + e1,
+      MI_ji = S + e2. The label's noise (e1 + e2) / 2 then has the law of the half-difference
+      (e1 - e2) / 2, so its ``mse`` is the mean squared half-difference; the correlation of
+      S with the mean of two measurements whose correlation is r is sqrt(2r / (1 + r))
+      (Spearman-Brown), exact for ``pearson``, an approximation for ``spearman`` (both from
+      ``between_directions``; the clip at 0 is ignored)."""
     pairs = masked_pairs(masked.cpu())
     d = directed.cpu()
     forward, backward = d[pairs], d.transpose(1, 2)[pairs]
+    between = pair_metrics(forward, backward)
+
+    def through_two(r: float) -> float:
+        return math.sqrt(2 * r / (1 + r)) if r > 0 else float("nan")
+
+    half = (forward.double() - backward.double()) / 2
+    ceiling = {"mse": float((half ** 2).mean()) if len(half) else float("nan"),
+               "pearson": through_two(between["pearson"]),
+               "spearman": through_two(between["spearman"])}
     return {"one_direction": pair_metrics(forward, true.cpu()[pairs]),
-            "between_directions": pair_metrics(forward, backward)}
+            "between_directions": between, "ceiling": ceiling}
 
 
 def evaluate_predictions(pred: torch.Tensor, true: torch.Tensor, masked: torch.Tensor,

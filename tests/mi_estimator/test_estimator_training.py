@@ -168,6 +168,26 @@ def test_resume_reproduces_an_uninterrupted_run(positional_toy, toy_labels, toy_
     assert res["steps"] == 33
 
 
+def test_a_checkpoint_older_than_a_config_field_still_resumes(positional_toy, toy_labels,
+                                                              toy_hidden, tmp_path):
+    cfg = EstimatorTrainConfig(batch_size=32, max_epochs=2, eval_every=5, warmup_steps=5)
+    train_estimator(new_estimator(positional_toy), toy_hidden, toy_labels,
+                    positional_toy.mask_id, cfg, tmp_path / "a", log=lambda s: None)
+    ckpt = tmp_path / "a" / "checkpoint.pt"
+    state = torch.load(ckpt, weights_only=False)
+    # as written before these fields existed: their defaults are what the run used
+    del state["estimator_config"]["extra_layers"], state["train_config"]["rank_samples"]
+    torch.save(state, ckpt)
+    res = train_estimator(new_estimator(positional_toy), toy_hidden, toy_labels,
+                          positional_toy.mask_id, cfg, tmp_path / "a", resume=True,
+                          log=lambda s: None)
+    assert res["steps"] == state["step"]
+    wider = MIEstimator(dataclasses.replace(new_estimator(positional_toy).config, d=8))
+    with pytest.raises(UnmaskError, match="another estimator configuration"):
+        train_estimator(wider, toy_hidden, toy_labels, positional_toy.mask_id, cfg,
+                        tmp_path / "a", resume=True)
+
+
 def test_labels_from_another_model_are_refused(positional_toy, toy_labels):
     other = type(positional_toy)(n=5, v=3, seed=2, concentration=0.3)
     with pytest.raises(UnmaskError, match="labels: probed on model"):

@@ -101,12 +101,16 @@ def test_eval_reports_held_out_metrics_and_cost(tiny_run, capsys):
     assert 0 < r["resolved"]["share"] <= 1 and r["resolved"]["pairs"] <= r["pairs"]
     assert r["probe"]["one_direction"]["pairs"] == r["pairs"]
     assert -1 <= r["probe"]["between_directions"]["spearman"] <= 1
+    assert r["probe"]["ceiling"]["mse"] >= 0
+    filled = [b for b in r["buckets"] if b["contexts"]]
+    assert filled and all(b["probe"]["between_directions"]["pairs"] == b["pairs"] for b in filled)
     assert main(["mi", "eval", "--model", str(tiny_run / "model"), "--labels",
                  str(tiny_run / "labels"), "--estimator", str(tiny_run / "est" / "best"),
                  "--split", "all"]) == 0
     out = capsys.readouterr().out
     assert "all contexts" in out and "24 of 24" in out and "% of a forward" in out
     assert "pairs the labels resolve" in out and "the probe against itself" in out
+    assert "a perfect symmetric predictor" in out and "per mask ratio" in out
 
 
 def test_map_draws_both_sources(tiny_run, capsys, tmp_path):

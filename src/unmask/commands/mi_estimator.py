@@ -213,6 +213,15 @@ def format_metrics(result: dict) -> str:
             lines.append(f"a perfect symmetric predictor, if the two directions are the truth "
                          f"plus independent noise: MSE {ceil['mse']:.2e}, Pearson "
                          f"{ceil['pearson']:.3f}, Spearman about {ceil['spearman']:.3f}")
+        per = [(f"{b['mask_ratio'][0]:.2f}-{b['mask_ratio'][1]:.2f}", b["probe"])
+               for b in result["buckets"] if "probe" in b]
+        if per:
+            lines.append("  per mask ratio (directions against each other Spearman / recall; "
+                         "ceiling MSE, Spearman): " + "; ".join(
+                             f"{name} {p['between_directions']['spearman']:.3f} / "
+                             f"{p['between_directions']['top_decile_recall']:.3f}; "
+                             f"{p['ceiling']['mse']:.1e}, {p['ceiling']['spearman']:.3f}"
+                             for name, p in per))
     c = result["cost"]
     lines.append(f"cost: estimator {1e3 * c['estimator_s']:.1f} ms vs MDM forward "
                  f"{1e3 * c['model_forward_s']:.1f} ms at batch {c['batch']} = "

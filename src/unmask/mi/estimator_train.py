@@ -275,7 +275,7 @@ def evaluate_predictions(pred: torch.Tensor, true: torch.Tensor, masked: torch.T
     directed: optional (M, N, N) directed probe values the labels were symmetrised from; with
     them the metrics are also given on the pairs the labels resolve (:func:`label_resolution`),
     under ``"resolved"`` with their ``share`` of all pairs, and the probe's agreement with
-    itself under ``"probe"`` (:func:`probe_agreement`)."""
+    itself under ``"probe"`` (:func:`probe_agreement`), overall and per bucket."""
     pairs = masked_pairs(masked.cpu())
     pred, true = pred.cpu(), true.cpu()
     result = {"contexts": int(len(true)), **pair_metrics(pred[pairs], true[pairs])}
@@ -290,8 +290,11 @@ def evaluate_predictions(pred: torch.Tensor, true: torch.Tensor, masked: torch.T
         last = k == len(buckets) - 2
         sel = (ratio >= lo) & ((ratio <= hi) if last else (ratio < hi))
         sub = pairs & sel[:, None, None]
-        per_bucket.append({"mask_ratio": [lo, hi], "contexts": int(sel.sum()),
-                           **pair_metrics(pred[sub], true[sub])})
+        bucket = {"mask_ratio": [lo, hi], "contexts": int(sel.sum()),
+                  **pair_metrics(pred[sub], true[sub])}
+        if directed is not None and sel.any():
+            bucket["probe"] = probe_agreement(true[sel], directed[sel], masked[sel])
+        per_bucket.append(bucket)
     result["buckets"] = per_bucket
     within_s, within_r = [], []
     for c in range(len(true)):  # evaluation only, not the hot path
@@ -498,6 +501,15 @@ def held_out_loss(estimator: MIEstimator, hidden: torch.Tensor, mi: torch.Tensor
     return total / max(count, 1)
 
 
+def _as_config(cls, saved: dict | None):
+    """``cls(**saved)`` with the defaults of fields ``saved`` predates; None when ``saved`` is
+    missing or is not a valid ``cls``."""
+    try:
+        return cls(**saved) if isinstance(saved, dict) else None
+    except (TypeError, UnmaskError):
+        return None
+
+
 def _resumable_settings(train_config: dict) -> dict:
     """The training settings a resumed run must share with its checkpoint: all but the time
     budget, which is per run (a resume may be given more time)."""
@@ -542,9 +554,14 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
     step, history, best, best_step, bad = 0, [], math.inf, 0, 0
     ckpt = out / "checkpoint.pt"
     if resume:
-        state = load_checkpoint(ckpt, "cpu", {
-            "estimator_config": (asdict(estimator.config), "for another estimator configuration")})
-        if _resumable_settings(state.get("train_config") or {}) != _resumable_settings(asdict(cfg)):
+        state = load_checkpoint(ckpt, "cpu", {})
+        # compared as dataclasses, so a checkpoint written before a field with a default was
+        # added still resumes under that default
+        if _as_config(EstimatorConfig, state.get("estimator_config")) != estimator.config:
+            raise UnmaskError(f"resume: {ckpt} was written for another estimator configuration")
+        saved_cfg = _as_config(EstimatorTrainConfig, state.get("train_config"))
+        if saved_cfg is None or (_resumable_settings(asdict(saved_cfg))
+                                 != _resumable_settings(asdict(cfg))):
             raise UnmaskError(f"resume: {ckpt} was written with other training settings")
         estimator.load_state_dict(state["estimator"])
         opt.load_state_dict(state["optimizer"])

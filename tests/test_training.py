@@ -64,6 +64,21 @@ def test_resume_needs_checkpoint_and_same_architecture(pool, tmp_path):
         train(other, lambda s, b: pool.batch(s, b), cfg, tmp_path, resume=True)
 
 
+def test_a_checkpoint_older_than_a_model_config_field_still_resumes(pool, tmp_path):
+    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
+    ckpt = tmp_path / "checkpoint.pt"
+    state = torch.load(ckpt, weights_only=False)
+    del state["model_config"]["self_condition"]  # as written before the field existed
+    torch.save(state, ckpt)
+    logs = []
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, resume=True, log=logs.append)
+    assert logs[0].startswith("resumed at step 2")
+    other = MDMTransformer(sudoku_model_config(d_model=16, n_layers=1, n_heads=2, d_ff=32))
+    with pytest.raises(UnmaskError, match="another model"):
+        train(other, lambda s, b: pool.batch(s, b), cfg, tmp_path, resume=True)
+
+
 def test_batches_are_pure_functions_of_step(pool):
     a, b = pool.batch(7, 16, seed=1), pool.batch(7, 16, seed=1)
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))

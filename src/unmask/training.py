@@ -92,14 +92,26 @@ def save_checkpoint(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
+def saved_config(cls, saved: dict | None):
+    """``cls(**saved)``: a config dataclass recorded as a dict, read back with the defaults of
+    the fields it predates; None when ``saved`` is missing or is not a valid ``cls``."""
+    try:
+        return cls(**saved) if isinstance(saved, dict) else None
+    except (TypeError, UnmaskError):
+        return None
+
+
 def load_checkpoint(path: Path, device, must_match: dict) -> dict:
     """Read a checkpoint for ``--resume``; :class:`UnmaskError` when there is none, or when
-    one of ``must_match`` (key -> (expected value, what it is)) differs from what it records."""
+    one of ``must_match`` (key -> (expected config dataclass, what it is)) differs from the
+    config it records. The record is compared as that dataclass (:func:`saved_config`), so a
+    checkpoint written before a field with a default was added still matches under that
+    default."""
     if not path.is_file():
         raise UnmaskError(f"resume: no checkpoint at {path}")
     state = torch.load(path, map_location=device, weights_only=False)
     for key, (expected, what) in must_match.items():
-        if state.get(key) != expected:
+        if saved_config(type(expected), state.get(key)) != expected:
             raise UnmaskError(f"resume: {path} was written {what}")
     return state
 
@@ -156,7 +168,7 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
     ckpt = out / "checkpoint.pt"
     if resume:
         state = load_checkpoint(ckpt, device, {"model_config": (
-            asdict(model.config), "for another model configuration")})
+            model.config, "for another model configuration")})
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step, history, best = state["step"], state["history"], state["best"]

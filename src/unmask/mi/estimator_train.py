@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ from unmask.training import (
     append_history,
     load_checkpoint,
     save_checkpoint,
+    saved_config,
     warmup_cosine_lr,
 )
 
@@ -501,19 +502,10 @@ def held_out_loss(estimator: MIEstimator, hidden: torch.Tensor, mi: torch.Tensor
     return total / max(count, 1)
 
 
-def _as_config(cls, saved: dict | None):
-    """``cls(**saved)`` with the defaults of fields ``saved`` predates; None when ``saved`` is
-    missing or is not a valid ``cls``."""
-    try:
-        return cls(**saved) if isinstance(saved, dict) else None
-    except (TypeError, UnmaskError):
-        return None
-
-
-def _resumable_settings(train_config: dict) -> dict:
+def _resumable_settings(cfg: EstimatorTrainConfig) -> EstimatorTrainConfig:
     """The training settings a resumed run must share with its checkpoint: all but the time
     budget, which is per run (a resume may be given more time)."""
-    return {k: v for k, v in train_config.items() if k != "max_time_s"}
+    return replace(cfg, max_time_s=None)
 
 
 def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelSet,
@@ -554,14 +546,10 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
     step, history, best, best_step, bad = 0, [], math.inf, 0, 0
     ckpt = out / "checkpoint.pt"
     if resume:
-        state = load_checkpoint(ckpt, "cpu", {})
-        # compared as dataclasses, so a checkpoint written before a field with a default was
-        # added still resumes under that default
-        if _as_config(EstimatorConfig, state.get("estimator_config")) != estimator.config:
-            raise UnmaskError(f"resume: {ckpt} was written for another estimator configuration")
-        saved_cfg = _as_config(EstimatorTrainConfig, state.get("train_config"))
-        if saved_cfg is None or (_resumable_settings(asdict(saved_cfg))
-                                 != _resumable_settings(asdict(cfg))):
+        state = load_checkpoint(ckpt, "cpu", {
+            "estimator_config": (estimator.config, "for another estimator configuration")})
+        saved_cfg = saved_config(EstimatorTrainConfig, state.get("train_config"))
+        if saved_cfg is None or _resumable_settings(saved_cfg) != _resumable_settings(cfg):
             raise UnmaskError(f"resume: {ckpt} was written with other training settings")
         estimator.load_state_dict(state["estimator"])
         opt.load_state_dict(state["optimizer"])

@@ -15,8 +15,10 @@ On the held-out contexts of a label folder (pooled unordered masked pairs, as `u
   spread of the estimator's log ratio to the truth on the true top decile;
 - candidate pair features in a ridge fit of sqrt(MI) on top of the estimator's prediction
   (fit on even contexts, scored on odd ones): the MI of the two marginals under an
-  all-different constraint (closed form), and the estimator's own pair units composed over a
-  third masked cell (two hops). A feature the head lacks raises the fitted Spearman.
+  all-different constraint (closed form), the estimator's own pair units composed over a
+  third masked cell (two hops), and all walks over its own predicted MI (the correlations of
+  a Gaussian whose couplings are sqrt(MI): every chain, not just two hops). A feature the
+  head lacks raises the fitted Spearman.
 
     PYTHONPATH=src .venv/bin/python benchmarks/estimator_structure.py \\
         --labels runs/mi_estimator/labels-FP [--estimator sudoku_mi_estimator] --threads 1
@@ -42,6 +44,18 @@ def exclusion_mi(p: torch.Tensor) -> torch.Tensor:
     g = (1 - p) * torch.log((1 - p).clamp_min(1e-300))
     t = p @ g.transpose(1, 2)
     return (torch.log(z) - (t + t.transpose(1, 2)) / z).clamp_min(0)
+
+
+def walk_correlation(couplings: torch.Tensor, radius: float = 0.95) -> torch.Tensor:
+    """(B, N, N) correlations of a Gaussian with precision I - W for symmetric non-negative
+    couplings W (B, N, N): G = (I - W)^-1 sums the walks of every length between two
+    positions, rho_ij = G_ij / sqrt(G_ii G_jj). W is scaled down per context where its
+    spectral radius exceeds ``radius`` (so I - W stays positive definite)."""
+    rad = torch.linalg.eigvalsh(couplings).abs().amax(-1)
+    w = couplings / torch.clamp(rad / radius, min=1.0)[:, None, None]
+    g = torch.linalg.inv(torch.eye(w.shape[-1], dtype=w.dtype) - w)
+    d = g.diagonal(dim1=1, dim2=2)
+    return g / torch.sqrt(d[:, :, None] * d[:, None, :])
 
 
 def ridge_spearman(features, target, fit, truth) -> tuple[float, float]:
@@ -137,13 +151,20 @@ def main() -> None:
     hops = torch.stack(hops, 1).clamp_min(0).sqrt()
     own = torch.stack([torch.log(guess + 1e-6), guess.sqrt()], 1)
     peerf = peer.double()[:, None]
+    walks = []
+    for scope in (peer_table, torch.ones_like(peer_table)):  # couplings on peers, on all pairs
+        rho = walk_correlation(pred.sqrt() * scope)[pairs]
+        gauss = -0.5 * torch.log1p(-rho.clamp(max=0.999) ** 2)  # a Gaussian pair's MI
+        walks.append(torch.stack([rho, gauss, torch.log(gauss + 1e-6)], 1))
     unit_f = units.permute(0, 2, 3, 1)[pairs]
     rows = [("estimator alone", own),
             ("+ its pair units", torch.cat([own, unit_f, unit_f * peerf], 1)),
             ("+ all-different MI of the marginals", torch.cat([own, excl.sqrt()[:, None],
                                                               peerf], 1)),
             ("+ pair units and their two hops", torch.cat([own, unit_f, unit_f * peerf, hops,
-                                                          hops * peerf], 1))]
+                                                          hops * peerf], 1)),
+            ("+ all walks over its peer MI", torch.cat([own, walks[0], walks[0] * peerf], 1)),
+            ("+ all walks over all its MI", torch.cat([own, walks[1], walks[1] * peerf], 1))]
     print("ridge fit of sqrt(MI), scored on the other half of the contexts:")
     for name, feats in rows:
         s, r = ridge_spearman(feats, target, fit, truth)

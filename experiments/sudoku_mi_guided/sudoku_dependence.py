@@ -16,7 +16,7 @@ Columns: solved %, decoding passes, cumulative entropy, the share of boards wher
 revealed two same-digit peers (a clash: the failure that dependence-aware decoding targets),
 and the solved % of the EB frontier interpolated at the row's passes, with the difference.
 
-    PYTHONPATH=src .venv/bin/python experiments/sudoku_mi_guided/sudoku_dependence.py \
+    PYTHONPATH=src .venv/bin/python experiments/sudoku_mi_guided/sudoku_dependence.py \\
         --limit 200 [--oracle]
         [--set hard|medium|FILE] [--specs SPEC ...]   (replaces the default rows; keep two or
         more EB rows)

@@ -10,7 +10,7 @@ contexts of a label folder exactly (eps = 0) and prints, per mask-ratio bucket, 
 - each estimator against the stored labels (what `unmask mi eval` reports);
 - each estimator against the exact MI.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/estimator_label_noise.py \\
+    PYTHONPATH=src .venv/bin/python experiments/mi_estimator/estimator_label_noise.py \\
         --labels runs/mi_estimator/labels-FP --estimators sudoku_mi_estimator runs/x/best
 
 The exact MI is cached next to the labels (`exact-heldout.safetensors`), keyed by the held-out

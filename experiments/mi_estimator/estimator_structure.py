@@ -20,7 +20,7 @@ On the held-out contexts of a label folder (pooled unordered masked pairs, as `u
   a Gaussian whose couplings are sqrt(MI): every chain, not just two hops). A feature the
   head lacks raises the fitted Spearman.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/estimator_structure.py \\
+    PYTHONPATH=src .venv/bin/python experiments/mi_estimator/estimator_structure.py \\
         --labels runs/mi_estimator/labels-FP [--estimator sudoku_mi_estimator] --threads 1
 """
 

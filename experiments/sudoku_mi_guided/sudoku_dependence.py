@@ -16,7 +16,8 @@ Columns: solved %, decoding passes, cumulative entropy, the share of boards wher
 revealed two same-digit peers (a clash: the failure that dependence-aware decoding targets),
 and the solved % of the EB frontier interpolated at the row's passes, with the difference.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/sudoku_dependence.py --limit 200 [--oracle]
+    PYTHONPATH=src .venv/bin/python experiments/sudoku_mi_guided/sudoku_dependence.py \\
+        --limit 200 [--oracle]
         [--set hard|medium|FILE] [--specs SPEC ...]   (replaces the default rows; keep two or
         more EB rows)
 """
@@ -33,14 +34,13 @@ from rich.table import Table
 
 from unmask.bench import BenchEntry
 from unmask.pretrained import load_model
-from unmask.samplers.base import Selection, register, scan_order_scores
+from unmask.samplers.base import Selection, scan_order_scores
 from unmask.samplers.eb import EBSampler
 from unmask.samplers.mi_guided import MIGuidedSampler
 from unmask.sudoku.bench import bench_sudoku
 from unmask.sudoku.datasets import set_puzzles
 
 
-@register("eb-mi-veto")
 @dataclass
 class EBWithMIVeto(MIGuidedSampler):
     """EB's prefix (confidence order), scanned in that order; a position waits when its summed
@@ -65,7 +65,6 @@ class EBWithMIVeto(MIGuidedSampler):
         return Selection(taken.bool())
 
 
-@register("mi-defer")
 @dataclass
 class MIGuidedWithDeferral(MIGuidedSampler):
     """MI-guided, with position i's entropy raised by mu * sum_j I[i, j] over the positions j
@@ -78,7 +77,6 @@ class MIGuidedWithDeferral(MIGuidedSampler):
         return state.entropy.double() + self.mu * resolvable
 
 
-@register("mi-cap")
 @dataclass
 class MIGuidedWithRiderCap(MIGuidedSampler):
     """MI-guided, where no position with entropy above ``cap`` fits the budget: the pass's
@@ -89,6 +87,21 @@ class MIGuidedWithRiderCap(MIGuidedSampler):
 
     def position_cost(self, state, mi):
         return state.entropy.double().masked_fill(state.entropy > self.cap, torch.inf)
+
+
+#: the rules defined here, by spec name; they stay out of the library's sampler registry
+LOCAL_SAMPLERS = {"eb-mi-veto": EBWithMIVeto, "mi-defer": MIGuidedWithDeferral,
+                  "mi-cap": MIGuidedWithRiderCap}
+for _name, _cls in LOCAL_SAMPLERS.items():
+    _cls.name = _name
+
+
+class LocalEntry(BenchEntry):
+    """A bench entry that builds the rules above by name, and registered samplers otherwise."""
+
+    def sampler(self):
+        cls = LOCAL_SAMPLERS.get(self.name)
+        return super().sampler() if cls is None else cls(**self.params)
 
 
 def main() -> None:
@@ -114,7 +127,7 @@ def main() -> None:
         specs = args.specs
     model = load_model()
     puzzles = set_puzzles(args.set)
-    rows = bench_sudoku(model, puzzles[:args.limit], [BenchEntry.parse(s) for s in specs])
+    rows = bench_sudoku(model, puzzles[:args.limit], [LocalEntry.parse(s) for s in specs])
     eb = sorted((r for r in rows if r["name"] == "eb"), key=lambda r: r["steps"])
     xs, ys = [r["steps"] for r in eb], [100 * r["solved"] for r in eb]
 

@@ -8,7 +8,7 @@ the unordered masked pairs, pooled as `unmask mi eval` does):
 - the estimator's prediction alone, and with the attention features, in the same linear fit.
 If the last two are equal, attention adds nothing the estimator does not already read.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/estimator_attention.py \\
+    PYTHONPATH=src .venv/bin/python experiments/mi_estimator/estimator_attention.py \\
         --labels runs/mi_estimator/labels-FP [--estimator sudoku_mi_estimator] --threads 1
 """
 

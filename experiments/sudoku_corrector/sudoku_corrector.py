@@ -15,7 +15,8 @@ Four measurements, printed as tables:
    earliest commit made below a confidence, forbid that token there, keep only the cells
    revealed before it, and decode again (at most 3 times).
 
-    PYTHONPATH=src .venv/bin/python benchmarks/sudoku_corrector.py --run runs/corrector \
+    PYTHONPATH=src .venv/bin/python experiments/sudoku_corrector/sudoku_corrector.py \
+        --run runs/corrector \
         --limit 100 --threads 1
 """
 

@@ -2,18 +2,18 @@
 # Every MI-guided row of the README's Sudoku tables, for one MI estimator: the 1,000 hard
 # puzzles, a second 1,000 (scripts/make_sudoku_sets.py --kinds hard --seed 2001 --out
 # runs/val), the corrector rows and the medium set. Sequential decoding and EB read no
-# estimator, so their rows are not rerun; benchmarks/pool_bench_json.py pairs these files
+# estimator, so their rows are not rerun; `unmask results pool` pairs these files
 # with the runs that hold them (first file's row of a label wins).
 #
-# Usage: benchmarks/sudoku_mi_rows.sh OUT [ESTIMATOR]
+# Usage: experiments/sudoku_mi_guided/sudoku_mi_rows.sh OUT [ESTIMATOR]
 #   OUT        folder for hard.json, val.json, corrector.json, medium.json (+ .txt tables)
 #   ESTIMATOR  estimator folder (default: the shipped one)
 # Environment: THREADS (default 2), PYTHON (default .venv/bin/python), LIMIT (first N
 # puzzles of each set, for a quick check; default all)
 # About 35 minutes on two threads.
 set -euo pipefail
-OUT=${1:?usage: benchmarks/sudoku_mi_rows.sh OUT [ESTIMATOR]}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${1:?usage: experiments/sudoku_mi_guided/sudoku_mi_rows.sh OUT [ESTIMATOR]}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 THREADS=${THREADS:-2}
 VAL=$ROOT/runs/val/hard.txt
@@ -22,7 +22,7 @@ EST=()
 [[ -f $VAL ]] || "$PY" "$ROOT/scripts/make_sudoku_sets.py" --kinds hard --seed 2001 --out "$ROOT/runs/val"
 export PYTHONPATH=$ROOT/src${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
-bench() { "$PY" -m unmask bench sudoku --threads "$THREADS" --quiet ${LIMIT:+--limit "$LIMIT"} \
+bench() { "$PY" -m unmask sudoku bench --threads "$THREADS" --quiet ${LIMIT:+--limit "$LIMIT"} \
     "${EST[@]}" "$@"; }
 
 C=order=confidence

@@ -11,7 +11,7 @@ tau, masks again every decoded cell revealed below tau and decodes those cells a
 both stages, and how many boards the second stage fixed and broke. If low-confidence commits
 were the errors and the finished board could correct them, the second stage would fix boards.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/sudoku_remask.py --limit 200 \\
+    PYTHONPATH=src .venv/bin/python experiments/sudoku_remask/sudoku_remask.py --limit 200 \\
         --first mi-guided:gamma=1.0,order=confidence --second eb:gamma=0.3,order=confidence
 """
 

@@ -512,7 +512,8 @@ def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: t
 def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: str | Path,
           evaluate: EvalFn | None = None, *, resume: bool = False, override: bool = False,
           log=print, progress: Callable[[int, float], None] | None = None,
-          origin: dict | None = None, data: dict | None = None) -> list[dict]:
+          origin: dict | None = None, data: dict | None = None,
+          on_best: Callable[[Path], None] | None = None) -> list[dict]:
     """Train ``model`` in place with :func:`fit`; checkpoints and the best weights go under
     ``out_dir``.
 
@@ -524,6 +525,7 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
     out_dir/history.jsonl: one line per evaluation.
     data: what the batches are drawn from (pool size, mixture, ...), compared on resume with
         ``cfg`` (see :func:`fit`'s ``settings``; ``override`` lets them differ).
+    on_best: called with out_dir/best after each save there (files that go with the weights).
     Returns the evaluation history.
     """
     out = Path(out_dir)
@@ -542,6 +544,8 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
         origin = meta.get("origin")
         model.save_pretrained(out / "best", extra={"train": _plain(record),
                                                    **({"origin": origin} if origin else {})})
+        if on_best is not None:
+            on_best(out / "best")
 
     settings = {"train_config": cfg, **({"data": data} if data is not None else {})}
     return fit(step, evaluate, cfg.loop(), out, model=model, optimizer=opt,

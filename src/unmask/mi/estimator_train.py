@@ -145,11 +145,12 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
                     resume: bool = False, override: bool = False,
                     log: Callable[[str], None] = print,
                     progress: Callable[[int, int], None] | None = None,
-                    extra: dict | None = None) -> dict:
+                    extra: dict | None = None, data: dict | None = None) -> dict:
     """Train ``estimator`` on stored ``hidden`` (M, N, D) states of the labelled contexts.
 
     out_dir/checkpoint.pt: estimator, optimiser, step, best, history (for ``resume``; another
-        estimator configuration is refused, other training settings unless ``override``).
+        estimator configuration is refused, other training settings or ``data`` (what the
+        labels are) unless ``override``).
     out_dir/best/: the estimator with the lowest held-out loss (MIEstimator.save).
     out_dir/history.jsonl: one line per evaluation, the first the untrained head's.
     progress(step, total_steps) is called after every step. Batches are a pure function of
@@ -200,7 +201,8 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
     res = fit(step, evaluate, loop, out, model=estimator, optimizer=adamw(
                   estimator, cfg.lr, cfg.weight_decay), save_best=save_best, resume=resume,
               override=override, identity={"estimator_config": estimator.config},
-              settings={"train_config": cfg}, weights_key="estimator", log=log,
+              settings={"train_config": cfg, **({"data": data} if data is not None else {})},
+              weights_key="estimator", log=log,
               progress=None if progress is None else lambda s, _: progress(s, loop.total_steps))
     stopped = "max_epochs" if res.stopped == "total_steps" else res.stopped
     return {"best_loss": res.best, "best_step": res.best_step, "steps": res.steps,

@@ -304,7 +304,7 @@ class _Fit:
                    wall_s=round(now - self.start, 1))
         if self.evaluate is not None:
             self.model.eval()
-            rec.update(self.evaluate(self.model))
+            rec.update(_plain(self.evaluate(self.model)))
             score = rec.get(cfg.metric)
             if baseline:
                 rec["baseline"] = True
@@ -434,8 +434,9 @@ def fit(step: StepFn, evaluate: Callable[[torch.nn.Module], dict] | None, config
             "--resume)")
         raise
     finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
+        if main:  # None: a handler not set from Python; Python's own is the closest
+            signal.signal(signal.SIGINT, signal.default_int_handler if previous is None
+                          else previous)
     return FitResult(loop.history, loop.step, loop.best, loop.best_step, stopped)
 
 

@@ -176,7 +176,7 @@ def test_a_checkpoint_older_than_a_config_field_still_resumes(positional_toy, to
     train_estimator(new_estimator(positional_toy), toy_hidden, toy_labels,
                     positional_toy.mask_id, cfg, tmp_path / "a", log=lambda s: None)
     ckpt = tmp_path / "a" / "checkpoint.pt"
-    state = torch.load(ckpt, weights_only=False)
+    state = torch.load(ckpt, weights_only=True)
     # as written before these fields existed: their defaults are what the run used
     del state["estimator_config"]["extra_layers"], state["train_config"]["rank_samples"]
     torch.save(state, ckpt)

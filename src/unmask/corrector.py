@@ -160,18 +160,19 @@ class DecodedStates:
     groups: torch.Tensor
 
 
-def load_decoded_states(path: str | Path) -> tuple[dict, DecodedStates]:
+def load_decoded_states(path: str | Path, what: str = "states"
+                        ) -> tuple[dict, DecodedStates]:
     """The states file ``unmask train corrector`` keeps (OUT/states.pt): its key (the model's
     fingerprint, the puzzle pool's size and seed, the samplers) and the states. Read with
-    ``weights_only=True``; :class:`UnmaskError` when it is not such a file."""
+    ``weights_only=True``; :class:`UnmaskError` naming ``what`` when it is not such a file."""
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
         return saved["key"], DecodedStates(**saved["states"])
     except pickle.UnpicklingError:
-        raise UnmaskError(f"states: {path} is not a states file of tensors and plain data "
+        raise UnmaskError(f"{what}: {path} is not a states file of tensors and plain data "
                           "(refused, nothing in it was run)") from None
     except (OSError, RuntimeError, EOFError, KeyError, TypeError, ValueError) as e:
-        raise UnmaskError(f"states: {path} is not a states file of `unmask train corrector` "
+        raise UnmaskError(f"{what}: {path} is not a states file of `unmask train corrector` "
                           f"({type(e).__name__})") from None
 
 

@@ -113,7 +113,7 @@ class DecoderStatePool:
     def load(cls, path: str | Path) -> DecoderStatePool:
         """From the states file ``unmask train corrector`` keeps (OUT/states.pt); the
         solutions are regenerated from the puzzle pool it records."""
-        key, st = load_decoded_states(path)
+        key, st = load_decoded_states(path, "--decoder-states")
         try:
             n, seed = int(key["puzzles"]), int(key["pool_seed"])
         except (KeyError, TypeError, ValueError) as e:

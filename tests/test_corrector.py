@@ -226,3 +226,80 @@ def test_ban_remasked_refuses_more_bans_than_tokens_to_spare(toy):
     with pytest.raises(UnmaskError, match="max_remasks"):
         decode(toy, x, "confidence", DecodeConfig(max_remasks=3, ban_remasked=True),
                corrector=FixedCorrector(0.9))
+
+
+def test_epoch_order_is_the_runs_generator_replayed():
+    """The shuffle of each epoch is what one generator seeded once draws epoch after epoch,
+    as a function of (seed, epoch), so a resumed run shuffles as an uninterrupted one."""
+    from unmask.corrector import _epoch_order
+
+    gen = torch.Generator().manual_seed(7)
+    for epoch in range(4):
+        assert torch.equal(_epoch_order(50, 7, epoch), torch.randperm(50, generator=gen))
+
+
+def test_training_resumes_and_refuses_other_data(small_model, tmp_path):
+    torch.manual_seed(2)
+    tokens = torch.randint(0, 4, (200, 6))
+    tokens[torch.rand(200, 6) < 0.3] = small_model.mask_id
+    decoded = tokens != small_model.mask_id
+    from unmask.corrector import DecodedStates
+
+    states = DecodedStates(tokens, (tokens == 3) & decoded, decoded, torch.arange(200))
+    cfg = CorrectorTrainConfig(max_epochs=2, lr=1e-2, batch_size=32)
+
+    def run(**kw):
+        torch.manual_seed(3)
+        corr = Corrector(CorrectorConfig.for_model(small_model, d=8, n_heads=2, layers=1))
+        feats = compute_corrector_features(small_model, corr, tokens)
+        return train_corrector(corr, feats, states, cfg, tmp_path / "run", log=lambda s: None,
+                               **kw), corr
+
+    first, corr = run(data={"puzzles": 200})
+    again, corr2 = run(data={"puzzles": 200}, resume=True)  # already done: nothing more
+    assert again["best_epoch"] == first["best_epoch"]
+    assert all(torch.equal(a, b) for a, b in zip(corr.state_dict().values(),
+                                                 corr2.state_dict().values(), strict=True))
+    with pytest.raises(UnmaskError, match=r"data.puzzles 200 -> 300"):
+        run(data={"puzzles": 300}, resume=True)
+
+
+def test_a_states_file_that_would_run_code_is_refused(tmp_path):
+    from unmask.corrector import load_decoded_states
+
+    marker = tmp_path / "marker"
+
+    class RunsCode:
+        def __reduce__(self):
+            return exec, (f"open({str(marker)!r}, 'w').write('ran')",)
+
+    torch.save({"key": {}, "states": RunsCode()}, tmp_path / "states.pt")
+    with pytest.raises(UnmaskError, match="refused"):
+        load_decoded_states(tmp_path / "states.pt")
+    assert not marker.exists()
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(UnmaskError, match="not a states file"):
+        load_decoded_states(tmp_path / "empty.pt")
+
+
+@pytest.mark.parametrize("damage", ["truncated weights", "config a list", "config lacks a key",
+                                    "config not JSON"])
+def test_a_damaged_head_folder_is_one_line(small_model, tmp_path, damage):
+    import json
+
+    corr = Corrector(CorrectorConfig.for_model(small_model, d=8, n_heads=2, layers=1))
+    corr.save(tmp_path)
+    weights, config = tmp_path / "corrector.safetensors", tmp_path / "config.json"
+    meta = json.loads(config.read_text())
+    if damage == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[:200])
+    elif damage == "config a list":
+        config.write_text("[1, 2]")
+    elif damage == "config lacks a key":
+        del meta["config"]["hidden_size"]
+        config.write_text(json.dumps(meta))
+    else:
+        config.write_text("{not json")
+    with pytest.raises(UnmaskError, match="corrector: ") as e:
+        Corrector.load(tmp_path)
+    assert "\n" not in str(e.value)

@@ -90,7 +90,7 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
                       lr: float, warmup: int, eval_every: int) -> None:
     """The flags every ``unmask train TASK`` shares, with the task's defaults."""
     p.add_argument("--out", default=out, help="run folder (checkpoints, best/)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    add_resume_args(p)
     p.add_argument("--steps", type=int, default=steps, help="total optimiser steps")
     p.add_argument("--batch-size", type=int, default=batch_size)
     p.add_argument("--lr", type=float, default=lr)
@@ -103,15 +103,32 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
                         "whose speed is not known in advance")
     p.add_argument("--threads", type=int, default=None)
     add_device_arg(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the training batches")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the weight initialisation and the training batches")
     p.add_argument("--model-config", default=None,
                    help="JSON object overriding the architecture (e.g. '{\"n_layers\": 6}')")
     p.add_argument("--no-bf16", action="store_true")
 
 
+def add_resume_args(p: argparse.ArgumentParser) -> None:
+    """``--resume`` and ``--override-config``, for every command that trains."""
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint.pt (refused if it was written with other "
+                        "training settings, unless --override-config)")
+    p.add_argument("--override-config", action="store_true",
+                   help="with --resume: go on with the training settings given now where they "
+                        "differ from the checkpoint's (the differences are logged)")
+
+
+def check_resume_args(args: argparse.Namespace) -> None:
+    if args.override_config and not args.resume:
+        raise UnmaskError("--override-config: only with --resume")
+
+
 def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
-    """Apply ``--threads``; return (architecture overrides from ``--model-config``,
-    the :class:`~unmask.training.TrainConfig` the flags describe, plus ``config``)."""
+    """Apply ``--threads`` and seed torch with ``--seed`` (the weight initialisation); return
+    (architecture overrides from ``--model-config``, the
+    :class:`~unmask.training.TrainConfig` the flags describe, plus ``config``)."""
     import json
 
     import torch
@@ -121,6 +138,7 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
     if args.threads:
         torch.set_num_threads(args.threads)
     resolve_device(args.device)
+    check_resume_args(args)
     if args.decay_by_time and not args.max_time:
         raise UnmaskError("--decay-by-time: needs --max-time (the time budget to decay over)")
     try:
@@ -134,6 +152,7 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
                       max_time_s=args.max_time, decay_by_time=args.decay_by_time,
                       seed=args.seed, device=args.device,
                       bf16=not args.no_bf16, **config)
+    torch.manual_seed(args.seed)
     return overrides, cfg
 
 

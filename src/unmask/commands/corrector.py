@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from unmask.cli import arguments, command
-from unmask.commands.common import progress_bar
+from unmask.commands.common import add_resume_args, check_resume_args, progress_bar
 
 DEFAULT_STATE_SAMPLERS = ["eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=confidence",
                           "topk:k=4", "topk:k=7"]
@@ -34,6 +34,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    add_resume_args(p)
 
 
 @command("train", "corrector",
@@ -62,6 +63,7 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_resume_args(args)
     if args.puzzles < 10:
         raise UnmaskError(f"--puzzles: need at least 10, got {args.puzzles}")
     model = load_model(args.model or "sudoku")
@@ -81,7 +83,12 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     key = {"model": model.fingerprint(), "puzzles": args.puzzles, "pool_seed": args.pool_seed,
            "samplers": [e.label for e in specs]}
     cache = out / "states.pt"
-    saved_key, states = load_decoded_states(cache) if cache.is_file() else (None, None)
+    saved_key, states = None, None
+    if cache.is_file():
+        try:
+            saved_key, states = load_decoded_states(cache)
+        except UnmaskError as e:
+            print(f"decoded states: {e}; decoding anew", flush=True)
     if saved_key == key:
         print(f"decoded states: reused {cache}", flush=True)
     else:
@@ -102,7 +109,8 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
                  "data": {"puzzles": args.puzzles, "pool_seed": args.pool_seed,
                           "samplers": [e.label for e in specs], "states": len(states.tokens)}}
     res = train_corrector(corrector, feats, states, cfg, args.out,
-                          log=lambda s: print(s, flush=True))
+                          log=lambda s: print(s, flush=True), resume=args.resume,
+                          override=args.override_config, data=key)
     print(f"best epoch {res['best_epoch']}: held-out loss {res['held_out_loss']:.4f}, AUC "
           f"{res['auc']:.3f}; at 0.5: precision {res['precision']:.3f}, recall "
           f"{res['recall']:.3f} ({res['wrong']:,} wrong of {res['positions']:,} decoded); "

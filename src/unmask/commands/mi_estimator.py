@@ -7,7 +7,7 @@ import argparse
 import json
 
 from unmask.cli import arguments, command
-from unmask.commands.common import progress_bar
+from unmask.commands.common import add_resume_args, check_resume_args, progress_bar
 from unmask.errors import UnmaskError
 
 
@@ -41,7 +41,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
                    help="model folder or shipped name the labels were probed on "
                         "(default: the shipped model of the labels' task)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    add_resume_args(p)
     p.add_argument("--epochs", type=int, default=200, help="at most this many epochs")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=5e-3)
@@ -105,6 +105,7 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_resume_args(args)
     labels, model, task = _load_labels(args.labels, args.model)
     est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer,
                               extra_layers=args.extra_layers, d=args.d,
@@ -137,8 +138,10 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
              "model": args.model or task.name}
     with progress_bar(planned_steps(labels, cfg), "training") as update:
         res = train_estimator(estimator, hidden, labels, model.mask_id, cfg, args.out,
-                              resume=args.resume, log=lambda s: print(s, flush=True),
-                              progress=lambda step, total: update(step), extra=extra)
+                              resume=args.resume, override=args.override_config,
+                              log=lambda s: print(s, flush=True),
+                              progress=lambda step, total: update(step), extra=extra,
+                              data={"labels": labels.identity, "contexts": probed})
     print(f"stopped ({res['stopped']}) after {res['steps']} steps; best held-out loss "
           f"{res['best_loss']:.5g} at step {res['best_step']}; estimator: {args.out}/best "
           f"({time.perf_counter() - t0:.1f} s)")

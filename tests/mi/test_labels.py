@@ -254,13 +254,17 @@ def _same_folder(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+SHARD1 = "shard-00001.safetensors"
+BAD_HASH = "does not match its sha256 in manifest.json"
+
+
 @pytest.mark.parametrize("damage, why", [
-    (lambda out: _flip_byte(out / "shard-00001.safetensors"), "does not match its sha256 in manifest.json"),
-    (lambda out: _flip_byte(out / "shard-00001.safetensors", 20), "does not match its sha256 in manifest.json"),
-    (lambda out: _truncate(out / "shard-00001.safetensors"), "does not match its sha256 in manifest.json"),
-    (lambda out: _edit_sha(out, "shard-00001.safetensors"), "does not match its sha256 in manifest.json"),
-    (lambda out: _drop_entry(out, "shard-00001.safetensors"), "not listed in the manifest"),
-])
+    (lambda out: _flip_byte(out / SHARD1), BAD_HASH),  # a tensor byte
+    (lambda out: _flip_byte(out / SHARD1, 20), BAD_HASH),  # a header byte
+    (lambda out: _truncate(out / SHARD1), BAD_HASH),
+    (lambda out: _edit_sha(out, SHARD1), BAD_HASH),
+    (lambda out: _drop_entry(out, SHARD1), "not listed in the manifest"),
+], ids=["tensor-byte", "header-byte", "truncated", "manifest-sha", "unlisted"])
 def test_a_damaged_shard_is_recomputed_on_resume_and_refused_on_read(
         tiny_sudoku, straight_labels, tmp_path, damage, why):
     model, _ = tiny_sudoku

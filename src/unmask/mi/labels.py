@@ -272,8 +272,8 @@ def _checked_manifest(path: Path, where: str) -> dict:
                 and entry["start"] >= 0 and entry["count"] >= 1
                 and isinstance(entry.get("sha256"), str)
                 and _SHA_RE.match(entry["sha256"]) is not None)
-        require(good, f"{where}: {path} has a damaged shard entry #{k}; move the folder's "
-                      f"{MANIFEST} away only if you mean to recompute every shard")
+        require(good, f"{where}: {path} has a damaged shard entry #{k}; restore the file or "
+                      f"use another folder")
     return manifest
 
 
@@ -470,8 +470,8 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
     setup = model if not isinstance(model, torch.nn.Module) else _Given(model)
     if isinstance(engine, LocalEngine) and isinstance(model, torch.nn.Module):
         setup = lambda: model  # noqa: E731 - in-process: no copy
-    engine.open(setup)
     try:
+        engine.open(setup)
         info = engine.call(describe_model, task)
         spec = LabelSpec(task=task, model_fingerprint=info["fingerprint"], seed=int(seed),
                          eps=float(eps), mask_ratio=(float(mask_ratio[0]), float(mask_ratio[1])),

@@ -65,8 +65,9 @@ def train_sudoku(args: argparse.Namespace) -> int:
     states = DecoderStatePool.load(args.decoder_states) if args.decoder_states else None
     origin = {}
     if args.init_from:
+        from unmask.models.auto import load_model
         from unmask.models.base import read_model_config
-        from unmask.pretrained import describe_source, load_model
+        from unmask.pretrained import describe_source
 
         parent = load_model(args.init_from)
         # the parent's own origin goes along, so a chain of fine-tunes stays readable

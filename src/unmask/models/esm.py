@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
@@ -122,7 +123,7 @@ class EsmMaskedModel(MaskedModel):
         try:
             esm = esm_cls.from_pretrained(str(directory), local_files_only=True
                                           ).to(map_location)
-        except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:
+        except (OSError, ValueError, RuntimeError, KeyError, TypeError, SafetensorError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UnmaskError(f"model: {directory} is not a readable EsmForMaskedLM "
                               f"checkpoint ({first})") from None

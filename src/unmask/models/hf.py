@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
@@ -241,7 +242,7 @@ class HFMaskedModel(MaskedModel):
         try:
             hf_model = loader.from_pretrained(str(directory), config=config,
                                               dtype=dtype or torch.float32, **options)
-        except (OSError, ValueError, KeyError, RuntimeError, TypeError) as e:
+        except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as e:
             raise UnmaskError(f"model: {directory} is not a readable masked LM "
                               f"({_first_line(e)})") from None
         try:

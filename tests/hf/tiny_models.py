@@ -82,9 +82,6 @@ class TinyLLaDAModel(PreTrainedModel):
                                     for _ in range(config.num_hidden_layers))
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, config.vocab_size)
-        bias = torch.zeros(config.vocab_size)
-        bias[list(config.suppress_ids)] = -1e9
-        self.register_buffer("suppress", bias, persistent=False)
         self.post_init()
 
     def _init_weights(self, module):
@@ -108,7 +105,8 @@ class TinyLLaDAModel(PreTrainedModel):
         for layer in self.layers:
             x = layer(x, allowed)
             states.append(x)
-        logits = self.head(self.norm(x)) + self.suppress
+        logits = self.head(self.norm(x))
+        logits[..., list(self.config.suppress_ids)] = -1e9  # never predicted
         return MaskedLMOutput(logits=logits,
                               hidden_states=tuple(states) if output_hidden_states else None)
 '''

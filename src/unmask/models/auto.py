@@ -86,9 +86,6 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     kind = model_kind(meta)
     if kind in NOT_MODELS:
         raise UnmaskError(f"model: {path} is {NOT_MODELS[kind]}, not a model")
-    if hf_options and kind != "hf":
-        raise UnmaskError(f"model: {path} is not a transformers folder; options "
-                          f"{', '.join(sorted(hf_options))} apply only to those")
     if kind == "mdm-transformer":
         model = MDMTransformer.from_pretrained(path)
     elif kind == "protein":
@@ -104,6 +101,14 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
                           "(no 'model_type')")
     model.source = str(path)
     check_task(model, task, str(name_or_path if name_or_path is not None else path))
+    if kind != "hf":
+        device = hf_options.pop("device", None)
+        extra = sorted(k for k, v in hf_options.items() if v not in (None, False, -1))
+        if extra:
+            raise UnmaskError(f"model: {path} is not a transformers folder; "
+                              f"{', '.join(extra)} apply only to those")
+        if device is not None:
+            model = model.to(device)
     return model.eval()
 
 

@@ -29,6 +29,8 @@ from unmask.models.files import read_json_object
 SHIFTED_LOGITS = ("Dream",)
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
+                    "tokenizer.model", "spiece.model")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -101,8 +103,11 @@ class HFMaskedModel(MaskedModel):
             mask_id = tokenizer.mask_token_id
         if mask_id is None:
             mask_id = getattr(cfg, "mask_token_id", None)
-        require(mask_id is not None, "model: it has no mask token (the tokenizer has no "
-                                     "mask_token and the config no mask_token_id)")
+        require(mask_id is not None,
+                "model: it has no mask token (the tokenizer has no mask_token and the config "
+                "no mask_token_id)" if tokenizer is not None else
+                "model: it has no tokenizer (tokenizer.json, vocab.txt, ...) and its config "
+                "no mask_token_id")
         require(0 <= int(mask_id) < self.vocab_size,
                 f"mask_id: {mask_id} is outside the vocabulary [0, {self.vocab_size})")
         self.mask_id = int(mask_id)
@@ -245,10 +250,12 @@ class HFMaskedModel(MaskedModel):
         except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as e:
             raise UnmaskError(f"model: {directory} is not a readable masked LM "
                               f"({_first_line(e)})") from None
-        try:
-            tokenizer = tr.AutoTokenizer.from_pretrained(str(directory), **options)
-        except (OSError, ValueError, KeyError, TypeError):
-            tokenizer = None
+        tokenizer = None
+        if any((directory / f).is_file() for f in _TOKENIZER_FILES):
+            try:
+                tokenizer = tr.AutoTokenizer.from_pretrained(str(directory), **options)
+            except (OSError, ValueError, KeyError, TypeError):
+                tokenizer = None
         model = cls(hf_model.to(device), tokenizer, mask_id=mask_id, hidden_layer=hidden_layer)
         model.source = str(directory)
         return model

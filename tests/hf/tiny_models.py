@@ -166,10 +166,10 @@ def write_bert(path: Path, seed=0) -> Path:
     return path
 
 
-def write_esmc(path: Path, seed=0) -> Path:
+def write_esmc(path: Path, seed=0, max_positions=66) -> Path:
     cfg = transformers.EsmcConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
                                   num_hidden_layers=2, num_attention_heads=2,
-                                  max_position_embeddings=66)
+                                  max_position_embeddings=max_positions)
     torch.manual_seed(seed)
     transformers.EsmcForMaskedLM(cfg).eval().save_pretrained(str(path))
     return path

@@ -128,3 +128,24 @@ def test_esmc_folder_is_a_protein_model(tmp_path):
     assert (res.tokens != PAD_ID).sum(1).tolist() == [5, 12]
     with pytest.raises(UnmaskError, match="is a protein model, not a text model"):
         load_model(path, task="text")
+
+
+def test_every_sampler_and_the_probe_run_on_hf_models(bert_dir, llada_dir):
+    from unmask import available_samplers
+    from unmask.mi.probe import perturbation_mi
+
+    llada = load_model(llada_dir, trust_remote_code=True)
+    x = torch.full((2, 6), llada.mask_id)
+    x[:, 0] = llada.real_token_ids[2]
+    for name in available_samplers():
+        if name == "mi-guided":  # needs an estimator trained for this model
+            continue
+        res = decode(llada, x, name, seed=1)
+        assert bool(llada.real_token_mask[res.tokens[:, 1:]].all()), name
+    for model in (load_model(bert_dir), llada):
+        x = torch.full((2, 6), model.mask_id)
+        x[:, 0] = model.real_token_ids[2]
+        probe = perturbation_mi(model, x, batch_size=64)
+        v = len(model.real_token_ids)
+        assert probe.sequences == 2 * (1 + 5 * v)  # every real token at every masked slot
+        assert probe.mi.shape == (2, 6, 6) and bool((probe.mi >= 0).all())

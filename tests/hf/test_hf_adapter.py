@@ -120,8 +120,11 @@ def test_esmc_folder_is_a_protein_model(tmp_path):
     esmc = transformers.EsmcForMaskedLM.from_pretrained(str(path)).eval()
     ids = [0] + [4 + "LAGVSERTIDPKQNFYMHWC".index(c) for c in seq] + [2]
     with torch.no_grad():
-        ref = esmc(input_ids=torch.tensor([ids])).logits[0, 1:-1]
-        out = model(x)
+        ref = esmc(input_ids=torch.tensor([ids]), output_hidden_states=True)
+        out = model(x, output_hidden_layers=True)
+    assert out.hidden.shape == (1, 12, 16) and len(out.hidden_layers) == 3
+    assert torch.allclose(out.hidden[0, :len(seq)], ref.hidden_states[-1][0, 1:-1], atol=1e-5)
+    ref = ref.logits[0, 1:-1]
     cols = [4 + "LAGVSERTIDPKQNFYMHWC".index(a) for a in AMINO_ACIDS]
     assert torch.allclose(out.logits[0, :len(seq), :20], ref[:, cols], atol=1e-5)
     res = decode(model, generation_inputs(np.array([5, 12]), 12), "confidence")

@@ -38,8 +38,8 @@ class UnmaskLM(LM):
     Args:
         pretrained: a transformers model folder (see :func:`unmask.models.auto.load_model`).
         sampler: a spec ``NAME[:K=V;K=V]`` (LLaDA names accepted).
-        gen_length: tokens generated per request (a request's ``max_gen_toks`` caps it when
-            it is smaller and divides into whole blocks).
+        gen_length: tokens generated per request (the same for every request; a task's
+            ``max_gen_toks`` is not read, its ``until`` strings cut the text).
         block_length, steps, temperature, seed, chat_template: as for
             :func:`unmask.generate`.
         batch_size: requests per batch.

@@ -27,6 +27,8 @@ from unmask.models.transformer import MDMTransformer
 from unmask.pretrained import DEFAULT_MODEL, resolve_model_path, shipped_names
 from unmask.protein.model import ProteinMDM, check_protein_model
 
+#: options for transformers folders (see HFMaskedModel.from_pretrained)
+HF_OPTIONS = {"dtype", "device", "trust_remote_code", "hidden_layer", "mask_id"}
 #: config kinds that are not decodable models, and what they are
 NOT_MODELS = {"mi-estimator": "an MI estimator", "corrector": "a corrector"}
 
@@ -80,6 +82,10 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     Returns:
         the model, in eval mode, with ``source`` (its folder) and ``task`` set.
     """
+    unknown = sorted(set(hf_options) - HF_OPTIONS)
+    if unknown:
+        raise UnmaskError(f"load_model: unknown option {unknown[0]!r}; accepted: "
+                          f"{', '.join(sorted(HF_OPTIONS))}")
     default = task if task in shipped_names() else DEFAULT_MODEL
     path = resolve_model_path(name_or_path, default)
     meta = read_json_object(path / "config.json")

@@ -106,6 +106,16 @@ def test_bad_folders_are_one_line(bert_dir, tmp_path):
         load_model(broken)
     with pytest.raises(UnmaskError, match="is a text model, not a sudoku model"):
         load_model(bert_dir, task="sudoku")
+    # a config that disagrees with its weights, or holds a wrong type, is one line
+    meta = json.loads((bert_dir / "config.json").read_text())
+    for key, value, message in [("hidden_size", "16", "is not a transformers config"),
+                                ("num_hidden_layers", 3, "weights lack 'bert.encoder.layer.2"),
+                                ("vocab_size", 99, "is not a readable masked LM")]:
+        bad = tmp_path / f"bad_{key}"
+        shutil.copytree(bert_dir, bad)
+        (bad / "config.json").write_text(json.dumps({**meta, key: value}))
+        with pytest.raises(UnmaskError, match=message):
+            load_model(bad)
 
 
 def test_esmc_folder_is_a_protein_model(tmp_path):

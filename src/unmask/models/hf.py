@@ -237,7 +237,7 @@ class HFMaskedModel(MaskedModel):
         options = dict(local_files_only=True, trust_remote_code=bool(meta.get("auto_map")))
         try:
             config = tr.AutoConfig.from_pretrained(str(directory), **options)
-        except (OSError, ValueError, KeyError) as e:
+        except Exception as e:  # noqa: BLE001 - any failure to parse a user's file is one line
             raise UnmaskError(f"model: {directory} config.json is not a transformers config "
                               f"({_first_line(e)})") from None
         auto_map = meta.get("auto_map") or {}
@@ -245,11 +245,16 @@ class HFMaskedModel(MaskedModel):
                                                 "AutoModelForCausalLM") if k in auto_map),
                       tr.AutoModelForMaskedLM)
         try:
-            hf_model = loader.from_pretrained(str(directory), config=config,
-                                              dtype=dtype or torch.float32, **options)
+            hf_model, info = loader.from_pretrained(str(directory), config=config,
+                                                    dtype=dtype or torch.float32,
+                                                    output_loading_info=True, **options)
         except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as e:
             raise UnmaskError(f"model: {directory} is not a readable masked LM "
                               f"({_first_line(e)})") from None
+        missing = sorted(info.get("missing_keys") or [])
+        if missing:
+            raise UnmaskError(f"model: {directory} weights lack {missing[0]!r} that its config "
+                              "implies (it would be left at random initialisation)")
         tokenizer = None
         if any((directory / f).is_file() for f in _TOKENIZER_FILES):
             try:

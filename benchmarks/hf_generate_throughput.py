@@ -49,7 +49,7 @@ def main() -> None:
             tpf = sum(o.tokens_per_forward for o in out) / b
             print(f"{'unmask ' + spec:<34} {b:>5} {b * g / wall:>10.1f} {tpf:>15.2f}")
         calls = []
-        hook = model.hf.register_forward_hook(lambda *a: calls.append(1))
+        hook = model.hf.register_forward_hook(lambda *a, c=calls: c.append(1))
         pipe = diffusers.LLaDA2Pipeline(model=model.hf,
                                         scheduler=diffusers.BlockRefinementScheduler(),
                                         tokenizer=tok)

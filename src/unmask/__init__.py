@@ -5,6 +5,7 @@ Entropies and mutual informations are in nats throughout.
 
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError
+from unmask.generate import Generation, generate
 from unmask.models import ExactJointMDM, MaskedModel, MDMTransformer, ModelOutput, TransformerConfig
 from unmask.samplers import Sampler, available_samplers, make_sampler
 
@@ -14,6 +15,7 @@ __all__ = [
     "DecodeConfig",
     "DecodeResult",
     "ExactJointMDM",
+    "Generation",
     "MDMTransformer",
     "MaskedModel",
     "ModelOutput",
@@ -22,5 +24,6 @@ __all__ = [
     "UnmaskError",
     "available_samplers",
     "decode",
+    "generate",
     "make_sampler",
 ]

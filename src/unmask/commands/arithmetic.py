@@ -69,12 +69,13 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
     from unmask.commands.common import output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
 
     if args.threads:
         torch.set_num_threads(args.threads)
     json_path = output_path(args.json, "--json") if args.json else None
-    model = load_model(args.model)
+    model = load_model(args.model or "arithmetic", task="arithmetic")
     fmt = format_of(model)
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     entries = default_entries(fmt)

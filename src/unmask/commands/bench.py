@@ -50,7 +50,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     from unmask.decode import DecodeConfig
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
     from unmask.sudoku.bench import (
         DEFAULT_SPECS,
         SEED_REFERENCE,
@@ -67,7 +68,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     json_path = output_path(args.json, "--json") if args.json else None
     plot_path = output_path(args.plot, "--plot") if args.plot else None
     puzzles = set_puzzles(args.set)[: args.limit]
-    model = load_model(args.model).to(device)
+    model = load_model(args.model, task="sudoku").to(device)
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)

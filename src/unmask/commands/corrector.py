@@ -57,7 +57,8 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     )
     from unmask.errors import UnmaskError
     from unmask.io import atomic_path
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
     from unmask.sudoku.tokens import grid_to_tokens
     from unmask.sudoku.train import SudokuPool
 
@@ -66,7 +67,7 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     check_resume_args(args)
     if args.puzzles < 10:
         raise UnmaskError(f"--puzzles: need at least 10, got {args.puzzles}")
-    model = load_model(args.model or "sudoku")
+    model = load_model(args.model or "sudoku", task="sudoku")
     if getattr(model.config, "task", None) != "sudoku":
         raise UnmaskError("--model: the corrector is trained on Sudoku states (known answers); "
                           f"{args.model} is not a Sudoku model")

@@ -36,13 +36,15 @@ def demo(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from unmask.errors import UnmaskError
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
     from unmask.samplers import make_sampler
 
     console = Console()
     try:
-        model = load_model()
-    except UnmaskError:
+        model = load_model("sudoku", task="sudoku")
+    except UnmaskError as e:
+        console.print(f"the shipped Sudoku model did not load ({e}); showing the toy model")
         return _toy_demo(console)
     from unmask.commands.sudoku import solve_puzzles
     from unmask.sudoku.datasets import load_set

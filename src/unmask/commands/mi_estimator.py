@@ -301,7 +301,7 @@ def mi_map(args: argparse.Namespace) -> int:
     from unmask.mi.estimator import estimate_mi, load_estimator
     from unmask.mi.maps import cell_name, check_image_path, parse_cell, plot_mi_maps
     from unmask.mi.probe import perturbation_mi
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
     from unmask.sudoku.parse import parse_puzzle
     from unmask.sudoku.tokens import grid_to_tokens
 
@@ -318,7 +318,7 @@ def mi_map(args: argparse.Namespace) -> int:
     if not (grid == 0).sum() >= 2:
         raise UnmaskError("PUZZLE: needs at least two blank cells to have pairs")
     out = check_image_path(args.out)
-    model = load_model(args.model)
+    model = load_model(args.model, task="sudoku")
     model.autocast_bf16 = False
     tokens = grid_to_tokens(grid)[None]
     maps = {}

@@ -127,9 +127,9 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
     from unmask.commands.common import bench_entries, output_path, progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
+    from unmask.models.auto import load_protein_model
     from unmask.pretrained import describe_source
     from unmask.protein.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_protein
-    from unmask.protein.model import load_protein_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -68,7 +68,7 @@ def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_siz
 def solve(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
     from unmask.sudoku.parse import format_grid, parse_puzzle, read_puzzles, to_string
 
     if args.batch_size < 1:
@@ -85,7 +85,7 @@ def solve(args: argparse.Namespace) -> int:
     if not items:
         raise UnmaskError("no puzzle given: pass PUZZLE arguments or --file")
     puzzles = np.stack(items).astype(np.int8)
-    model = load_model(args.model)
+    model = load_model(args.model, task="sudoku")
     model.autocast_bf16 = False
     corrector = None
     if args.corrector:

@@ -41,7 +41,8 @@ def _initial_model(args: argparse.Namespace, overrides: dict):
     with a self-conditioning map) and what it was grown from."""
     from unmask.models.base import read_model_config
     from unmask.models.transformer import MDMTransformer
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
     from unmask.sudoku.train import sudoku_model_config
 
     if not args.init_from:

@@ -131,9 +131,9 @@ def _check_sudoku_model(model: MaskedModel) -> None:
 
 
 def _load_sudoku_model(name_or_path: str | None) -> MaskedModel:
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
 
-    return load_model(name_or_path)
+    return load_model(name_or_path, task="sudoku")
 
 
 def _sudoku_symmetries(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -166,7 +166,7 @@ def _check_protein_model(model: MaskedModel) -> None:
 
 
 def _load_protein_model(name_or_path: str | None) -> MaskedModel:
-    from unmask.protein.model import load_protein_model
+    from unmask.models.auto import load_protein_model
 
     return load_protein_model(name_or_path)
 

@@ -9,12 +9,18 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path, atomic_write_text
-from unmask.models.base import MaskedModel, ModelOutput, read_model_config
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.files import (
+    dataclass_from_dict,
+    load_checked_state,
+    load_safetensors,
+    read_json_object,
+)
 
 POSITION_KINDS = ("learned", "grid", "none")
 
@@ -143,6 +149,7 @@ class MDMTransformer(MaskedModel):
         self.max_length = config.max_length
         self.hidden_size = config.d_model
         self.real_token_ids = tuple(config.real_token_ids)
+        self.task = config.task
         self.autocast_bf16 = False  # set True for faster CPU inference
         d = config.d_model
         self.tok = nn.Embedding(config.vocab_size, d)
@@ -265,14 +272,20 @@ class MDMTransformer(MaskedModel):
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, map_location: str = "cpu") -> MDMTransformer:
+        """Load ``config.json`` + ``model.safetensors`` from ``directory``. The config is
+        checked key by key (:func:`~unmask.models.files.dataclass_from_dict`) and the weights
+        name by name and shape by shape against the model it describes; any mismatch, or a
+        truncated/empty weights file, is one :class:`UnmaskError` line."""
         directory = Path(directory)
         cfg_path, weights = directory / "config.json", directory / "model.safetensors"
         if not cfg_path.is_file() or not weights.is_file():
             raise UnmaskError(f"model: {directory} has no config.json + model.safetensors")
-        meta = read_model_config(directory)
+        meta = read_json_object(cfg_path)
         if meta.get("model_type") != "mdm-transformer":
             raise UnmaskError(f"model: {cfg_path} is not an mdm-transformer config")
-        model = cls(TransformerConfig(**meta["config"]))
-        model.load_state_dict(load_file(str(weights), device=map_location))
+        config = dataclass_from_dict(TransformerConfig, meta.get("config"),
+                                     f"{cfg_path} 'config'")
+        model = cls(config)
+        load_checked_state(model, load_safetensors(weights, map_location), str(weights))
         model.metadata = {k: v for k, v in meta.items() if k != "config"}
         return model.eval()

@@ -107,23 +107,31 @@ def compact(tokens: torch.Tensor) -> list[str]:
 
 
 def summary(res) -> dict:
+    zeros = [0] * len(res.tokens)
     return {"tokens": compact(res.tokens), "nfe": res.nfe.tolist(),
             "sequences": res.sequences.tolist(), "steps": res.steps.tolist(),
-            "remasked": res.remasked.tolist(), "rejected": res.rejected.tolist(),
+            "remasked": res.stats["remasked"].tolist() if "remasked" in res.stats else zeros,
+            "rejected": res.stats["rejected"].tolist() if "rejected" in res.stats else zeros,
             "cumulative_entropy": [round(v, 9) for v in res.cumulative_entropy.tolist()]}
 
 
 def run_case(case: dict) -> dict:
     """Decode ``case`` with the library's API; the summary the fixture records."""
-    from unmask.bench import BenchEntry
     from unmask.decode import DecodeConfig, decode
+    from unmask.hooks import corrector_hooks
+    from unmask.samplers import Verified, parse_spec
 
     model, x, seed, corrector = task_inputs(case["task"], case.get("prompt", "product"))
-    entry = BenchEntry.parse(case["spec"])
-    kw = {k: case[k] for k in ("temperature", "block_size", "remask_threshold", "max_remasks",
-                               "ban_remasked", "self_condition", "verify_max") if k in case}
-    if entry.verified:
-        kw.update(verify=True, verify_tolerance=entry.verify_tolerance)
-    res = decode(model, x, entry.sampler(), DecodeConfig(**kw), seed=seed,
-                 corrector=corrector if entry.corrected else None)
-    return summary(res)
+    spec = parse_spec(case["spec"])
+    sampler = spec.build()
+    if "verify_max" in case:
+        sampler = Verified(sampler.inner, tolerance=sampler.tolerance,
+                           max_draft=case["verify_max"])
+    hooks = ()
+    if spec.corrected:
+        hooks = corrector_hooks(corrector, **{k: case[k] for k in (
+            "max_remasks", "ban_remasked") if k in case},
+            threshold=case.get("remask_threshold", 0.3))
+    cfg = DecodeConfig(**{k: case[k] for k in ("temperature", "block_size", "self_condition")
+                          if k in case})
+    return summary(decode(model, x, sampler, cfg, seed=seed, hooks=hooks))

@@ -16,8 +16,6 @@ import torch
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 SAMPLERS = ("confidence", "eb", "entropy", "info-gain", "klass", "lookum", "margin",
             "mi-guided", "mi-oracle", "pc", "threshold", "topk", "uniform")
-#: cases too slow for the default suite (seconds each on two cores)
-SLOW = {"sudoku/mi-oracle", "protein/mi-oracle", "protein/info-gain", "protein/lookum"}
 
 
 def _cases() -> list[dict]:

@@ -9,25 +9,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from decode_cases import CASES, SLOW, run_case
+from decode_cases import CASES, run_case
 
 FIXTURE = json.loads((Path(__file__).parent / "decodes.json").read_text())
 
 
 def _param(case):
-    slow = case["task"] != "selfcond" and (
-        case["id"] in SLOW or case["id"] not in FAST)
+    slow = case["task"] != "selfcond" and case["id"] not in FAST
     return pytest.param(case, id=case["id"], marks=[pytest.mark.slow] if slow else [])
 
 
-#: the default suite's share: one plain, one verified, one lookahead, one corrected case per
-#: task where it exists (the rest run with -m slow)
-FAST = {"sudoku/eb", "sudoku/eb:gamma=1.0,order=confidence+verify=0.002",
-        "sudoku/eb:gamma=0.1+corrector", "sudoku/topk:k=7+corrector[ban_remasked=True,"
-        "max_remasks=3,remask_threshold=0.2]", "sudoku/mi-guided",
-        "protein/topk:k=10+verify", "protein/eb",
-        "arithmetic/topk:k=8+verify=0.0", "arithmetic/info-gain", "arithmetic/pc",
-        "arithmetic/eb:gamma=0.5[prompt=generate,temperature=1.0]"}
+#: the default suite's share, cheap cases of every task: plain, verified, lookahead and
+#: corrected decodes (the rest run with -m slow)
+FAST = {"sudoku/eb", "sudoku/mi-guided", "sudoku/eb:gamma=0.1+corrector",
+        "sudoku/topk:k=7+corrector[ban_remasked=True,max_remasks=3,remask_threshold=0.2]",
+        "protein/topk:k=10+verify", "arithmetic/topk:k=8+verify=0.0", "arithmetic/info-gain",
+        "arithmetic/pc", "arithmetic/eb:gamma=0.5[prompt=generate,temperature=1.0]"}
 
 
 @pytest.fixture(autouse=True)

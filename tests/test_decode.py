@@ -203,3 +203,16 @@ def test_decode_stays_short():
     from unmask.decode import decode as fn
 
     assert len(inspect.getsource(fn).splitlines()) <= 80
+
+
+def test_a_spec_string_is_a_sampler(toy):
+    x = torch.full((3, 5), toy.mask_id)
+    by_spec = decode(toy, x, "eb:gamma=0.5,order=confidence+verify=0.1", seed=2)
+    from unmask import Verified
+
+    by_object = decode(toy, x, Verified(make_sampler("eb", gamma=0.5, order="confidence"),
+                                        tolerance=0.1), seed=2)
+    assert torch.equal(by_spec.tokens, by_object.tokens)
+    assert torch.equal(by_spec.stats["rejected"], by_object.stats["rejected"])
+    with pytest.raises(UnmaskError, match="hooks=corrector_hooks"):
+        decode(toy, x, "eb+corrector")

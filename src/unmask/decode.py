@@ -25,7 +25,8 @@ from unmask.probs import (  # noqa: F401  (re-exported for callers of unmask.dec
     real_log_probs,
 )
 from unmask.rng import row_gumbel
-from unmask.samplers.base import Sampler, Selection, StepState, make_sampler
+from unmask.samplers.base import Sampler, Selection, StepState
+from unmask.samplers.spec import parse_spec
 
 
 @dataclass
@@ -103,7 +104,8 @@ def decode(
         model: the :class:`MaskedModel`; decoding runs on its device.
         tokens: (B, N) long, MASK where to decode; given tokens never change (nor, without a
             hook that masks again, revealed ones).
-        sampler: a :class:`Sampler` or a registered name.
+        sampler: a :class:`Sampler` or a spec (``"eb:gamma=0.1+verify=0.002"``,
+            :func:`~unmask.samplers.spec.parse_spec`; not ``+corrector``: pass ``hooks``).
         config: loop settings (:class:`DecodeConfig`; None: the defaults).
         seed: an int s gives rows the seeds s, s+1, ..., s+B-1 (so row r decoded alone with
             seed s+r gives the same output), or a (B,) tensor of per-row seeds.
@@ -152,7 +154,10 @@ def _check_args(model, tokens, sampler, config, hooks):
     require(isinstance(config, DecodeConfig),
             f"config: expected a DecodeConfig or None, got {type(config).__name__}")
     if isinstance(sampler, str):
-        sampler = make_sampler(sampler)
+        spec = parse_spec(sampler)
+        require(not spec.corrected, f"sampler: {sampler!r}: decode with the corrector by "
+                                    "passing hooks=corrector_hooks(corrector)")
+        sampler = spec.build()
     require(isinstance(sampler, Sampler),
             f"sampler: expected a Sampler or a registered name, got {type(sampler).__name__}")
     hooks = tuple(hooks)

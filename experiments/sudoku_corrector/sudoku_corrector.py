@@ -37,6 +37,7 @@ from unmask.corrector import (
     roc_auc,
 )
 from unmask.decode import DecodeConfig, decode
+from unmask.hooks import corrector_hooks
 from unmask.mi.estimator_train import held_out_mask
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.pretrained import load_model
@@ -151,8 +152,9 @@ def perfect_corrector_table(model, puzzles, solutions, spec) -> None:
         repaired, nfe = 0, []
         for i in fails:
             res = decode(model, x[i:i + 1], make_sampler(spec[0], **spec[1]),
-                         DecodeConfig(max_remasks=max_remasks, ban_remasked=ban),
-                         corrector=PerfectCorrector(answers[i:i + 1], model.mask_id))
+                         hooks=corrector_hooks(PerfectCorrector(answers[i:i + 1],
+                                                                model.mask_id),
+                                               max_remasks=max_remasks, ban_remasked=ban))
             repaired += bool(is_valid_solution(tokens_to_grid(res.tokens), puzzles[i:i + 1])[0])
             nfe.append(res.nfe.item())
         print(f"max_remasks={max_remasks} ban={str(ban):5}          {repaired:3d} / {len(fails)}"

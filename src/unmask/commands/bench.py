@@ -72,14 +72,15 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
-    config = DecodeConfig(self_condition=not args.no_self_condition,
-                          remask_threshold=args.remask_threshold, max_remasks=args.max_remasks,
-                          ban_remasked=args.ban_remasked)
-    corrector = None
+    config = DecodeConfig(self_condition=not args.no_self_condition)
+    corrector, hooks = None, ()
     if any(e.corrected for e in entries):
         from unmask.corrector import SHIPPED_CORRECTOR, load_corrector
+        from unmask.hooks import corrector_hooks
 
         corrector = load_corrector(args.corrector, model=model)
+        hooks = corrector_hooks(corrector, threshold=args.remask_threshold,
+                                max_remasks=args.max_remasks, ban_remasked=args.ban_remasked)
     elif args.corrector:
         raise UnmaskError("--corrector: no sampler spec ends in '+corrector'")
     from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
@@ -96,7 +97,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     estimators = list(records.values())
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
-                            batch_size=args.batch_size, config=config, corrector=corrector,
+                            batch_size=args.batch_size, config=config, corrector_hooks=hooks,
                             progress=update)
     ref = singles_reference(puzzles)
     add_paired_vs(rows, add_nfe_vs_sequential(rows))

@@ -7,7 +7,7 @@ import time
 
 from unmask.cli import arguments, command
 
-#: (sampler, params, verify tolerance or None: ``DecodeConfig.verify_tolerance``)
+#: (sampler, params, verify tolerance or None: ``Verified(tolerance=)``)
 DEMO_SAMPLERS = [
     ("confidence", {}, None),
     ("topk", {"k": 7}, None),
@@ -73,6 +73,7 @@ def _toy_demo(console) -> int:
     from unmask.decode import DecodeConfig, decode
     from unmask.models import ExactJointMDM
     from unmask.samplers import make_sampler
+    from unmask.samplers.verified import Verified
 
     model = ExactJointMDM(n=5, v=3, seed=1, concentration=0.3)
     x = torch.full((1000, 5), model.mask_id)
@@ -83,9 +84,10 @@ def _toy_demo(console) -> int:
     for name, params, tolerance in DEMO_SAMPLERS:
         if name == "mi-guided":  # no estimator ships for the toy: ground-truth MI
             name, params = "mi-oracle", {**params, "eps": 0.0}
-        cfg = (DecodeConfig() if tolerance is None
-               else DecodeConfig(verify=True, verify_tolerance=tolerance))
-        res = decode(model, x, make_sampler(name, **params), cfg)
+        sampler = make_sampler(name, **params)
+        if tolerance is not None:
+            sampler = Verified(sampler, tolerance=tolerance)
+        res = decode(model, x, sampler, DecodeConfig())
         idx = (res.tokens * (3 ** torch.arange(4, -1, -1))).sum(1)
         table.add_row(name, _label(params, tolerance), f"{float(logp[idx].mean()):.3f}",
                       f"{res.nfe.float().mean():.1f}")

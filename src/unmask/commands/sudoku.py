@@ -42,20 +42,26 @@ def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_siz
                   show_progress=False, corrector=None, remask_threshold=0.3, verify=False,
                   verify_tolerance=1.0):
     """Decode puzzles (P, 81) int8 -> (grids (P, 81) int8, solved (P,), nfe (P,)), with an
-    optional corrector (see ``decode``) or verification (``DecodeConfig.verify``)."""
+    optional corrector (:func:`unmask.hooks.corrector_hooks`) or verification
+    (:class:`unmask.samplers.verified.Verified`)."""
     import numpy as np
 
     from unmask.decode import DecodeConfig, decode
+    from unmask.hooks import corrector_hooks
+    from unmask.samplers.verified import Verified
     from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
 
-    cfg = DecodeConfig(temperature=temperature, remask_threshold=remask_threshold,
-                       verify=verify, verify_tolerance=verify_tolerance)
+    cfg = DecodeConfig(temperature=temperature)
+    if verify:
+        sampler = Verified(sampler, tolerance=verify_tolerance)
+    hooks = (() if corrector is None
+             else corrector_hooks(corrector, threshold=remask_threshold))
     grids, nfe = [], []
     with progress_bar(len(puzzles), "solving", enabled=show_progress) as update:
         for i in range(0, len(puzzles), batch_size):
             chunk = puzzles[i:i + batch_size]
             res = decode(model, grid_to_tokens(chunk), sampler, cfg, seed=seed + i,
-                         corrector=corrector)
+                         hooks=hooks)
             grids.append(tokens_to_grid(res.tokens))
             nfe.append(res.nfe.numpy())
             update(i + len(chunk))

@@ -8,7 +8,8 @@ model call evaluates P_1 .. P_K (K sequences per row). Position d_{l+1} is *cons
 its proposal under P_l (same rule, same Gumbel noise) is the token it was drafted with. The
 pass reveals the longest prefix d_1 .. d_m whose members are all consistent (m >= 1: d_1 is
 the loop's own proposal on the current state), and the model's output on P_m is the next
-pass's, so a pass still costs one model call per row, while ``sequences`` counts the K.
+pass's (``Selection.next_output``), so a pass costs one model call per row, while
+``sequences`` counts the K.
 
 Every token revealed this way is the proposal of the model given the tokens revealed before
 it (in pass order, and within a pass in confidence order): the decoded sequence is one that
@@ -27,11 +28,15 @@ ties; t = 1 checks tokens only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 
-from unmask.models.base import ModelOutput
+from unmask.errors import UnmaskError, require
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.probs import entropy_from_log_probs, propose, real_log_probs
+from unmask.samplers.base import Sampler, Selection, StepState
 
 
 @dataclass
@@ -53,21 +58,26 @@ class VerifiedReveal:
     rejected: torch.Tensor
 
 
-def verify_reveal(state, draft: torch.Tensor, *, max_draft: int | None = None,
+def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | None = None,
                   tolerance: float = 1.0, max_sequences: int = 8192,
                   output_hidden_layers: bool = False) -> VerifiedReveal:
-    """Verify the draft (B, N) bool of ``state`` (a :class:`~unmask.samplers.base.StepState`)
-    against sequential decoding (module docstring), drafted tokens ``state.x0``.
+    """Verify a draft against sequential decoding (module docstring).
 
-    max_draft: verify at most this many positions per row (the most confident ones); the rest
-        of the draft waits. None: the whole draft.
-    tolerance: in [0, 1]; below 1 a position is also accepted only if its confidence under its
-        predecessors is within this of the surest eligible position's (module docstring).
-    max_sequences: sequences per model call; rows are split across calls whole, so every row
-        is charged one call per pass however its prefixes are chunked.
+    Args:
+        state: the step's :class:`~unmask.samplers.base.StepState`; drafted tokens are
+            ``state.x0``.
+        draft: (B, N) bool, the positions the sampler chose.
+        max_draft: verify at most this many positions per row (the most confident ones); the
+            rest of the draft waits. None: the whole draft.
+        tolerance: in [0, 1]; below 1 a position is also accepted only if its confidence under
+            its predecessors is within this of the surest eligible position's.
+        max_sequences: sequences per model call; rows are split across calls whole, so every
+            row is charged one call per pass however its prefixes are chunked.
+        output_hidden_layers: ask the model for its hidden layers (for the next pass).
+
+    Returns:
+        A :class:`VerifiedReveal`.
     """
-    from unmask.decode import entropy_from_log_probs, propose, real_log_probs  # (imports us)
-
     b, n = draft.shape
     device = draft.device
     conf = state.x0_prob.double().masked_fill(~draft, -torch.inf)
@@ -142,3 +152,82 @@ def verify_reveal(state, draft: torch.Tensor, *, max_draft: int | None = None,
                                     for rows, out in calls]) if calls else None)
     return VerifiedReveal(reveal=reveal, next_output=next_output, entropy=entropy,
                           rejected=k - accepted)
+
+
+@dataclass
+class Verified(Sampler):
+    """A sampler whose every pass's set is verified against sequential decoding.
+
+    The inner sampler chooses a set; only its longest prefix (in confidence order) whose
+    tokens its own earlier members would not change is revealed (module docstring). The model
+    call that checks the prefixes is the next pass's (``Selection.next_output``): one model
+    call per pass, ``sequences`` counts the prefixes. Reports ``stats["rejected"]`` (B,):
+    positions the inner sampler chose that verification held back for a later pass.
+
+    Args:
+        inner: the sampler whose sets are verified; not one that evaluates its next state
+            itself (lookahead), nor one that writes its own tokens.
+        tolerance: in [0, 1]; below 1 a position is also accepted only if, given the pass's
+            positions before it, its confidence is within this of the surest eligible
+            position's (0: sequential confidence decoding's order; 1: tokens only).
+        max_draft: verify (and reveal) at most this many positions per pass, the most
+            confident of the set (None: the whole set); bounds sequences per pass.
+    """
+
+    name: ClassVar[str] = "verified"
+    evaluates_next_state: ClassVar[bool] = True
+
+    inner: Sampler = field(default=None)
+    tolerance: float = 1.0
+    max_draft: int | None = None
+
+    def __post_init__(self):
+        require(isinstance(self.inner, Sampler),
+                f"inner: expected a Sampler, got {type(self.inner).__name__}")
+        if self.inner.evaluates_next_state:
+            raise UnmaskError(f"verify: sampler {self.inner.label!r} evaluates its next state "
+                              "itself (lookahead); verify the sets of samplers that do not")
+        require(isinstance(self.tolerance, (int, float)) and not isinstance(self.tolerance, bool)
+                and 0.0 <= self.tolerance <= 1.0,
+                f"verify_tolerance: must be in [0, 1], got {self.tolerance!r}")
+        require(self.max_draft is None or (isinstance(self.max_draft, int)
+                                           and not isinstance(self.max_draft, bool)
+                                           and self.max_draft >= 1),
+                f"verify max_draft: must be None or an integer >= 1, got {self.max_draft!r}")
+        self._rejected = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.inner.label}+verify"
+
+    @property
+    def needs_hidden_layers(self) -> bool:
+        return self.inner.needs_hidden_layers
+
+    def prepare(self, model: MaskedModel) -> None:
+        self.inner.prepare(model)
+
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        self.inner.begin(batch_size, seq_len)
+        self._batch_size, self._rejected = batch_size, None
+
+    def select(self, state: StepState) -> Selection:
+        sel = self.inner.select(state)
+        if sel.tokens is not None:
+            raise RuntimeError(f"sampler {self.inner.label!r}: verification checks the loop's "
+                               "proposals; a sampler with its own tokens cannot be verified")
+        checked = verify_reveal(state, sel.reveal, max_draft=self.max_draft,
+                                tolerance=self.tolerance,
+                                output_hidden_layers=self.needs_hidden_layers)
+        if self._rejected is None:
+            self._rejected = torch.zeros(self._batch_size, dtype=torch.long,
+                                         device=state.tokens.device)
+        self._rejected.index_add_(0, state.row_ids, checked.rejected)
+        return Selection(checked.reveal, next_output=checked.next_output,
+                         entropy=checked.entropy)
+
+    def stats(self) -> dict[str, torch.Tensor]:
+        rejected = self._rejected
+        if rejected is None:
+            rejected = torch.zeros(getattr(self, "_batch_size", 0), dtype=torch.long)
+        return {"rejected": rejected}

@@ -127,16 +127,18 @@ class ModelHandle:
         self.sequences = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.prev_probs = (torch.zeros(batch_size, seq_len, model.vocab_size, device=device)
                            if self_condition and model.self_conditioning else None)
+        #: ask every call for attention weights (set by the loop for a sampler that reads them)
+        self.extra = {}
 
     def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
                  output_hidden_layers: bool = False) -> ModelOutput:
         """Run the model on tokens (M, N); ``rows`` (M,) names the original row of each."""
         with torch.inference_mode():
             if self.prev_probs is None:
-                out = self.model(tokens, output_hidden_layers=output_hidden_layers)
+                out = self.model(tokens, output_hidden_layers=output_hidden_layers, **self.extra)
             else:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers,
-                                 prev_probs=self.prev_probs[rows])
+                                 prev_probs=self.prev_probs[rows], **self.extra)
         self.calls[torch.unique(rows)] += 1
         self.sequences.index_add_(0, rows, torch.ones_like(rows))
         return out
@@ -220,6 +222,8 @@ def decode(
     tokens = tokens.to(device, copy=True)
     seeds = _row_seeds(seed, b, device)
     handle = ModelHandle(model, b, device, n, config.self_condition)
+    if getattr(sampler, "needs_attentions", False) and model.supports_attentions:
+        handle.extra = {"output_attentions": True}
     steps = torch.zeros(b, dtype=torch.long, device=device)
     cum_entropy = torch.zeros(b, dtype=torch.float64, device=device)
     reveal_step = torch.full((b, n), -1, dtype=torch.long, device=device)

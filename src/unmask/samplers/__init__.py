@@ -2,8 +2,12 @@
 
 from unmask.samplers import (  # noqa: F401  (imported for registration)
     confidence,
+    dapd,
+    demask,
+    dus,
     eb,
     entropy,
+    factor,
     info_gain,
     klass,
     lookum,

@@ -8,8 +8,9 @@ from unmask import DecodeConfig, UnmaskError, Verified, available_samplers, deco
 from unmask.samplers.base import sampler_class
 
 #: the samplers the library registers (no experimental one may join the global registry)
-REGISTERED = ["confidence", "eb", "entropy", "info-gain", "klass", "lookum", "margin",
-              "mi-guided", "mi-oracle", "pc", "threshold", "topk", "uniform"]
+REGISTERED = ["confidence", "dapd", "demask", "dus", "eb", "entropy", "factor", "info-gain",
+              "klass", "lookum", "margin", "mi-guided", "mi-oracle", "pc", "threshold", "topk",
+              "uniform"]
 
 
 def _untrained_estimator(model):
@@ -25,7 +26,15 @@ def _untrained_estimator(model):
 PARAMS: dict = {
     "mi-guided": _untrained_estimator,
     "mi-oracle": {"gamma": 1.0, "eps": 0.0},
+    "demask": lambda model: {"estimator": _untrained_estimator(model)["estimator"],
+                             "bound": 0.5},
 }
+
+
+def subject(name, toy, tiny_transformer):
+    """The model a sampler is driven on: the toy, or the tiny transformer for samplers that
+    read attention weights (the toy has none; tests/samplers/test_dapd.py checks the refusal)."""
+    return tiny_transformer if getattr(sampler_class(name), "needs_attentions", False) else toy
 
 
 def sampler_names():
@@ -72,8 +81,9 @@ def masked_inputs(model, b, seed=0):
 @VERIFY
 @pytest.mark.parametrize("name", sampler_names())
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_contract_on_toy(name, temperature, verify, toy):
+def test_contract_on_toy(name, temperature, verify, toy, tiny_transformer):
     skip_unverifiable(name, verify)
+    toy = subject(name, toy, tiny_transformer)
     x = masked_inputs(toy, 6)
     history_cfg = DecodeConfig(temperature=temperature, record_history=True)
     res = decode(toy, x, build(name, toy, verify), history_cfg, seed=11)
@@ -104,8 +114,9 @@ def test_contract_on_toy(name, temperature, verify, toy):
 
 @VERIFY
 @pytest.mark.parametrize("name", sampler_names())
-def test_batch_equals_rows(name, verify, toy):
+def test_batch_equals_rows(name, verify, toy, tiny_transformer):
     skip_unverifiable(name, verify)
+    toy = subject(name, toy, tiny_transformer)
     x = masked_inputs(toy, 5, seed=3)
     cfg = DecodeConfig(temperature=0.7)
     batch = decode(toy, x, build(name, toy, verify), cfg, seed=100)
@@ -135,8 +146,9 @@ def test_blocks_decode_left_to_right(name, verify, tiny_transformer):
 
 @VERIFY
 @pytest.mark.parametrize("name", sampler_names())
-def test_nothing_masked_costs_nothing(name, verify, toy):
+def test_nothing_masked_costs_nothing(name, verify, toy, tiny_transformer):
     skip_unverifiable(name, verify)
+    toy = subject(name, toy, tiny_transformer)
     x = torch.zeros(2, 5, dtype=torch.long)
     res = decode(toy, x, build(name, toy, verify))
     assert res.nfe.tolist() == [0, 0] and res.steps.tolist() == [0, 0]

@@ -118,7 +118,8 @@ def decode(
         nothing masked cost 0 passes.
     """
     config, sampler, hooks = _check_args(model, tokens, sampler, config, hooks)
-    loop = _Loop(model, tokens, config, seed)
+    loop = _Loop(model, tokens, config, seed,
+                 output_attentions=sampler.needs_attentions and model.supports_attentions)
     sampler.prepare(model)
     for hook in hooks:
         hook.prepare(model, sampler, loop.tokens)
@@ -188,7 +189,8 @@ def _row_seeds(seed, batch_size: int, device) -> torch.Tensor:
 class _Loop:
     """The loop's per-decode state, on the model's device, indexed by original row."""
 
-    def __init__(self, model: MaskedModel, tokens: torch.Tensor, config: DecodeConfig, seed):
+    def __init__(self, model: MaskedModel, tokens: torch.Tensor, config: DecodeConfig, seed,
+                 output_attentions: bool = False):
         b, n = tokens.shape
         device = model.device
         self.config, self.out_device = config, tokens.device
@@ -196,7 +198,8 @@ class _Loop:
         self.real_mask = model.real_token_mask.to(device)
         self.tokens = tokens.to(device, copy=True)
         self.seeds = _row_seeds(seed, b, device)
-        self.handle = ModelHandle(model, b, device, n, config.self_condition)
+        self.handle = ModelHandle(model, b, device, n, config.self_condition,
+                                  output_attentions)
         zeros = torch.zeros(b, dtype=torch.long, device=device)
         self.steps, self.block_step, self.block_masked = zeros, zeros.clone(), zeros.clone()
         self.cur_block = torch.full((b,), -1, dtype=torch.long, device=device)

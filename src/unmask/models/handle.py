@@ -19,11 +19,14 @@ class ModelHandle:
         prev_probs: (B, N, V) for a self-conditioning model (else None): each row's beliefs
             from the loop's last pass (zeros before the first and at revealed positions),
             given to every call for that row, lookahead candidates included.
+        output_attentions: every call also returns the attention weights
+            (``ModelOutput.attentions``), for samplers that read them.
     """
 
     def __init__(self, model: MaskedModel, batch_size: int, device: torch.device,
-                 seq_len: int = 0, self_condition: bool = True):
+                 seq_len: int = 0, self_condition: bool = True, output_attentions: bool = False):
         self.model = model
+        self._extra = {"output_attentions": True} if output_attentions else {}
         self.calls = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.sequences = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.prev_probs = (torch.zeros(batch_size, seq_len, model.vocab_size, device=device)
@@ -36,10 +39,11 @@ class ModelHandle:
         sequence (a row named several times is charged one call and M_row sequences)."""
         with torch.inference_mode():
             if self.prev_probs is None:
-                out = self.model(tokens, output_hidden_layers=output_hidden_layers)
+                out = self.model(tokens, output_hidden_layers=output_hidden_layers,
+                                 **self._extra)
             else:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers,
-                                 prev_probs=self.prev_probs[rows])
+                                 prev_probs=self.prev_probs[rows], **self._extra)
         self.calls[torch.unique(rows)] += 1
         self.sequences.index_add_(0, rows, torch.ones_like(rows))
         return out

@@ -7,8 +7,12 @@ state; :func:`~unmask.samplers.spec.parse_spec` reads the one spec syntax
 
 from unmask.samplers import (  # noqa: F401  (imported for registration)
     confidence,
+    dapd,
+    demask,
+    dus,
     eb,
     entropy,
+    factor,
     info_gain,
     klass,
     lookum,

@@ -108,6 +108,9 @@ class Sampler:
     #: True when ``select`` reads the model's hidden layers (``state.output.hidden_layers``);
     #: final after :meth:`prepare`.
     needs_hidden_layers: ClassVar[bool] = False
+    #: True when ``select`` reads the model's attention weights (``state.output.attentions``);
+    #: the loop then asks every model call for them.
+    needs_attentions: ClassVar[bool] = False
 
     @property
     def label(self) -> str:

@@ -204,6 +204,10 @@ class Verified(Sampler):
     def needs_hidden_layers(self) -> bool:
         return self.inner.needs_hidden_layers
 
+    @property
+    def needs_attentions(self) -> bool:
+        return self.inner.needs_attentions
+
     def prepare(self, model: MaskedModel) -> None:
         self.inner.prepare(model)
 

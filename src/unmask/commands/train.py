@@ -39,9 +39,9 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
 def _initial_model(args: argparse.Namespace, overrides: dict):
     """(model, origin): a fresh Sudoku MDM, or with --init-from the parent's weights (deepened,
     with a self-conditioning map) and what it was grown from."""
+    from unmask.models.auto import load_model
     from unmask.models.base import read_model_config
     from unmask.models.transformer import MDMTransformer
-    from unmask.models.auto import load_model
     from unmask.pretrained import describe_source
     from unmask.sudoku.train import sudoku_model_config
 

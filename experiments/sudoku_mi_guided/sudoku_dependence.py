@@ -37,6 +37,7 @@ from unmask.pretrained import load_model
 from unmask.samplers.base import Selection, scan_order_scores
 from unmask.samplers.eb import EBSampler
 from unmask.samplers.mi_guided import MIGuidedSampler
+from unmask.samplers.verified import Verified
 from unmask.sudoku.bench import bench_sudoku
 from unmask.sudoku.datasets import set_puzzles
 
@@ -99,9 +100,12 @@ for _name, _cls in LOCAL_SAMPLERS.items():
 class LocalEntry(BenchEntry):
     """A bench entry that builds the rules above by name, and registered samplers otherwise."""
 
-    def sampler(self):
+    def build(self):
         cls = LOCAL_SAMPLERS.get(self.name)
-        return super().sampler() if cls is None else cls(**self.params)
+        if cls is None:
+            return super().build()
+        sampler = cls(**self.params)
+        return sampler if self.verify is None else Verified(sampler, tolerance=self.verify)
 
 
 def main() -> None:

@@ -65,8 +65,8 @@ class SamplerSpec:
 
     @classmethod
     def parse(cls, text: str) -> SamplerSpec:
-        """:func:`parse_spec`."""
-        return parse_spec(text)
+        """:func:`parse_spec`, building this class (a subclass may override :meth:`build`)."""
+        return parse_spec(text, cls)
 
     @property
     def verified(self) -> bool:
@@ -93,9 +93,10 @@ def verify_suffix(tolerance: float) -> str:
     return VERIFY + ("" if tolerance == 1.0 else f"={tolerance:g}")
 
 
-def parse_spec(text: str) -> SamplerSpec:
+def parse_spec(text: str, cls: type[SamplerSpec] = SamplerSpec) -> SamplerSpec:
     """Parse ``NAME[:K=V,...][+verify[=T]][+corrector]`` (module docstring) into a validated
-    :class:`SamplerSpec`; :class:`UnmaskError` naming the spec and what is wrong."""
+    ``cls`` (:class:`SamplerSpec` or a subclass); :class:`UnmaskError` naming the spec and
+    what is wrong."""
     if not isinstance(text, str):
         raise UnmaskError(f"sampler spec: expected a string, got {type(text).__name__}")
 
@@ -148,4 +149,4 @@ def parse_spec(text: str) -> SamplerSpec:
                     or not 0.0 <= value <= 1.0:
                 fail(f"{VERIFY}=T takes a tolerance in [0, 1], got {text[pos + 1:end]!r}", pos + 1)
             verify, pos = float(value), end
-    return SamplerSpec(name, params, verify, corrected)
+    return cls(name, params, verify, corrected)

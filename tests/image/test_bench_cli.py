@@ -26,16 +26,16 @@ def _bench(tiny, *extra):
 
 def test_bench_end_to_end_writes_json_and_grid(tiny, tmp_path, capsys):
     out, grid = tmp_path / "bench.json", tmp_path / "grid.png"
-    rc = main(_bench(tiny, "--n", "6", "--samplers", "confidence", "topk:k=8",
-                     "topk:k=64+verify", "info-gain", "--temperatures", "0,1",
+    rc = main(_bench(tiny, "--n", "6", "--samplers", "topk:k=16", "topk:k=64+verify",
+                     "info-gain:k=16", "--temperatures", "0,1",
                      "--json", str(out), "--grid", str(grid)))
     assert rc == 0
     assert "real floor" in capsys.readouterr().out
     data = json.loads(out.read_text())
     rows = data["rows"]
-    assert [r["label"] for r in rows[:4]] == ["confidence T=0", "topk k=8 T=0",
-                                              "topk k=64 +verify T=0", "info-gain T=0"]
-    assert len(rows) == 8
+    assert [r["label"] for r in rows[:3]] == ["topk k=16 T=0", "topk k=64 +verify T=0",
+                                              "info-gain k=16 T=0"]
+    assert len(rows) == 6
     for r in rows:
         for key in ("fid", "inception_score", "class_accuracy", "nfe", "tokens_per_forward",
                     "wall_s", "fid_se"):
@@ -44,8 +44,8 @@ def test_bench_end_to_end_writes_json_and_grid(tiny, tmp_path, capsys):
         assert 0.0 <= r["class_accuracy"] <= 1.0
         assert r["tokens_per_forward"] == pytest.approx(64 / r["nfe"])
     by = {r["label"]: r for r in rows}
-    assert by["confidence T=1"]["nfe"] == 64 and by["topk k=8 T=1"]["nfe"] == 8
-    assert by["info-gain T=1"]["sequences"] > by["info-gain T=1"]["nfe"]
+    assert by["topk k=16 T=1"]["nfe"] == 4 and by["info-gain k=16 T=1"]["nfe"] <= 5
+    assert by["info-gain k=16 T=1"]["sequences"] > by["info-gain k=16 T=1"]["nfe"]
     assert data["real"]["ceiling"]["fid"] >= 0
     assert grid.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

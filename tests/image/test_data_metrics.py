@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from unmask.decode import decode
+from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError
 from unmask.image.classifier import ClassifierConfig, DigitClassifier, shift_images
 from unmask.image.data import (
@@ -25,6 +25,7 @@ from unmask.image.metrics import (
     inception_score,
 )
 from unmask.image.model import DigitsMDM
+from unmask.samplers import make_sampler
 
 
 @pytest.mark.parametrize("levels", [2, 9, 17])
@@ -76,7 +77,7 @@ def test_digits_model_only_emits_each_position_vocabulary():
     x = prompts(torch.arange(4), 9)
     logits = model(x).logits
     assert torch.isinf(logits[:, 1:, 9:]).all() and torch.isfinite(logits[:, 1:, :9]).all()
-    res = decode(model, x, "confidence")
+    res = decode(model, x, make_sampler("topk", k=16), DecodeConfig(temperature=1.0))
     pixels, labels = decode_tokens(res.tokens, 9)
     assert torch.equal(labels, torch.arange(4)) and pixels.max() < 9
 

@@ -12,7 +12,10 @@ training and a held-out part with a fixed permutation.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,7 +46,7 @@ def check_levels(levels: int) -> None:
 def quantise(raw: np.ndarray | torch.Tensor, levels: int) -> torch.Tensor:
     """Grey values 0..16 (any shape) -> levels 0..levels-1 (long), rounding to the nearest."""
     check_levels(levels)
-    raw = torch.as_tensor(np.asarray(raw), dtype=torch.float64)
+    raw = torch.tensor(np.asarray(raw), dtype=torch.float64)
     return torch.round(raw * (levels - 1) / (SOURCE_LEVELS - 1)).long()
 
 
@@ -102,18 +105,31 @@ class DigitSplit:
         return to_unit(self.pixels, self.levels)
 
 
+@functools.lru_cache(maxsize=1)
+def read_digits() -> np.ndarray:
+    """(1797, 65) int: 64 grey values 0..16 and the class, scikit-learn's copy of the UCI
+    digits read from its data folder (importing scikit-learn itself takes seconds)."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise UnmaskError("digits: scikit-learn is not installed (it ships the data)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets/data/digits.csv.gz"
+    if not path.is_file():
+        raise UnmaskError(f"digits: {path} is missing from the scikit-learn install")
+    data = np.loadtxt(path, delimiter=",", dtype=np.int64)
+    data.setflags(write=False)
+    return data
+
+
 def load_digits_split(levels: int = DEFAULT_LEVELS, heldout_fraction: float = 0.2,
                       seed: int = 0) -> tuple[DigitSplit, DigitSplit]:
     """(train, held-out) parts of the 1,797 digits, split by image with a permutation drawn
     from ``seed`` (the same split for every caller that passes the same seed)."""
-    from sklearn.datasets import load_digits
-
     check_levels(levels)
     require(0.0 < heldout_fraction < 1.0,
             f"heldout_fraction: must be in (0, 1), got {heldout_fraction}")
-    data = load_digits()
-    pixels = quantise(data.data, levels)
-    labels = torch.as_tensor(data.target, dtype=torch.long)
+    raw = read_digits()
+    pixels = quantise(raw[:, :N_PIXELS], levels)
+    labels = torch.tensor(raw[:, N_PIXELS], dtype=torch.long)
     order = torch.from_numpy(np.random.default_rng([seed, 8]).permutation(len(labels)))
     n_held = int(round(heldout_fraction * len(labels)))
     held, train = order[:n_held], order[n_held:]

@@ -20,10 +20,9 @@ def heldout_loss(model: MDMTransformer, heldout: DigitSplit, repeats: int = 4,
     """Mean masked-pixel cross-entropy (nats) on the held-out images, ``repeats`` random
     maskings each (the same maskings on every call)."""
     tokens = heldout.tokens().repeat(repeats, 1)
-    inputs, targets, mask = training_batch(tokens, 0, len(tokens), model.mask_id, seed=seed)
-    # training_batch draws rows at random; use every row once instead
-    inputs = tokens.masked_fill(mask, model.mask_id)
-    targets = tokens
+    # the maskings of a training batch, applied to every held-out row in turn
+    _, _, mask = training_batch(tokens, 0, len(tokens), model.mask_id, seed=seed)
+    inputs, targets = tokens.masked_fill(mask, model.mask_id), tokens
     with torch.inference_mode():
         logits = model(inputs).logits
     logits = logits.masked_fill(~model.real_token_mask, -torch.inf)

@@ -37,6 +37,43 @@ def train_image(args: argparse.Namespace) -> int:
     return 0
 
 
+
+def _classifier_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="runs/digit_classifier", help="folder for the weights")
+    p.add_argument("--epochs", type=int, default=60)
+    p.add_argument("--levels", type=int, default=None,
+                   help="grey levels of the held-out check (default: the data module's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+
+
+@command("image", "train-classifier",
+         help="train the digit classifier whose features the image metrics use")
+@arguments(_classifier_args)
+def train_digit_classifier(args: argparse.Namespace) -> int:
+    import torch
+
+    from unmask.errors import UnmaskError
+    from unmask.image.classifier import train_classifier
+    from unmask.image.data import DEFAULT_LEVELS, load_digits_split
+
+    if args.epochs < 1:
+        raise UnmaskError(f"--epochs: must be >= 1, got {args.epochs}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    levels = args.levels or DEFAULT_LEVELS
+    train_part, heldout = load_digits_split(levels)
+    model = train_classifier(train_part.images(), train_part.labels, epochs=args.epochs,
+                             seed=args.seed)
+    _, probs = model.embed(heldout.images())
+    acc = float((probs.argmax(1) == heldout.labels).double().mean())
+    model.save_pretrained(args.out, extra={"heldout_accuracy": acc, "levels": levels,
+                                           "epochs": args.epochs, "seed": args.seed,
+                                           "train_images": len(train_part),
+                                           "heldout_images": len(heldout)})
+    print(f"held-out accuracy {acc:.4f} ({len(heldout)} images); weights in {args.out}")
+    return 0
+
 def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="image",
                    help="shipped model name or a model folder (default: the shipped one)")

@@ -1,7 +1,10 @@
+import pytest
+
 from unmask.cli import main
 from unmask.image.classifier import DigitClassifier
 
 
+@pytest.mark.slow
 def test_train_classifier_command_writes_a_loadable_classifier(tmp_path, capsys):
     out = tmp_path / "clf"
     assert main(["image", "train-classifier", "--out", str(out), "--epochs", "1"]) == 0

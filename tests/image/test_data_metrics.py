@@ -126,3 +126,23 @@ def test_classifier_round_trip_and_shift(tmp_path):
     assert moved.sum() == 1.0  # a centre pixel moves by at most one and is never cut off
     with pytest.raises(UnmaskError, match="classifier"):
         DigitClassifier.from_pretrained(tmp_path)
+
+
+def test_shipped_models_are_small_and_work():
+    from unmask.image.bench import class_labels
+    from unmask.image.data import levels_of, to_unit
+    from unmask.pretrained import pretrained_path
+
+    for name in ("image", "digit_classifier"):
+        assert sum(f.stat().st_size for f in pretrained_path(name).iterdir()) < 2_000_000
+    clf = DigitClassifier.from_pretrained(pretrained_path("digit_classifier"))
+    assert clf.metadata["heldout_accuracy"] > 0.97
+    model = DigitsMDM.from_pretrained(pretrained_path("image"))
+    levels = levels_of(model)
+    labels = class_labels(20)
+    res = decode(model, prompts(labels, levels), make_sampler("topk", k=8),
+                 DecodeConfig(temperature=1.0), seed=3)
+    pixels, _ = decode_tokens(res.tokens, levels)
+    _, probs = clf.embed(to_unit(pixels, levels))
+    # a trained model draws the digit it is asked for (chance is 10%)
+    assert class_accuracy(probs, labels) >= 0.6

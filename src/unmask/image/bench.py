@@ -23,6 +23,7 @@ from unmask.image.data import (
     to_unit,
 )
 from unmask.image.metrics import gaussian_stats, sample_metrics
+from unmask.io import atomic_path
 from unmask.models.transformer import MDMTransformer
 from unmask.samplers.pc import frequency_table
 
@@ -147,8 +148,6 @@ def write_grid(samples: dict[str, torch.Tensor], levels: int, path: str | Path,
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from unmask.io import atomic_path
 
     labels = list(samples)
     cols = min(per_row, min(len(s) for s in samples.values()))

@@ -1,0 +1,186 @@
+"""``unmask image train`` and ``unmask image bench``: class-conditional 8x8 digits."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from unmask.cli import arguments, command
+from unmask.commands.common import add_training_args, training_setup
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    add_training_args(p, out="runs/image", steps=20_000, batch_size=128, lr=2e-3,
+                      warmup=300, eval_every=500)
+    p.add_argument("--levels", type=int, default=None,
+                   help="grey levels of the pixel tokens (default: the data module's)")
+
+
+@command("image", "train", help="train the class-conditional digits MDM (checkpoints, --resume)")
+@arguments(_train_args)
+def train_image(args: argparse.Namespace) -> int:
+    from unmask.image.data import DEFAULT_LEVELS, image_model_config, load_digits_split
+    from unmask.image.model import DigitsMDM
+    from unmask.image.train import SELECT_METRIC, train_image_mdm
+
+    overrides, cfg = training_setup(args, select_metric=SELECT_METRIC)
+    levels = args.levels or DEFAULT_LEVELS
+    train_part, heldout = load_digits_split(levels)
+    model = DigitsMDM(image_model_config(levels, **overrides))
+    print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters; "
+          f"{len(train_part)} training / {len(heldout)} held-out images, {levels} grey levels",
+          flush=True)
+    out = Path(args.out)
+    train_image_mdm(model, train_part, heldout, cfg, out, resume=args.resume,
+                    log=lambda s: print(s, flush=True))
+    print(f"best weights: {out / 'best'}")
+    return 0
+
+
+
+def _classifier_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="runs/digit_classifier", help="folder for the weights")
+    p.add_argument("--epochs", type=int, default=60)
+    p.add_argument("--levels", type=int, default=None,
+                   help="grey levels of the held-out check (default: the data module's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+
+
+@command("image", "train-classifier",
+         help="train the digit classifier whose features the image metrics use")
+@arguments(_classifier_args)
+def train_digit_classifier(args: argparse.Namespace) -> int:
+    import torch
+
+    from unmask.errors import UnmaskError
+    from unmask.image.classifier import train_classifier
+    from unmask.image.data import DEFAULT_LEVELS, load_digits_split
+
+    if args.epochs < 1:
+        raise UnmaskError(f"--epochs: must be >= 1, got {args.epochs}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    levels = args.levels or DEFAULT_LEVELS
+    train_part, heldout = load_digits_split(levels)
+    model = train_classifier(train_part.images(), train_part.labels, epochs=args.epochs,
+                             seed=args.seed)
+    _, probs = model.embed(heldout.images())
+    acc = float((probs.argmax(1) == heldout.labels).double().mean())
+    model.save_pretrained(args.out, extra={"heldout_accuracy": acc, "levels": levels,
+                                           "epochs": args.epochs, "seed": args.seed,
+                                           "train_images": len(train_part),
+                                           "heldout_images": len(heldout)})
+    print(f"held-out accuracy {acc:.4f} ({len(heldout)} images); weights in {args.out}")
+    return 0
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="image",
+                   help="shipped model name or a model folder (default: the shipped one)")
+    p.add_argument("--classifier", default="digit_classifier",
+                   help="shipped classifier name or a classifier folder (the metrics' features)")
+    p.add_argument("--n", type=int, default=500, help="samples per sampler (classes in turn)")
+    p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
+                   help="sampler specs NAME[:K=V,...][+verify[=T]] (default: every sampler)")
+    p.add_argument("--temperatures", default="1.0",
+                   help="comma-separated token temperatures (default: 1.0)")
+    p.add_argument("--rounds", type=int, default=200, help="bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    p.add_argument("--grid", default=None, metavar="F.png",
+                   help="write a PNG with one row of samples per sampler")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _temperatures(text: str) -> tuple[float, ...]:
+    from unmask.errors import UnmaskError
+
+    try:
+        values = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise UnmaskError(f"--temperatures: expected comma-separated numbers, got {text!r}") \
+            from None
+    if not values or any(not t >= 0 for t in values):
+        raise UnmaskError(f"--temperatures: expected numbers >= 0, got {text!r}")
+    return values
+
+
+@command("image", "bench",
+         help="benchmark every sampler on class-conditional digits: FID, IS, class accuracy, "
+              "NFE, wall time")
+@arguments(_bench_args)
+def bench_image(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from unmask.commands.common import output_path, progress_bar
+    from unmask.errors import UnmaskError
+    from unmask.image.bench import (
+        bench_entries,
+        check_grid_path,
+        frequencies_of,
+        run_image_bench,
+        write_grid,
+    )
+    from unmask.image.classifier import DigitClassifier
+    from unmask.image.data import levels_of
+    from unmask.image.model import DigitsMDM
+    from unmask.io import atomic_write_text
+    from unmask.pretrained import describe_source, model_folder
+
+    if args.n < 2:
+        raise UnmaskError(f"--n: must be >= 2, got {args.n}")
+    if args.rounds < 2:
+        raise UnmaskError(f"--rounds: must be >= 2, got {args.rounds}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    temperatures = _temperatures(args.temperatures)
+    json_path = output_path(args.json, "--json") if args.json else None
+    grid_path = check_grid_path(args.grid) if args.grid else None
+    folder = model_folder(args.model, "image")
+    model = DigitsMDM.from_pretrained(folder)
+    levels = levels_of(model)
+    classifier = DigitClassifier.from_pretrained(model_folder(args.classifier,
+                                                              "digit_classifier"))
+    try:
+        entries = bench_entries(args.samplers, frequencies_of(model))
+    except UnmaskError as e:
+        raise UnmaskError(f"--samplers: {e}") from None
+    total = len(entries) * len(temperatures)
+    with progress_bar(total, "decoding", enabled=not args.quiet) as update:
+        rows, real, samples = run_image_bench(model, classifier, entries, args.n, temperatures,
+                                              args.seed, args.rounds, progress=update)
+    source = describe_source(folder)
+    print_table(rows, real, f"{source}, {args.n} samples")
+    if json_path is not None:
+        atomic_write_text(json_path, json.dumps(
+            {"model": source, "classifier": describe_source(model_folder(
+                args.classifier, "digit_classifier")), "n": args.n, "seed": args.seed,
+             "real": real, "rows": rows}, indent=2) + "\n")
+    if grid_path is not None:
+        write_grid(samples, levels, grid_path)
+    return 0
+
+
+def print_table(rows: list[dict], real: dict, title: str) -> None:
+    from rich.table import Table
+
+    from unmask.bench import wide_console
+
+    table = Table(title=f"class-conditional digits — {title}")
+    table.add_column("sampler", no_wrap=True)
+    for col in ("FID", "IS", "class acc %", "NFE", "tok/pass", "wall s"):
+        table.add_column(col, justify="right")
+    for key in ("floor", "ceiling"):
+        r = real[key]
+        table.add_row(f"(real {key})", f"{r['fid']:.1f} ± {r['fid_se']:.1f}",
+                      f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
+                      f"{100 * r['class_accuracy']:.1f}", "-", "-", "-")
+    for r in rows:
+        table.add_row(r["label"], f"{r['fid']:.1f} ± {r['fid_se']:.1f}",
+                      f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
+                      f"{100 * r['class_accuracy']:.1f} ± {100 * r['class_accuracy_se']:.1f}",
+                      f"{r['nfe']:.1f}", f"{r['tokens_per_forward']:.2f}", f"{r['wall_s']:.1f}")
+    wide_console(table).print(table)

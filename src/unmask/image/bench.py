@@ -1,0 +1,168 @@
+"""Benchmark samplers on class-conditional digits: FID, IS-style score and class accuracy of
+the samples (on :class:`~unmask.image.classifier.DigitClassifier`), and what decoding cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from unmask.bench import BenchEntry, timed_decode
+from unmask.decode import DecodeConfig, decode
+from unmask.errors import UnmaskError, require
+from unmask.image.classifier import DigitClassifier
+from unmask.image.data import (
+    N_CLASSES,
+    N_PIXELS,
+    SIDE,
+    decode_tokens,
+    levels_of,
+    load_digits_split,
+    prompts,
+    to_unit,
+)
+from unmask.image.metrics import gaussian_stats, sample_metrics
+from unmask.io import atomic_path
+from unmask.models.transformer import MDMTransformer
+from unmask.samplers.pc import frequency_table
+
+#: every registered sampler at its usual settings (mi-guided needs an MI estimator, and there
+#: is none for digits), fixed-count parallel decoding at 4 and 8 pixels per pass, and every
+#: pixel drafted at once with its passes verified
+DEFAULT_SPECS = [
+    "confidence", "entropy", "margin", "uniform", "pc", "klass", "eb:gamma=0.1",
+    "threshold:tau=0.9", "topk:k=4", "topk:k=8", "topk:k=64+verify", "info-gain",
+    "info-gain:bypass=0.9", "lookum",
+]
+
+
+def bench_entries(specs: list[str] | None, frequencies: torch.Tensor) -> list[BenchEntry]:
+    """Parse ``specs`` (default :data:`DEFAULT_SPECS`); every ``pc`` entry without its own
+    table gets ``frequencies`` (the training pixels' grey-level frequencies)."""
+    entries = [BenchEntry.parse(s) for s in (specs or DEFAULT_SPECS)]
+    for e in entries:
+        if e.name == "pc" and "frequencies" not in e.params:
+            e.params["frequencies"] = frequencies
+    return entries
+
+
+def check_grid_path(path: str | Path) -> Path:
+    """``path`` as a PNG file that can be written: UnmaskError naming --grid otherwise."""
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise UnmaskError(f"--grid: {path} must end in .png")
+    if path.is_dir():
+        raise UnmaskError(f"--grid: {path} is a directory")
+    if not path.parent.is_dir():
+        raise UnmaskError(f"--grid: folder {path.parent} does not exist")
+    return path
+
+
+def class_labels(n: int) -> torch.Tensor:
+    """(n,) the classes asked for: 0..9 in turn, so every class is asked about equally."""
+    return torch.arange(n) % N_CLASSES
+
+
+def real_reference(model: MDMTransformer, classifier: DigitClassifier, n: int,
+                   seed: int = 0, rounds: int = 200) -> tuple[tuple, dict]:
+    """The held-out digits' feature statistics (the FID reference) and what the metric reads
+    on real and on destroyed data: ``floor`` = ``n`` training images (drawn at random) against
+    the held-out ones, ``ceiling`` = the same images with their pixels shuffled."""
+    levels = levels_of(model)
+    train_part, heldout = load_digits_split(levels)
+    feats, _ = classifier.embed(heldout.images())
+    reference = gaussian_stats(feats)
+    rng = np.random.default_rng([seed, 31])
+    pick = torch.from_numpy(rng.choice(len(train_part), min(n, len(train_part)),
+                                       replace=False))
+    pixels, labels = train_part.pixels[pick], train_part.labels[pick]
+    shuffled = torch.gather(pixels, 1, torch.from_numpy(
+        np.stack([rng.permutation(N_PIXELS) for _ in range(len(pick))])))
+    out = {"heldout_images": len(heldout), "real_images": len(pick)}
+    for key, px in (("floor", pixels), ("ceiling", shuffled)):
+        f, p = classifier.embed(to_unit(px, levels))
+        out[key] = sample_metrics(f, p, labels, reference, rounds=rounds, seed=seed)
+    return reference, out
+
+
+def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
+                    entries: list[BenchEntry], n: int = 500,
+                    temperatures: tuple[float, ...] = (1.0,), seed: int = 0,
+                    rounds: int = 200, progress=None) -> tuple[list[dict], dict, dict]:
+    """Decode ``n`` class-conditional digits (classes 0..9 in turn) with every entry at every
+    temperature.
+
+    Returns (rows, real, samples): one row per (entry, temperature) with fid, inception_score,
+    class_accuracy (each with a bootstrap ``_se`` over the samples), mean nfe and its standard
+    error, tokens_per_forward (64 / mean nfe), mean sequences evaluated, wall seconds; ``real``
+    the metric's floor and ceiling (:func:`real_reference`); ``samples`` label -> pixel
+    levels (n, 64) of each row.
+    """
+    require(isinstance(n, int) and n >= 2, f"n: must be an integer >= 2, got {n!r}")
+    require(len(temperatures) >= 1, "temperatures: need at least one")
+    for t in temperatures:
+        require(t >= 0, f"temperatures: must be >= 0, got {t}")
+    levels = levels_of(model)
+    reference, real = real_reference(model, classifier, n, seed, rounds)
+    labels = class_labels(n)
+    x = prompts(labels, levels)
+    # one untimed decode first: the first model call pays one-off set-up costs
+    decode(model, x[:2], "confidence")
+    rows, samples = [], {}
+    for temperature in temperatures:
+        cfg = DecodeConfig(temperature=temperature)
+        for entry in entries:
+            res, wall = timed_decode(model, x, entry, cfg, seed=seed * n, batch_size=n)
+            pixels, _ = decode_tokens(res.tokens, levels)
+            feats, probs = classifier.embed(to_unit(pixels, levels))
+            nfe = res.nfe.double()
+            label = entry.label if len(temperatures) == 1 else f"{entry.label} T={temperature:g}"
+            rows.append({
+                "label": label, "sampler": entry.label, "name": entry.name,
+                "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
+                "verified": entry.verified, "temperature": temperature, "n": n,
+                **sample_metrics(feats, probs, labels, reference, rounds=rounds, seed=seed),
+                "nfe": float(nfe.mean()), "nfe_se": float(nfe.std() / np.sqrt(n)),
+                "tokens_per_forward": N_PIXELS / float(nfe.mean()),
+                "sequences": float(res.sequences.double().mean()),
+                "wall_s": wall,
+            })
+            samples[label] = pixels
+            if progress is not None:
+                progress(len(rows))
+    return rows, real, samples
+
+
+def frequencies_of(model: MDMTransformer) -> torch.Tensor:
+    """(V,) grey-level frequencies of the training pixels (the PC-Sampler's corpus table)."""
+    train_part, _ = load_digits_split(levels_of(model))
+    return frequency_table(train_part.pixels, model.vocab_size, ignore=model.mask_id)
+
+
+def write_grid(samples: dict[str, torch.Tensor], levels: int, path: str | Path,
+               per_row: int = 2 * N_CLASSES) -> None:
+    """A PNG with one row of samples per sampler (the first ``per_row``: classes 0..9 in
+    turn), its label at the left."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(samples)
+    cols = min(per_row, min(len(s) for s in samples.values()))
+    fig, axes = plt.subplots(len(labels), 1, figsize=(0.45 * cols + 2.2, 0.5 * len(labels) + 0.2),
+                             squeeze=False)
+    for ax, label in zip(axes[:, 0], labels, strict=True):
+        imgs = to_unit(samples[label][:cols], levels).numpy()
+        strip = np.concatenate([np.pad(im, ((0, 0), (0, 1)), constant_values=0.5)
+                                for im in imgs], axis=1)
+        ax.imshow(strip, cmap="gray_r", vmin=0, vmax=1, interpolation="nearest",
+                  aspect="equal", extent=(0, cols * (SIDE + 1), 0, SIDE))
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_ylabel(label, rotation=0, ha="right", va="center", fontsize=7)
+    fig.subplots_adjust(left=0.2, right=0.99, top=0.99, bottom=0.01, hspace=0.15)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)

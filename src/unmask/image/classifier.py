@@ -1,0 +1,140 @@
+"""A small CNN classifier of 8x8 digits: its softmax and penultimate features are what the
+image metrics (FID, IS-style score, class accuracy) are computed on."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from unmask.errors import UnmaskError, require
+from unmask.io import atomic_path, atomic_write_text
+
+MODEL_TYPE = "digit-classifier"
+
+
+@dataclass
+class ClassifierConfig:
+    """channels: feature maps of the two 3x3 convolutions; features: width of the penultimate
+    layer (the FID features); n_classes: outputs."""
+
+    channels: int = 32
+    features: int = 64
+    n_classes: int = 10
+
+    def __post_init__(self):
+        for name in ("channels", "features", "n_classes"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1,
+                    f"{name}: must be an integer >= 1, got {value!r}")
+
+
+class DigitClassifier(nn.Module):
+    """images (B, 8, 8) in [0, 1] -> (logits (B, C), features (B, F))."""
+
+    def __init__(self, config: ClassifierConfig | None = None):
+        super().__init__()
+        self.config = config = config or ClassifierConfig()
+        c = config.channels
+        self.conv1 = nn.Conv2d(1, c, 3, padding=1)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1)
+        self.fc = nn.Linear(c * 16, config.features)
+        self.out = nn.Linear(config.features, config.n_classes)
+        self.metadata: dict = {}
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = images.float().reshape(-1, 1, 8, 8)
+        x = F.relu(self.conv2(F.relu(self.conv1(x))))
+        x = F.max_pool2d(x, 2).flatten(1)
+        feats = F.relu(self.fc(x))
+        return self.out(feats), feats
+
+    @torch.inference_mode()
+    def embed(self, images: torch.Tensor, batch_size: int = 4096
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(features (B, F) float64, class probabilities (B, C) float64) of ``images``."""
+        self.eval()
+        feats, probs = [], []
+        for i in range(0, len(images), batch_size):
+            logits, f = self(images[i:i + batch_size])
+            feats.append(f.double())
+            probs.append(logits.double().softmax(-1))
+        return torch.cat(feats), torch.cat(probs)
+
+    def save_pretrained(self, directory: str | Path, extra: dict | None = None) -> None:
+        """Write ``config.json`` and ``classifier.safetensors`` atomically into ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        with atomic_path(directory / "classifier.safetensors") as tmp:
+            save_file(state, str(tmp))
+        meta = {"model_type": MODEL_TYPE, "config": asdict(self.config), **(extra or {})}
+        atomic_write_text(directory / "config.json", json.dumps(meta, indent=2) + "\n")
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> DigitClassifier:
+        directory = Path(directory)
+        cfg_path, weights = directory / "config.json", directory / "classifier.safetensors"
+        if not cfg_path.is_file() or not weights.is_file():
+            raise UnmaskError(f"classifier: {directory} has no config.json + "
+                              "classifier.safetensors")
+        try:
+            meta = json.loads(cfg_path.read_text())
+        except json.JSONDecodeError as e:
+            raise UnmaskError(f"classifier: {cfg_path} is not valid JSON ({e.msg})") from None
+        if not isinstance(meta, dict) or meta.get("model_type") != MODEL_TYPE:
+            raise UnmaskError(f"classifier: {cfg_path} is not a {MODEL_TYPE} config")
+        model = cls(ClassifierConfig(**meta["config"]))
+        model.load_state_dict(load_file(str(weights)))
+        model.metadata = {k: v for k, v in meta.items() if k != "config"}
+        return model.eval()
+
+
+def shift_images(images: torch.Tensor, rng: np.random.Generator, max_shift: int = 1
+                 ) -> torch.Tensor:
+    """(B, 8, 8) images each moved by up to ``max_shift`` pixels along both axes, zero-filled
+    (the training augmentation)."""
+    b = len(images)
+    pad = F.pad(images, (max_shift,) * 4)
+    dy = torch.from_numpy(rng.integers(0, 2 * max_shift + 1, b))
+    dx = torch.from_numpy(rng.integers(0, 2 * max_shift + 1, b))
+    rows = (dy[:, None] + torch.arange(8))[:, :, None].expand(b, 8, 8)
+    cols = (dx[:, None] + torch.arange(8))[:, None, :].expand(b, 8, 8)
+    return pad[torch.arange(b)[:, None, None], rows, cols]
+
+
+def train_classifier(images: torch.Tensor, labels: torch.Tensor, *, epochs: int = 60,
+                     batch_size: int = 64, lr: float = 3e-3, seed: int = 0,
+                     config: ClassifierConfig | None = None) -> DigitClassifier:
+    """Fit a :class:`DigitClassifier` on ``images`` (M, 8, 8) in [0, 1] and ``labels`` (M,),
+    with +-1 pixel shifts as augmentation and a cosine learning rate."""
+    require(len(images) == len(labels) and len(images) >= 1,
+            "images, labels: need the same number (>= 1) of each")
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = DigitClassifier(config)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-3)
+    steps = epochs * ((len(images) + batch_size - 1) // batch_size)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    model.train()
+    for _ in range(epochs):
+        order = torch.from_numpy(rng.permutation(len(images)))
+        for i in range(0, len(order), batch_size):
+            idx = order[i:i + batch_size]
+            x = images[idx].float()
+            # half the batch shifted: the classifier must not depend on exact placement,
+            # but centred digits (what the data and the model produce) stay the common case
+            moved = torch.from_numpy(rng.uniform(size=len(idx)) < 0.5)
+            x = torch.where(moved[:, None, None], shift_images(x, rng), x)
+            loss = F.cross_entropy(model(x)[0], labels[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+    return model.eval()

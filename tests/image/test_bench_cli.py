@@ -1,0 +1,66 @@
+import json
+
+import pytest
+import torch
+
+from unmask.cli import main
+from unmask.image.classifier import ClassifierConfig, DigitClassifier
+from unmask.image.data import image_model_config
+from unmask.image.model import DigitsMDM
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("image")
+    torch.manual_seed(0)
+    DigitsMDM(image_model_config(9, d_model=16, n_layers=1, n_heads=2, d_ff=32,
+                                 dropout=0.0)).save_pretrained(root / "mdm")
+    DigitClassifier(ClassifierConfig(channels=4, features=8)).save_pretrained(root / "clf")
+    return root
+
+
+def _bench(tiny, *extra):
+    return ["image", "bench", "--model", str(tiny / "mdm"), "--classifier", str(tiny / "clf"),
+            "--quiet", "--rounds", "5", *extra]
+
+
+def test_bench_end_to_end_writes_json_and_grid(tiny, tmp_path, capsys):
+    out, grid = tmp_path / "bench.json", tmp_path / "grid.png"
+    rc = main(_bench(tiny, "--n", "6", "--samplers", "topk:k=16", "topk:k=64+verify",
+                     "info-gain:k=16", "--temperatures", "0,1",
+                     "--json", str(out), "--grid", str(grid)))
+    assert rc == 0
+    assert "real floor" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert [r["label"] for r in rows[:3]] == ["topk k=16 T=0", "topk k=64 +verify T=0",
+                                              "info-gain k=16 T=0"]
+    assert len(rows) == 6
+    for r in rows:
+        for key in ("fid", "inception_score", "class_accuracy", "nfe", "tokens_per_forward",
+                    "wall_s", "fid_se"):
+            assert key in r
+        assert r["fid"] >= 0 and 1.0 <= r["inception_score"] <= 10.0
+        assert 0.0 <= r["class_accuracy"] <= 1.0
+        assert r["tokens_per_forward"] == pytest.approx(64 / r["nfe"])
+    by = {r["label"]: r for r in rows}
+    assert by["topk k=16 T=1"]["nfe"] == 4 and by["info-gain k=16 T=1"]["nfe"] <= 5
+    assert by["info-gain k=16 T=1"]["sequences"] > by["info-gain k=16 T=1"]["nfe"]
+    assert data["real"]["ceiling"]["fid"] >= 0
+    assert grid.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("extra, field", [
+    (["--n", "1"], "--n"),
+    (["--samplers", "nope"], "--samplers"),
+    (["--grid", "missing/g.png"], "--grid"),
+    (["--grid", "."], "--grid"),
+    (["--grid", "g.jpg"], "--grid"),
+    (["--temperatures", "x"], "--temperatures"),
+])
+def test_bench_refuses_bad_input(tiny, tmp_path, monkeypatch, capsys, extra, field):
+    monkeypatch.chdir(tmp_path)
+    assert main(_bench(tiny, "--n", "2", "--json", "out.json", *extra)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and field in err and "\n" not in err
+    assert not (tmp_path / "out.json").exists()

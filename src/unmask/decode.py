@@ -10,6 +10,8 @@ corrector); self-conditioning lives in the :class:`~unmask.models.handle.ModelHa
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -48,8 +50,8 @@ class DecodeConfig:
 
     def __post_init__(self):
         require(isinstance(self.temperature, (int, float)) and not isinstance(
-            self.temperature, bool) and self.temperature >= 0,
-            f"temperature: must be a number >= 0, got {self.temperature!r}")
+            self.temperature, bool) and 0 <= self.temperature < math.inf,
+            f"temperature: must be a finite number >= 0, got {self.temperature!r}")
         require(self.block_size is None or (isinstance(self.block_size, int)
                                             and not isinstance(self.block_size, bool)
                                             and self.block_size >= 1),
@@ -176,7 +178,11 @@ def _check_args(model, tokens, sampler, config, hooks):
 
 
 def _row_seeds(seed, batch_size: int, device) -> torch.Tensor:
-    if isinstance(seed, int) and not isinstance(seed, bool):
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        seed = int(seed)
+        require(0 <= seed and seed + batch_size <= 2**63,
+                f"seed: must be in [0, 2**63 - {batch_size}] for {batch_size} rows (row r "
+                f"gets seed + r), got {seed}")
         return torch.arange(batch_size, device=device, dtype=torch.long) + seed
     require(isinstance(seed, torch.Tensor),
             f"seed: expected an int or a tensor of per-row seeds, got {type(seed).__name__}")

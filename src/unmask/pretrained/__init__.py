@@ -55,8 +55,11 @@ def resolve_model_path(name_or_path: str | os.PathLike | None, default: str = DE
     Returns: the folder; :class:`UnmaskError` when a path is not a folder or a bare name is
     neither shipped nor a folder here.
     """
-    if name_or_path is None or (isinstance(name_or_path, str) and not name_or_path.strip()):
+    if name_or_path is None:
         return pretrained_path(default)
+    if isinstance(name_or_path, str) and not name_or_path.strip():
+        raise UnmaskError(f"model: an empty name; give a shipped name ({default!r}, ...) or a "
+                          "folder, or leave it out for the default")
     if is_path_like(name_or_path):
         path = Path(name_or_path).expanduser()
         if not path.is_dir():

@@ -13,15 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from unmask.bench import (
-    CORRECTED_SUFFIX,
-    VERIFIED_SUFFIX,
-    add_paired_vs,
-    pareto_plot,
-    render_table,
-)
+from unmask.bench import add_paired_vs, pareto_plot, render_table
 from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
+from unmask.samplers.spec import CORRECTOR, VERIFY
 from unmask.sudoku.bench import SEED_REFERENCE
 
 #: x-axis choices of :func:`plot_bench`: name -> (row key, axis label)
@@ -77,8 +72,8 @@ def load_bench(path: str | Path) -> dict:
 
 def _flags(row: dict) -> dict:
     """The row's corrector/verify marks (older files record them in the label only)."""
-    return {"corrected": row.get("corrected", CORRECTED_SUFFIX in row["label"]),
-            "verified": row.get("verified", VERIFIED_SUFFIX in row["label"]),
+    return {"corrected": row.get("corrected", CORRECTOR in row["label"]),
+            "verified": row.get("verified", VERIFY in row["label"]),
             "verify_tolerance": row.get("verify_tolerance", 1.0)}
 
 

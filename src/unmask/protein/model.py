@@ -8,6 +8,7 @@ import torch
 from unmask.errors import require
 from unmask.models.base import MaskedModel
 from unmask.models.transformer import MDMTransformer, TransformerConfig
+from unmask.probs import real_log_probs
 from unmask.protein.data import CropSampler
 from unmask.protein.tokens import (
     AMINO_ACIDS,
@@ -62,7 +63,6 @@ def heldout_eval_set(sampler: CropSampler, n: int = 512, seed: int = 0
 def masked_loss(model: MaskedModel, inputs: torch.Tensor, targets: torch.Tensor,
                 masked: torch.Tensor, batch_size: int = 256) -> dict:
     """Mean cross-entropy (nats) and accuracy of ``model`` on the masked positions."""
-    from unmask.decode import real_log_probs
 
     real = model.real_token_mask
     nll, hit, count = 0.0, 0, 0

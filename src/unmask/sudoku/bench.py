@@ -6,9 +6,10 @@ import numpy as np
 import torch
 
 from unmask.bench import timed_decode
-from unmask.decode import DecodeConfig
+from unmask.decode import DecodeConfig, decode
+from unmask.mi.maps import peer_mask
 from unmask.samplers.spec import SamplerSpec
-from unmask.sudoku.engine import rounds_of_singles
+from unmask.sudoku.engine import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
 #: the published reference (same protocol: 1,000 hard puzzles, one MDM): (label, NFE, solved %)
@@ -49,8 +50,6 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
     (mean positions verification held back), wall_s,
     puzzles_per_s.
     """
-    from unmask.decode import decode
-    from unmask.sudoku.engine import is_valid_solution
 
     x = grid_to_tokens(puzzles)
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
@@ -88,7 +87,6 @@ def same_pass_clashes(tokens: torch.Tensor, reveal_step: torch.Tensor) -> torch.
     the board whatever else happens; a sequential decoder never makes one (it could only
     repeat a digit across passes, seeing the first), so these count the errors that come
     from revealing dependent cells together, the failure MI guidance is meant to prevent."""
-    from unmask.mi.maps import peer_mask
 
     peers = peer_mask().to(tokens.device).triu(1)
     same = (tokens[:, :, None] == tokens[:, None, :]) & \

@@ -1,4 +1,4 @@
-"""Ground-truth pairwise mutual information by perturbation probing (SPEC §1).
+"""Ground-truth pairwise mutual information by perturbation probing (arXiv 2605.20187).
 
 For a context x with masked positions M, one base pass gives p_j and H_j for every j in M.
 Probing position i with token v (x_i := v) gives p_{j|i=v}; then
@@ -17,7 +17,7 @@ the dropped tokens (unknown, but in [0, log R] with R the number of real tokens)
   d_i (B_ij - A_ij), in [-d_i A_ij, d_i (log R - A_ij)]:
   ``|error| <= d_i * max(A_ij, log R - A_ij) <= d_i * log R``.
 * not renormalised: the estimate is (1 - d_i) A_ij, so MI_ij is overestimated by
-  d_i B_ij, in [0, d_i log R]: ``|error| <= d_i * log R`` (the SPEC bound).
+  d_i B_ij, in [0, d_i log R]: ``|error| <= d_i * log R``.
 
 Renormalising is the better estimator: it assumes the dropped tokens behave like the kept ones
 instead of assuming they leave X_j certain. The symmetrised matrix clips (MI + MI^T)/2 at 0, a

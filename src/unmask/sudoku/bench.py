@@ -12,7 +12,8 @@ from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku.engine import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
-#: the published reference (same protocol: 1,000 hard puzzles, one MDM): (label, NFE, solved %)
+#: the published reference of arXiv 2605.20187 (same protocol: 1,000 hard puzzles, one MDM):
+#: (label, NFE, solved %)
 SEED_REFERENCE = [("ref sequential", 53.9, 61.6), ("ref top-7", 9.0, 36.8),
                   ("ref MI-guided γ=0.3", 15.2, 63.6), ("ref MI-guided γ=0.6", 9.7, 56.2)]
 
@@ -27,7 +28,7 @@ DEFAULT_SPECS = [
     "mi-guided:gamma=0.1,order=confidence", "mi-guided:gamma=0.3,order=confidence",
     "mi-guided:gamma=0.6,order=confidence", "mi-guided:gamma=1.0,order=confidence",
     "mi-guided:gamma=0.3", "mi-guided:gamma=0.6",
-    # the targets: sequential accuracy at a fifth of the passes (docs/verify.md)
+    # verified passes (docs/verify.md)
     "mi-guided:gamma=1.0,order=confidence+verify=0.002",
     "eb:gamma=1.0,order=confidence+verify=0.002",
     "info-gain", "lookum",

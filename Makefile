@@ -23,7 +23,8 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff check src tests benchmarks scripts experiments
+	$(VENV)/bin/lint-imports
 
 bench-loop: $(STAMP)
 	$(PY) benchmarks/decode_loop.py

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from unmask import DecodeConfig, MDMTransformer, TransformerConfig, decode
-from unmask.decode import real_log_probs
+from unmask.probs import real_log_probs
 
 
 class TimedModel(torch.nn.Module):

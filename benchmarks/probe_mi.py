@@ -20,7 +20,7 @@ import torch
 from unmask.mi import floor_sequences, naive_sequences, perturbation_mi
 from unmask.mi.labels import sudoku_contexts
 from unmask.models import MDMTransformer, TransformerConfig
-from unmask.pretrained import load_model
+from unmask.models.auto import load_model
 
 SEED = 424242  # benchmark contexts: a stream of their own
 

@@ -12,10 +12,10 @@ from unmask.corrector import (
     compute_corrector_features,
     decoded_states,
     load_corrector,
-    roc_auc,
     train_corrector,
 )
 from unmask.hooks import BanRemasked, CheckFinished, Remask, corrector_hooks
+from unmask.metrics import roc_auc
 
 
 class FixedCorrector:

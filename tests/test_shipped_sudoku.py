@@ -8,7 +8,7 @@ import torch
 
 from unmask import UnmaskError, decode, make_sampler
 from unmask.cli import main
-from unmask.pretrained import load_model
+from unmask.models.auto import load_model
 from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
 from unmask.sudoku.datasets import load_set
 

@@ -18,9 +18,11 @@ import argparse
 
 import torch
 
+from unmask.metrics import held_out_mask, spearman
 from unmask.mi.estimator import load_estimator
-from unmask.mi.estimator_train import LabelSet, held_out_mask, masked_pairs, spearman
-from unmask.pretrained import load_model
+from unmask.mi.estimator_eval import masked_pairs
+from unmask.mi.label_set import LabelSet
+from unmask.models.auto import load_model
 
 
 def attention_maps(model, tokens: torch.Tensor) -> torch.Tensor:

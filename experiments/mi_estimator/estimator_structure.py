@@ -31,8 +31,9 @@ import argparse
 import torch
 from estimator_attention import held_out_contexts
 
+from unmask.metrics import spearman, top_decile_recall
 from unmask.mi.estimator import load_estimator
-from unmask.mi.estimator_train import masked_pairs, spearman, top_decile_recall
+from unmask.mi.estimator_eval import masked_pairs
 from unmask.sudoku.engine import PEERS
 
 

@@ -34,13 +34,12 @@ from unmask.corrector import (
     corrector_metrics,
     load_decoded_states,
     predict_wrong,
-    roc_auc,
 )
 from unmask.decode import DecodeConfig, decode
 from unmask.hooks import corrector_hooks
-from unmask.mi.estimator_train import held_out_mask
+from unmask.metrics import held_out_mask, roc_auc
+from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel, ModelOutput
-from unmask.pretrained import load_model
 from unmask.samplers import make_sampler
 from unmask.sudoku.datasets import load_set
 from unmask.sudoku.engine import is_valid_solution
@@ -117,7 +116,7 @@ def held_out_table(run: Path, model) -> None:
 
 
 def mdm_as_corrector(model, puzzles, solutions, spec) -> None:
-    from unmask.decode import real_log_probs
+    from unmask.probs import real_log_probs
 
     x, answers = grid_to_tokens(puzzles), grid_to_tokens(solutions)
     res = decode(model, x, make_sampler(spec[0], **spec[1]), DecodeConfig(record_history=True))

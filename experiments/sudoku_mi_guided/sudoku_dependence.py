@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from unmask.bench import BenchEntry
-from unmask.pretrained import load_model
+from unmask.models.auto import load_model
 from unmask.samplers.base import Selection, scan_order_scores
 from unmask.samplers.eb import EBSampler
 from unmask.samplers.mi_guided import MIGuidedSampler

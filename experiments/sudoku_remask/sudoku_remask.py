@@ -24,7 +24,7 @@ import torch
 
 from unmask.bench import BenchEntry
 from unmask.decode import decode
-from unmask.pretrained import load_model
+from unmask.models.auto import load_model
 from unmask.sudoku.datasets import load_set
 from unmask.sudoku.engine import is_valid_solution
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid

@@ -11,6 +11,7 @@ import torch
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError
 from unmask.hooks import Hook
+from unmask.io import atomic_path
 from unmask.samplers.base import parse_param_value
 from unmask.samplers.spec import CORRECTOR, VERIFY, SamplerSpec, parse_spec, verify_suffix
 
@@ -150,7 +151,6 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from unmask.io import atomic_path
 
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     families = list(dict.fromkeys(plot_family(r) for r in rows))

@@ -33,10 +33,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError, require
 from unmask.frozen_head import FrozenHead, frozen_features, load_frozen_head, mixer_blocks
 from unmask.metrics import held_out_mask, roc_auc
 from unmask.models.base import MaskedModel, ModelOutput
+from unmask.probs import entropy_from_log_probs
+from unmask.samplers import make_sampler
 from unmask.training import LoopConfig, fit
 
 #: the corrector shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)
@@ -107,8 +110,6 @@ class Corrector(FrozenHead):
 
     def features(self, output: ModelOutput, tokens: torch.Tensor) -> torch.Tensor:
         """(B, N, F) what the head reads of a pass ``output`` on ``tokens`` (B, N)."""
-        from unmask.decode import entropy_from_log_probs
-
         cfg = self.config
         if output.hidden.shape[-1] != cfg.hidden_size or output.logits.shape[-1] != cfg.vocab_size:
             raise UnmaskError(f"output: expected hidden size {cfg.hidden_size} and "
@@ -182,8 +183,6 @@ def decoded_states(model: MaskedModel, inputs: torch.Tensor, answers: torch.Tens
     """Decode ``inputs`` (P, N) (answers (P, N)) and keep every state the loop passed through,
     each sampler decoding its own share of the rows (so the states cover several degrees of
     parallelism); a state is kept once (steps where a finished row stands still are not)."""
-    from unmask.decode import DecodeConfig, decode
-    from unmask.samplers import make_sampler
 
     require(len(samplers) >= 1, "samplers: need at least one")
     require(inputs.shape == answers.shape, f"answers: shape {tuple(answers.shape)} does not "

@@ -20,12 +20,7 @@ from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
 from unmask.models.base import MaskedModel
 from unmask.models.handle import ModelHandle
-from unmask.probs import (  # noqa: F401  (re-exported for callers of unmask.decode)
-    entropy_from_log_probs,
-    previous_pass_probs,
-    propose,
-    real_log_probs,
-)
+from unmask.probs import propose, real_log_probs
 from unmask.rng import row_gumbel
 from unmask.samplers.base import Sampler, Selection, StepState
 from unmask.samplers.spec import parse_spec

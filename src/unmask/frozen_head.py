@@ -23,6 +23,8 @@ from torch import nn
 from unmask.errors import UnmaskError
 from unmask.io import atomic_path, atomic_write_text
 from unmask.models.base import MaskedModel, ModelOutput, weights_fingerprint
+from unmask.models.transformer import Block, TransformerConfig
+from unmask.pretrained import PRETRAINED_DIR
 
 CONFIG_FILE = "config.json"
 
@@ -50,7 +52,6 @@ def frozen_features(model: MaskedModel, tokens: torch.Tensor,
 def mixer_blocks(d: int, n_heads: int, n_layers: int) -> nn.ModuleList:
     """``n_layers`` pre-LN transformer blocks of width ``d`` (the MDM's own block), with which
     a head lets positions read each other."""
-    from unmask.models.transformer import Block, TransformerConfig
 
     cfg = TransformerConfig(vocab_size=2, mask_id=1, max_length=1, d_model=d,
                             n_layers=max(1, n_layers), n_heads=n_heads, d_ff=4 * d)
@@ -137,7 +138,6 @@ class FrozenHead(nn.Module):
 
 def resolve_head_dir(name_or_path: str | Path, kind: str) -> Path:
     """A head's folder: ``name_or_path`` itself, or a shipped head of that name."""
-    from unmask.pretrained import PRETRAINED_DIR
 
     path = Path(name_or_path)
     if path.is_dir():

@@ -134,6 +134,25 @@ def _with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
     return dataclasses.replace(sampler, steps=steps // n_blocks)
 
 
+def _prompt_batch(model: MaskedModel, chunk: list[list[int]], block: int, gen_length: int,
+                  pad: int | None) -> tuple[torch.Tensor, int]:
+    """The decode input for prompts ``chunk`` (token ids each): every prompt right-aligned in
+    ``width`` slots (the longest prompt rounded up to whole blocks; PAD before shorter ones),
+    then ``gen_length`` MASKs. Returns (x (len(chunk), width + gen_length) long, width)."""
+    width = math.ceil(max(len(c) for c in chunk) / block) * block
+    if any(len(c) != width for c in chunk):
+        require(pad is not None, "model: it has no pad token to align prompts to blocks; "
+                                 "give prompts whose length is a multiple of block_length")
+    require(width + gen_length <= model.max_length,
+            f"prompts: {width} prompt slots (padded to whole blocks of {block}) + "
+            f"gen_length {gen_length} exceed the model's max_length {model.max_length}")
+    x = torch.full((len(chunk), width + gen_length), model.mask_id, dtype=torch.long)
+    for r, ids in enumerate(chunk):
+        x[r, :width - len(ids)] = pad if pad is not None else model.mask_id
+        x[r, width - len(ids):width] = torch.tensor(ids, dtype=torch.long)
+    return x, width
+
+
 def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] = (), *,
              sampler: str | Sampler = "confidence", gen_length: int = 128,
              block_length: int | None = None, steps: int | None = None,
@@ -189,17 +208,7 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     results: list[Generation] = []
     for lo in range(0, len(prompts), size):
         chunk = encoded[lo:lo + size]
-        width = math.ceil(max(len(c) for c in chunk) / block) * block
-        if any(len(c) != width for c in chunk):
-            require(pad is not None, "model: it has no pad token to align prompts to blocks; "
-                                     "give prompts whose length is a multiple of block_length")
-        require(width + gen_length <= model.max_length,
-                f"prompts: {width} prompt slots (padded to whole blocks of {block}) + "
-                f"gen_length {gen_length} exceed the model's max_length {model.max_length}")
-        x = torch.full((len(chunk), width + gen_length), model.mask_id, dtype=torch.long)
-        for r, ids in enumerate(chunk):
-            x[r, :width - len(ids)] = pad if pad is not None else model.mask_id
-            x[r, width - len(ids):width] = torch.tensor(ids, dtype=torch.long)
+        x, width = _prompt_batch(model, chunk, block, gen_length, pad)
         use = sampler
         if stop_at_eos and eos and not sampler.evaluates_next_state:
             use = StopAtEOS(sampler, eos[0], block, width)

@@ -26,10 +26,10 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from unmask.decode import previous_pass_probs, real_log_probs
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path
 from unmask.models.transformer import MDMTransformer
+from unmask.probs import previous_pass_probs, real_log_probs
 
 #: (step, batch_size) -> (inputs (B, N) with MASK, targets (B, N), loss_mask (B, N) bool)
 BatchFn = Callable[[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]

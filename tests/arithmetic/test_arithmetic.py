@@ -149,7 +149,8 @@ def test_bench_command_rejects_bad_input(tiny_model_dir, capsys):
 
 def test_shipped_model_loads_and_multiplies():
     from unmask.arithmetic import accuracy
-    from unmask.pretrained import load_model, pretrained_path
+    from unmask.models.auto import load_model
+    from unmask.pretrained import pretrained_path
 
     model = load_model("arithmetic")
     fmt = format_of(model)

@@ -79,7 +79,7 @@ def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["puzzles"] == 4 and [r["label"] for r in data["rows"]] == [
         "confidence", "topk k=7", "eb gamma=0.1 order=confidence"]
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
 
     assert data["model_fingerprint"] == load_model(tiny_model_dir).fingerprint()
     assert data["estimator"] is None  # no mi-guided row, so no estimator was read
@@ -101,7 +101,7 @@ def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
 def test_bench_sudoku_records_the_estimator_each_mi_guided_row_read(tiny_model_dir, tmp_path,
                                                                     capsys):
     from unmask.mi.estimator import EstimatorConfig, MIEstimator
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
 
     model = load_model(tiny_model_dir)
     folders = []
@@ -189,7 +189,7 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
     assert "decoder states:" in capsys.readouterr().out
     assert (ft / "best" / "model.safetensors").is_file()
     # the fine-tuned model says what it was grown from, and a fine-tune of it keeps the chain
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
 
     origin = json.loads((ft / "best" / "config.json").read_text())["origin"]
     assert origin["init_from"]["fingerprint"] == load_model(tiny_model_dir).fingerprint()

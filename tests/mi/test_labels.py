@@ -18,7 +18,7 @@ import unmask
 from unmask import ExactJointMDM, UnmaskError
 from unmask.cli import main
 from unmask.mi import perturbation_mi
-from unmask.mi.estimator_train import LabelSet
+from unmask.mi.label_set import LabelSet
 from unmask.mi.labels import _SUDOKU_LABEL_SALT, read_labels, sudoku_contexts, write_labels
 from unmask.models import MDMTransformer
 from unmask.sudoku import grid_to_tokens, is_valid_solution, training_grids

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from unmask import ExactJointMDM, UnmaskError
-from unmask.decode import ModelHandle
 from unmask.mi import floor_sequences, naive_sequences, perturbation_mi
+from unmask.models.handle import ModelHandle
 
 
 def random_contexts(model: ExactJointMDM, b: int, seed: int, p_mask: float = 0.6):

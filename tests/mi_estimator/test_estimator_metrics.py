@@ -227,12 +227,3 @@ def test_rank_loss_pays_for_misordered_pairs_only():
     two[0, :2] = True
     assert pair_rank_loss(torch.rand(1, n, n), true[:1], two, 64) == 0
 
-
-def test_the_old_home_still_exports_every_moved_name():
-    import unmask.metrics
-    import unmask.mi.estimator_eval
-    import unmask.mi.estimator_train as old
-
-    assert old.rankdata is unmask.metrics.rankdata
-    assert old.evaluate_predictions is unmask.mi.estimator_eval.evaluate_predictions
-    assert all(hasattr(old, name) for name in old.__all__)

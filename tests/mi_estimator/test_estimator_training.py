@@ -8,15 +8,12 @@ import torch
 from safetensors.torch import load_file
 
 from unmask import UnmaskError
+from unmask.metrics import held_out_mask
 from unmask.mi.estimator import EstimatorConfig, MIEstimator
-from unmask.mi.estimator_train import (
-    EstimatorTrainConfig,
-    LabelSet,
-    compute_features,
-    held_out_loss,
-    held_out_mask,
-    train_estimator,
-)
+from unmask.mi.estimator_eval import compute_features
+from unmask.mi.estimator_losses import held_out_loss
+from unmask.mi.estimator_train import EstimatorTrainConfig, train_estimator
+from unmask.mi.label_set import LabelSet
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +46,7 @@ def test_compute_features_matches_the_model(positional_toy, toy_contexts, toy_hi
 
 def test_marginal_features_are_the_models_probabilities_and_entropy(positional_toy,
                                                                    toy_contexts):
-    from unmask.decode import entropy_from_log_probs, real_log_probs
+    from unmask.probs import entropy_from_log_probs, real_log_probs
 
     k = len(positional_toy.real_token_ids)
     cfg = EstimatorConfig(hidden_size=positional_toy.hidden_size, marginal_size=k)

@@ -68,7 +68,7 @@ CASES = _cases()
 @functools.cache
 def task_inputs(task: str, prompt: str = "product"):
     """(model, tokens, seed, corrector or None) of a task."""
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
 
     if task == "sudoku":
         from unmask.corrector import load_corrector

@@ -47,6 +47,7 @@ from torch import nn
 from unmask.errors import UnmaskError, require
 from unmask.frozen_head import FrozenHead, load_frozen_head, mixer_blocks
 from unmask.models.base import MaskedModel, ordered_masked_pairs
+from unmask.probs import entropy_from_log_probs
 
 MODEL_TYPE = "mi-estimator"
 WEIGHTS_FILE = "estimator.safetensors"
@@ -166,7 +167,6 @@ def estimator_features(output, model: MaskedModel, config: EstimatorConfig) -> t
                            dim=-1)
     if not config.marginal_size:
         return hidden
-    from unmask.decode import entropy_from_log_probs
 
     real = list(model.real_token_ids)
     if len(real) != config.marginal_size:

@@ -22,44 +22,19 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.metrics import (
-    held_out_mask,
-    pair_metrics,
-    pearson,
-    rankdata,
-    spearman,
-    top_decile_recall,
-)
+from unmask.metrics import held_out_mask
 from unmask.mi.estimator import MIEstimator
-from unmask.mi.estimator_eval import (
-    MASK_RATIO_BUCKETS,
+from unmask.mi.estimator_eval import (  # noqa: F401  (unmask.commands imports these from here)
     compute_features,
     cost_fraction,
     evaluate_predictions,
-    masked_pairs,
     predict,
-    probe_agreement,
 )
-from unmask.mi.estimator_losses import (
-    LOG_FLOOR,
-    LOSS_SCALES,
-    SQRT_FLOOR,
-    held_out_loss,
-    pair_mse,
-    pair_rank_loss,
-    pair_squared_error,
-    to_loss_scale,
-)
-from unmask.mi.label_set import LabelSet, label_resolution
+from unmask.mi.estimator_losses import LOSS_SCALES, held_out_loss, pair_mse, pair_rank_loss
+from unmask.mi.label_set import LabelSet
 from unmask.training import LoopConfig, adamw, fit
 
-#: names that lived here before their own modules; importing them from here still works
-__all__ = ["MASK_RATIO_BUCKETS", "LOG_FLOOR", "LOSS_SCALES", "SQRT_FLOOR", "EstimatorTrainConfig",
-           "LabelSet", "augmented_training_set", "compute_features", "cost_fraction",
-           "evaluate_predictions", "held_out_loss", "held_out_mask", "label_resolution",
-           "masked_pairs", "pair_metrics", "pair_mse", "pair_rank_loss", "pair_squared_error",
-           "pearson", "planned_steps", "predict", "probe_agreement", "rankdata", "spearman",
-           "to_loss_scale", "top_decile_recall", "train_estimator"]
+__all__ = ["EstimatorTrainConfig", "augmented_training_set", "planned_steps", "train_estimator"]
 
 
 @dataclass

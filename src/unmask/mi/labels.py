@@ -37,13 +37,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import safetensors
 import torch
 
+import unmask
 from unmask.engine import Engine, LocalEngine
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path
 from unmask.mi.probe import perturbation_mi
+from unmask.models.auto import load_model, load_protein_model
 from unmask.models.base import MaskedModel
+from unmask.protein.data import label_contexts
+from unmask.protein.model import check_protein_model
+from unmask.sudoku.datasets import training_grids
+from unmask.sudoku.symmetry import sample_symmetry
+from unmask.sudoku.tokens import MASK_ID, grid_to_tokens
 
 FORMAT = "unmask-mi-labels/1"
 MANIFEST = "manifest.json"
@@ -113,8 +121,6 @@ def sudoku_contexts(seed: int, start: int, count: int,
                     mask_ratio: tuple[float, float]) -> torch.Tensor:
     """(count, 81) Sudoku tokens: fresh solution grids (never a test-set solution, from a
     stream no training run draws) with a random share of cells masked."""
-    from unmask.sudoku.datasets import training_grids
-    from unmask.sudoku.tokens import MASK_ID, grid_to_tokens
 
     grids = training_grids(count, seed=(int(seed) ^ _SUDOKU_LABEL_SALT), offset=start)
     masks = random_masks((_SUDOKU_MASK_KEY, int(seed)), start, count, 81, mask_ratio)
@@ -122,8 +128,6 @@ def sudoku_contexts(seed: int, start: int, count: int,
 
 
 def _check_sudoku_model(model: MaskedModel) -> None:
-    from unmask.sudoku.tokens import MASK_ID
-
     require(model.mask_id == MASK_ID and tuple(model.real_token_ids) == tuple(range(9))
             and model.max_length >= 81,
             "model: the sudoku task needs a model over Sudoku tokens (digits 0-8, MASK 9, "
@@ -131,15 +135,12 @@ def _check_sudoku_model(model: MaskedModel) -> None:
 
 
 def _load_sudoku_model(name_or_path: str | None) -> MaskedModel:
-    from unmask.models.auto import load_model
-
     return load_model(name_or_path, task="sudoku")
 
 
 def _sudoku_symmetries(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Random Sudoku symmetries (band/stack/line permutations, transpose, digit relabelling)
     as (cell_perm (count, 81), token_map (count, 10)); MASK maps to itself."""
-    from unmask.sudoku.symmetry import sample_symmetry
 
     sym = sample_symmetry(count, np.random.default_rng([_SUDOKU_MASK_KEY, 0x5E, int(seed)]))
     return sym.cell_perm, sym.value_map(tokens=True)
@@ -154,20 +155,14 @@ register_task(ContextTask("sudoku", sudoku_contexts, _check_sudoku_model, _load_
 
 def _protein_contexts(seed: int, start: int, count: int,
                       mask_ratio: tuple[float, float]) -> torch.Tensor:
-    from unmask.protein.data import label_contexts
-
     return label_contexts(seed, start, count, mask_ratio)
 
 
 def _check_protein_model(model: MaskedModel) -> None:
-    from unmask.protein.model import check_protein_model
-
     check_protein_model(model)
 
 
 def _load_protein_model(name_or_path: str | None) -> MaskedModel:
-    from unmask.models.auto import load_protein_model
-
     return load_protein_model(name_or_path)
 
 
@@ -209,10 +204,6 @@ class LabelSpec:
 
 
 def versions() -> dict:
-    import safetensors
-
-    import unmask
-
     return {"unmask": unmask.__version__, "torch": torch.__version__,
             "safetensors": safetensors.__version__, "numpy": np.__version__}
 

@@ -1,4 +1,4 @@
-"""Ground-truth pairwise mutual information by perturbation probing (SPEC §1).
+"""Ground-truth pairwise mutual information by perturbation probing (arXiv 2605.20187).
 
 For a context x with masked positions M, one base pass gives p_j and H_j for every j in M.
 Probing position i with token v (x_i := v) gives p_{j|i=v}; then
@@ -17,7 +17,7 @@ the dropped tokens (unknown, but in [0, log R] with R the number of real tokens)
   d_i (B_ij - A_ij), in [-d_i A_ij, d_i (log R - A_ij)]:
   ``|error| <= d_i * max(A_ij, log R - A_ij) <= d_i * log R``.
 * not renormalised: the estimate is (1 - d_i) A_ij, so MI_ij is overestimated by
-  d_i B_ij, in [0, d_i log R]: ``|error| <= d_i * log R`` (the SPEC bound).
+  d_i B_ij, in [0, d_i log R]: ``|error| <= d_i * log R``.
 
 Renormalising is the better estimator: it assumes the dropped tokens behave like the kept ones
 instead of assuming they leave X_j certain. The symmetrised matrix clips (MI + MI^T)/2 at 0, a
@@ -106,6 +106,76 @@ def _chunks(total: int, size: int):
         yield start, min(start + size, total)
 
 
+def _probe_rows(masked: torch.Tensor, positions: torch.Tensor | None,
+                row_ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check :func:`perturbation_mi`'s ``positions`` and ``row_ids`` against ``masked``
+    (B, N). Returns (probed (B, N) bool, row_ids (B,) long), on ``masked``'s device."""
+    b = masked.shape[0]
+    device = masked.device
+    if positions is not None:
+        if not isinstance(positions, torch.Tensor) or positions.shape != masked.shape \
+                or positions.dtype != torch.bool:
+            raise UnmaskError(f"positions: expected a bool tensor of shape {tuple(masked.shape)}")
+        probed = masked & positions.to(device)
+    else:
+        probed = masked
+    if row_ids is None:
+        return probed, torch.arange(b, device=device)
+    require(isinstance(row_ids, torch.Tensor) and row_ids.shape == (b,),
+            f"row_ids: expected a tensor of shape ({b},)")
+    return probed, row_ids.to(device=device, dtype=torch.long)
+
+
+def _base_pass(handle: ModelHandle, tokens: torch.Tensor, masked: torch.Tensor,
+               row_ids: torch.Tensor, real_mask: torch.Tensor, batch_size: int
+               ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """One pass on every context of ``tokens`` (B, N) with a masked position, in chunks of
+    ``batch_size`` rows. Returns (entropy (B, N) float64, zero where not masked; log-probs
+    (B, N, V) float64 over the real tokens; model calls made)."""
+    b, n = tokens.shape
+    device = tokens.device
+    entropy = torch.zeros(b, n, dtype=torch.float64, device=device)
+    base_log_probs = torch.zeros(b, n, real_mask.shape[-1], dtype=torch.float64, device=device)
+    active = masked.any(1).nonzero().squeeze(1)
+    calls = 0
+    for lo, hi in _chunks(len(active), batch_size):
+        rows = active[lo:hi]
+        out = handle(tokens[rows], row_ids[rows])
+        calls += 1
+        # float64 from here on: the MI is a small difference of sums of entropies
+        log_p = real_log_probs(out.logits.double(), real_mask)
+        entropy[rows] = torch.where(masked[rows], entropy_from_log_probs(log_p), 0.0)
+        base_log_probs[rows] = log_p
+    return entropy, base_log_probs, calls
+
+
+def _probe_pass(handle: ModelHandle, tokens: torch.Tensor,
+                probes: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                probe_weight: torch.Tensor, row_ids: torch.Tensor, real_mask: torch.Tensor,
+                batch_size: int) -> tuple[torch.Tensor, int]:
+    """Run the probes (context, position, token), each (P,), in flat chunks of
+    ``batch_size`` sequences. Returns (cond (B, N, N) float64: row (context, i) holds
+    sum_v w_i(v) H(p_{j|i=v}) over the columns j still masked; model calls made)."""
+    b, n = tokens.shape
+    device = tokens.device
+    ctx, pos, probe_token = probes
+    mask_id = handle.model.mask_id
+    cond = torch.zeros(b * n, n, dtype=torch.float64, device=device)
+    calls = 0
+    for lo, hi in _chunks(len(ctx), batch_size):
+        c, i, v = ctx[lo:hi], pos[lo:hi], probe_token[lo:hi]
+        arange = torch.arange(hi - lo, device=device)
+        x = tokens[c]
+        x[arange, i] = v
+        out = handle(x, row_ids[c])
+        calls += 1
+        h = entropy_from_log_probs(real_log_probs(out.logits.double(), real_mask))  # (c, N)
+        still_masked = x == mask_id  # columns j: masked in the context, j != i
+        h = torch.where(still_masked, h, 0.0)
+        cond.index_add_(0, c * n + i, probe_weight[lo:hi, None] * h)
+    return cond.view(b, n, n), calls
+
+
 def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, eps: float = 0.0,
                     batch_size: int = 4096, renormalize: bool = True,
                     positions: torch.Tensor | None = None,
@@ -132,19 +202,7 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
     b, n = tokens.shape
     device = tokens.device
     masked = tokens == net.mask_id  # (B, N)
-    if positions is not None:
-        if not isinstance(positions, torch.Tensor) or positions.shape != tokens.shape \
-                or positions.dtype != torch.bool:
-            raise UnmaskError(f"positions: expected a bool tensor of shape {tuple(tokens.shape)}")
-        probed = masked & positions.to(device)
-    else:
-        probed = masked
-    if row_ids is None:
-        row_ids = torch.arange(b, device=device)
-    else:
-        require(isinstance(row_ids, torch.Tensor) and row_ids.shape == (b,),
-                f"row_ids: expected a tensor of shape ({b},)")
-        row_ids = row_ids.to(device=device, dtype=torch.long)
+    probed, row_ids = _probe_rows(masked, positions, row_ids)
     if handle is None:
         handle = ModelHandle(net, b, device)
         row_ids = torch.arange(b, device=device)
@@ -153,18 +211,8 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
     n_real = len(net.real_token_ids)
 
     # 1. base pass on every context that has something masked
-    entropy = torch.zeros(b, n, dtype=torch.float64, device=device)
-    base_log_probs = torch.zeros(b, n, net.vocab_size, dtype=torch.float64, device=device)
-    active = masked.any(1).nonzero().squeeze(1)
-    calls = 0
-    for lo, hi in _chunks(len(active), batch_size):
-        rows = active[lo:hi]
-        out = handle(tokens[rows], row_ids[rows])
-        calls += 1
-        # float64 from here on: the MI is a small difference of sums of entropies
-        log_p = real_log_probs(out.logits.double(), real_mask)
-        entropy[rows] = torch.where(masked[rows], entropy_from_log_probs(log_p), 0.0)
-        base_log_probs[rows] = log_p
+    entropy, base_log_probs, calls = _base_pass(handle, tokens, masked, row_ids, real_mask,
+                                                batch_size)
     p_real = base_log_probs[..., real_ids].exp()  # (B, N, R)
 
     # 2. the probe list: (context, position, token) for every kept token of every probed row
@@ -179,19 +227,9 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
     probe_token = real_ids[tok]
 
     # 3. probe in flat chunks; accumulate sum_v w_i(v) H(p_{j|i=v}) into row (context, i)
-    cond = torch.zeros(b * n, n, dtype=torch.float64, device=device)
-    for lo, hi in _chunks(len(ctx), batch_size):
-        c, i, v = ctx[lo:hi], pos[lo:hi], probe_token[lo:hi]
-        arange = torch.arange(hi - lo, device=device)
-        x = tokens[c]
-        x[arange, i] = v
-        out = handle(x, row_ids[c])
-        calls += 1
-        h = entropy_from_log_probs(real_log_probs(out.logits.double(), real_mask))  # (c, N)
-        still_masked = x == net.mask_id  # columns j: masked in the context, j != i
-        h = torch.where(still_masked, h, 0.0)
-        cond.index_add_(0, c * n + i, probe_weight[lo:hi, None] * h)
-    cond = cond.view(b, n, n)
+    cond, probe_calls = _probe_pass(handle, tokens, (ctx, pos, probe_token), probe_weight,
+                                    row_ids, real_mask, batch_size)
+    calls += probe_calls
 
     eye = torch.eye(n, dtype=torch.bool, device=device)
     available = probed[:, :, None] & masked[:, None, :] & ~eye  # (B, N, N)

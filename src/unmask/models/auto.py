@@ -4,7 +4,7 @@
 config.json            class                                           task
 =====================  ==============================================  =========
 ``mdm-transformer``    :class:`~unmask.models.transformer.MDMTransformer`  config's
-  ... task 'protein'   :class:`~unmask.protein.model.ProteinMDM`       protein
+  ... task 'protein'   :class:`~unmask.models.protein.ProteinMDM`      protein
 ``esm`` / ``esmc``     :class:`~unmask.models.esm.EsmMaskedModel`      protein
 any other             :class:`~unmask.models.hf.HFMaskedModel`        text
 ``transformers`` one
@@ -23,9 +23,9 @@ from unmask.models.base import MaskedModel
 from unmask.models.esm import EsmMaskedModel
 from unmask.models.files import read_json_object
 from unmask.models.hf import HFMaskedModel
+from unmask.models.protein import ProteinMDM, check_protein_model
 from unmask.models.transformer import MDMTransformer
 from unmask.pretrained import DEFAULT_MODEL, resolve_model_path, shipped_names
-from unmask.protein.model import ProteinMDM, check_protein_model
 
 #: options for transformers folders (see HFMaskedModel.from_pretrained)
 HF_OPTIONS = {"dtype", "device", "trust_remote_code", "hidden_layer", "mask_id"}

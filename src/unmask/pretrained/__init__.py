@@ -14,7 +14,6 @@ name in the working directory.
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 
@@ -89,10 +88,3 @@ def describe_source(path: str | Path) -> str:
         pass
     return str(path)
 
-
-def __getattr__(name: str):
-    # deprecated alias kept while callers move to unmask.models.auto.load_model; resolved at
-    # first use so that this package imports nothing of the model layer
-    if name == "load_model":
-        return importlib.import_module("unmask.models.auto").load_model
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

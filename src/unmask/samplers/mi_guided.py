@@ -1,7 +1,7 @@
 """MI-guided parallel decoding: reveal many positions per pass only where they are
 (conditionally) independent of each other.
 
-One step (SPEC section 3): visit eligible positions in scan order (ascending entropy, or
+One step (arXiv 2605.20187): visit eligible positions in scan order (ascending entropy, or
 descending confidence); take position i while its cost
     H_i + lam * sum_{j already taken} I[i, j]
 fits the remaining budget (which starts at gamma); otherwise i waits for a later pass.

@@ -58,6 +58,51 @@ class VerifiedReveal:
     rejected: torch.Tensor
 
 
+def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor, *,
+                   tolerance: float, max_sequences: int, output_hidden_layers: bool
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                              list[tuple[slice, ModelOutput]]]:
+    """Run the model on the prefixes ``seqs`` (B, K, N) where ``need`` (B, K) holds.
+
+    Returns (proposed (B, K, N) long, -1 where not run; confidence (B, K, N) float64, the
+    proposed token's probability, filled only when ``tolerance`` < 1; prefix_entropy
+    (B, K, N) float64; the calls as (row slice, output) pairs, rows in order).
+    """
+    b, width, n = seqs.shape
+    device = seqs.device
+    real = state.model.model.real_token_mask.to(device)
+    noise = state.gumbel(0, tuple(state.log_probs.shape[1:])) if state.temperature > 0 else None
+    proposed = torch.full((b, width, n), -1, dtype=torch.long, device=device)
+    confidence = torch.zeros(b, width, n, dtype=torch.float64, device=device)
+    prefix_entropy = torch.zeros(b, width, n, dtype=torch.float64, device=device)
+    calls: list[tuple[slice, ModelOutput]] = []
+    per_row = need.sum(1).tolist()
+    start = 0
+    while start < b:
+        # whole rows per call, up to max_sequences sequences; rows that need nothing join the
+        # call before them, so calls cover the rows in order (none at all when none needs one)
+        stop, total = start + 1, per_row[start]
+        while stop < b and (total == 0 or per_row[stop] == 0
+                            or total + per_row[stop] <= max_sequences):
+            total += per_row[stop]
+            stop += 1
+        if not total:
+            break
+        rows, here = slice(start, stop), need[start:stop]
+        out = state.model(seqs[rows][here], state.row_ids[rows, None].expand(-1, width)[here],
+                          output_hidden_layers=output_hidden_layers)
+        lp = real_log_probs(out.logits, real)
+        tok = propose(lp, state.temperature,
+                      None if noise is None else noise[rows, None].expand(-1, width, -1, -1)[here])
+        proposed[rows][here] = tok
+        prefix_entropy[rows][here] = entropy_from_log_probs(lp).double()
+        if tolerance < 1.0:
+            confidence[rows][here] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
+        calls.append((rows, out))
+        start = stop
+    return proposed, confidence, prefix_entropy, calls
+
+
 def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | None = None,
                   tolerance: float = 1.0, max_sequences: int = 8192,
                   output_hidden_layers: bool = False) -> VerifiedReveal:
@@ -94,36 +139,9 @@ def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | Non
     seqs = torch.where(in_prefix, state.x0[:, None, :], state.tokens[:, None, :])
     need = valid & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
 
-    real = state.model.model.real_token_mask.to(device)
-    noise = state.gumbel(0, tuple(state.log_probs.shape[1:])) if state.temperature > 0 else None
-    proposed = torch.full((b, width, n), -1, dtype=torch.long, device=device)
-    confidence = torch.zeros(b, width, n, dtype=torch.float64, device=device)
-    prefix_entropy = torch.zeros(b, width, n, dtype=torch.float64, device=device)
-    calls: list[tuple[slice, ModelOutput]] = []
-    per_row = need.sum(1).tolist()
-    start = 0
-    while start < b:
-        # whole rows per call, up to max_sequences sequences; rows that need nothing join the
-        # call before them, so calls cover the rows in order (none at all when none needs one)
-        stop, total = start + 1, per_row[start]
-        while stop < b and (total == 0 or per_row[stop] == 0
-                            or total + per_row[stop] <= max_sequences):
-            total += per_row[stop]
-            stop += 1
-        if not total:
-            break
-        rows, here = slice(start, stop), need[start:stop]
-        out = state.model(seqs[rows][here], state.row_ids[rows, None].expand(-1, width)[here],
-                          output_hidden_layers=output_hidden_layers)
-        lp = real_log_probs(out.logits, real)
-        tok = propose(lp, state.temperature,
-                      None if noise is None else noise[rows, None].expand(-1, width, -1, -1)[here])
-        proposed[rows][here] = tok
-        prefix_entropy[rows][here] = entropy_from_log_probs(lp).double()
-        if tolerance < 1.0:
-            confidence[rows][here] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
-        calls.append((rows, out))
-        start = stop
+    proposed, confidence, prefix_entropy, calls = _prefix_passes(
+        state, seqs, need, tolerance=tolerance, max_sequences=max_sequences,
+        output_hidden_layers=output_hidden_layers)
 
     # d_{l+1} (rank l) is checked under P_l (prefix index l - 1)
     pos = order[:, :width]  # (B, K)

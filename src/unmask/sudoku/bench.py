@@ -6,12 +6,14 @@ import numpy as np
 import torch
 
 from unmask.bench import timed_decode
-from unmask.decode import DecodeConfig
+from unmask.decode import DecodeConfig, decode
+from unmask.mi.maps import peer_mask
 from unmask.samplers.spec import SamplerSpec
-from unmask.sudoku.engine import rounds_of_singles
+from unmask.sudoku.engine import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
-#: the published reference (same protocol: 1,000 hard puzzles, one MDM): (label, NFE, solved %)
+#: the published reference of arXiv 2605.20187 (same protocol: 1,000 hard puzzles, one MDM):
+#: (label, NFE, solved %)
 SEED_REFERENCE = [("ref sequential", 53.9, 61.6), ("ref top-7", 9.0, 36.8),
                   ("ref MI-guided γ=0.3", 15.2, 63.6), ("ref MI-guided γ=0.6", 9.7, 56.2)]
 
@@ -26,7 +28,7 @@ DEFAULT_SPECS = [
     "mi-guided:gamma=0.1,order=confidence", "mi-guided:gamma=0.3,order=confidence",
     "mi-guided:gamma=0.6,order=confidence", "mi-guided:gamma=1.0,order=confidence",
     "mi-guided:gamma=0.3", "mi-guided:gamma=0.6",
-    # the issue's targets: sequential accuracy at a fifth of the passes (docs/verify.md)
+    # verified passes (docs/verify.md)
     "mi-guided:gamma=1.0,order=confidence+verify=0.002",
     "eb:gamma=1.0,order=confidence+verify=0.002",
     "info-gain", "lookum",
@@ -49,8 +51,6 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
     (mean positions verification held back), wall_s,
     puzzles_per_s.
     """
-    from unmask.decode import decode
-    from unmask.sudoku.engine import is_valid_solution
 
     x = grid_to_tokens(puzzles)
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
@@ -88,7 +88,6 @@ def same_pass_clashes(tokens: torch.Tensor, reveal_step: torch.Tensor) -> torch.
     the board whatever else happens; a sequential decoder never makes one (it could only
     repeat a digit across passes, seeing the first), so these count the errors that come
     from revealing dependent cells together, the failure MI guidance is meant to prevent."""
-    from unmask.mi.maps import peer_mask
 
     peers = peer_mask().to(tokens.device).triu(1)
     same = (tokens[:, :, None] == tokens[:, None, :]) & \

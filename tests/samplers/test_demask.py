@@ -42,6 +42,7 @@ def test_order_is_confidence_and_the_first_is_free():
 def exact_demask(model, bound, aggregate="max"):
     s = make_sampler("demask", bound=bound, aggregate=aggregate)
     s._mi.mutual_information = lambda state: model.conditional_mi(state.tokens)
+    s._mi.prepare = lambda model: None  # the toy's exact MI stands in for the estimator
     return s
 
 
@@ -86,3 +87,11 @@ def test_zero_bound_on_dependent_joint_is_sequential_and_large_bound_one_pass():
 def test_bad_parameters(bad):
     with pytest.raises(UnmaskError, match=next(iter(bad))):
         make_sampler("demask", **bad)
+
+
+def test_a_model_with_no_shipped_estimator_is_refused_in_one_line():
+    from unmask import ExactJointMDM, UnmaskError, decode
+
+    toy = ExactJointMDM(n=5, v=3, seed=1)
+    with pytest.raises(UnmaskError, match="estimator"):
+        decode(toy, torch.full((1, 5), toy.mask_id), "demask")

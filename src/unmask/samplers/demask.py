@@ -80,6 +80,9 @@ class DEMASKSampler(Sampler):
     def needs_hidden_layers(self) -> bool:
         return self._mi.needs_hidden_layers
 
+    def prepare(self, model) -> None:
+        self._mi.prepare(model)
+
     def begin(self, batch_size: int, seq_len: int) -> None:
         self._mi.begin(batch_size, seq_len)
 

@@ -22,7 +22,7 @@ EST=()
 [[ -f $VAL ]] || "$PY" "$ROOT/scripts/make_sudoku_sets.py" --kinds hard --seed 2001 --out "$ROOT/runs/val"
 export PYTHONPATH=$ROOT/src${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
-bench() { "$PY" -m unmask bench sudoku --threads "$THREADS" --quiet ${LIMIT:+--limit "$LIMIT"} \
+bench() { "$PY" -m unmask sudoku bench --threads "$THREADS" --quiet ${LIMIT:+--limit "$LIMIT"} \
     "${EST[@]}" "$@"; }
 
 C=order=confidence

@@ -1,4 +1,4 @@
-"""``unmask train arithmetic`` and ``unmask bench arithmetic``: the multiplication task."""
+"""``unmask arithmetic train`` and ``unmask arithmetic bench``: the multiplication task."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-prompts", type=int, default=256, help="prompts per direction")
 
 
-@command("train", "arithmetic", help="train the multiplication MDM (checkpoints, --resume)")
+@command("arithmetic", "train", help="train the multiplication MDM (checkpoints, --resume)")
 @arguments(_train_args)
 def train_arithmetic(args: argparse.Namespace) -> int:
 
@@ -57,7 +57,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-@command("bench", "arithmetic",
+@command("arithmetic", "bench",
          help="benchmark every sampler on multiplication: accuracy, NFE, sequences, entropy")
 @arguments(_bench_args)
 def bench_arithmetic(args: argparse.Namespace) -> int:

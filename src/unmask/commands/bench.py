@@ -1,4 +1,4 @@
-"""``unmask bench sudoku``: every sampler on one puzzle set, a table and a Pareto plot."""
+"""``unmask sudoku bench``: every sampler on one puzzle set, a table and a Pareto plot."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true")
 
 
-@command("bench", "sudoku", help="solved %% vs forward passes for every sampler on Sudoku")
+@command("sudoku", "bench", help="solved %% vs forward passes for every sampler on Sudoku")
 @arguments(_bench_sudoku_args)
 def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     import torch

@@ -1,4 +1,4 @@
-"""``unmask train corrector``: the head that finds wrong decoded tokens (Sudoku model)."""
+"""``unmask corrector train``: the head that finds wrong decoded tokens (Sudoku model)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
 
-@command("train", "corrector",
+@command("corrector", "train",
          help="train the corrector (finds wrong decoded tokens) on the states a decoder visits")
 @arguments(_train_args)
 def train_corrector_cmd(args: argparse.Namespace) -> int:

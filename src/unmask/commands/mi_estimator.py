@@ -1,4 +1,4 @@
-"""``unmask train mi-estimator``, ``unmask mi eval``, ``unmask mi map``: the neural MI
+"""``unmask mi train``, ``unmask mi eval``, ``unmask mi map``: the neural MI
 estimator's training, evaluation and the MI maps of Sudoku puzzles."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
 
-@command("train", "mi-estimator", help="train the neural MI estimator on ground-truth labels")
+@command("mi", "train", help="train the neural MI estimator on ground-truth labels")
 @arguments(_train_args)
 def train_mi_estimator(args: argparse.Namespace) -> int:
     import time

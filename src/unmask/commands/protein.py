@@ -1,4 +1,4 @@
-"""``unmask train protein`` and ``unmask bench protein``: protein generation at a given length."""
+"""``unmask protein train`` and ``unmask protein bench``: protein generation at a given length."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def split_record(split, fraction: float, seed: int) -> dict:
             "skipped": split.skipped, "heldout_names": split.heldout_names}
 
 
-@command("train", "protein", help="train the protein MDM (checkpoints, --resume)")
+@command("protein", "train", help="train the protein MDM (checkpoints, --resume)")
 @arguments(_train_args)
 def train_protein(args: argparse.Namespace) -> int:
 
@@ -114,7 +114,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true")
 
 
-@command("bench", "protein",
+@command("protein", "bench",
          help="composition JSD vs forward passes for every sampler on protein generation")
 @arguments(_bench_args)
 def bench_protein_cmd(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``unmask train sudoku``: train the Sudoku MDM with checkpoints and --resume."""
+"""``unmask sudoku train``: train the Sudoku MDM with checkpoints and --resume."""
 
 from __future__ import annotations
 
@@ -30,13 +30,13 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-puzzles", type=int, default=100, help="hard puzzles per evaluation")
     p.add_argument("--decoder-states", default=None, metavar="STATES.pt",
                    help="also learn from the states a decoder visited (the states.pt that "
-                        "`unmask train corrector` keeps), wrong tokens back at MASK: a "
+                        "`unmask corrector train` keeps), wrong tokens back at MASK: a "
                         "fine-tune on the decoder's own state distribution")
     p.add_argument("--states-fraction", type=float, default=0.5,
                    help="with --decoder-states: share of each batch drawn from them")
 
 
-@command("train", "sudoku", help="train the Sudoku MDM (checkpoints every few minutes)")
+@command("sudoku", "train", help="train the Sudoku MDM (checkpoints every few minutes)")
 @arguments(_train_sudoku_args)
 def train_sudoku(args: argparse.Namespace) -> int:
     from unmask.errors import UnmaskError

@@ -77,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a bad argument (2, already printed)
         return e.code if isinstance(e.code, int) else 2
-    try:
-        from unmask.commands.common import apply_threads
+    from unmask.commands.common import apply_threads, thread_counts
 
+    before = thread_counts()
+    try:
         if hasattr(args, "threads"):  # before any work: numba's pool must not reset torch's
             apply_threads(args.threads)
         return int(args._run(args) or 0)
@@ -96,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:  # a caller in the same process keeps its own thread counts
+        thread_counts(before)
 
 
 def _one_line(text: str) -> str:

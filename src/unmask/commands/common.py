@@ -12,7 +12,6 @@ from pathlib import Path
 
 from unmask.errors import UnmaskError
 
-
 # ------------------------------------------------------------------ argument types
 # argparse turns an ArgumentTypeError into one line "argument --x: ..." and exit 2
 
@@ -83,8 +82,18 @@ def default_of(cls, name: str):
 # ------------------------------------------------------------------ threads and seeds
 
 
+def threads_int(text: str) -> int:
+    """An argparse type: a thread count, from 1 to the CPUs of this machine."""
+    value = positive_int(text)
+    cpus = os.cpu_count() or 1
+    if value > cpus:
+        raise argparse.ArgumentTypeError(f"must be <= {cpus} (the CPUs of this machine), "
+                                         f"got {value}")
+    return value
+
+
 def add_threads_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+    p.add_argument("--threads", type=threads_int, default=None, metavar="N",
                    help="CPU threads of torch and numba (default: torch's default, which "
                         "follows OMP_NUM_THREADS)")
 
@@ -107,6 +116,20 @@ def apply_threads(threads: int | None) -> int:
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))  # starts numba's pool
     torch.set_num_threads(n)
     return n
+
+
+def thread_counts(counts: tuple[int, int | None] | None = None) -> tuple[int, int | None]:
+    """(torch's, numba's) thread counts (numba's None while its pool has not started); with
+    ``counts``, set them back to those first."""
+    import numba
+    import torch
+
+    if counts is not None:
+        if counts[1] is not None:
+            numba.set_num_threads(counts[1])
+        torch.set_num_threads(counts[0])
+    started = getattr(numba.np.ufunc.parallel, "_is_initialized", True)
+    return torch.get_num_threads(), (numba.get_num_threads() if started else None)
 
 
 # ------------------------------------------------------------------ samplers
@@ -187,17 +210,17 @@ def output_path(path: str | Path, what: str, suffixes: tuple[str, ...] | None = 
     if str(path) == "" or path.name in ("", ".", ".."):
         raise UnmaskError(f"{what}: {str(path)!r} is not a file name")
     if suffixes is not None and path.suffix.lower() not in suffixes:
-        raise UnmaskError(f"{what}: {path}: the extension must be "
-                          f"{' or '.join(suffixes)} (the format written)")
+        names = ", ".join(suffixes[:-1]) + (" or " if len(suffixes) > 1 else "") + suffixes[-1]
+        raise UnmaskError(f"{what}: {path}: the extension must be {names} (the format "
+                          "written)")
     folder = path.parent
     for above in (folder, *folder.parents):  # the nearest part of the path that exists
         if above.exists():
             break
+    if above.exists() and not above.is_dir():
+        raise UnmaskError(f"{what}: {above} is a file, not a folder")
     if above != folder or not folder.is_dir():
-        reason = "is not a folder" if above.exists() and not above.is_dir() else \
-            "does not exist"
-        shown = above if above.exists() and not above.is_dir() else folder
-        raise UnmaskError(f"{what}: folder {shown} {reason}")
+        raise UnmaskError(f"{what}: folder {folder} does not exist")
     if path.is_dir():
         raise UnmaskError(f"{what}: {path} is a folder, not a file")
     if not os.access(folder, os.W_OK | os.X_OK):
@@ -217,7 +240,7 @@ def output_folder(path: str | Path, what: str) -> Path:
         if above.exists():
             break
     if not above.is_dir():
-        raise UnmaskError(f"{what}: {above} is not a folder")
+        raise UnmaskError(f"{what}: {above} is a file, not a folder")
     if not os.access(above, os.W_OK | os.X_OK):
         raise UnmaskError(f"{what}: folder {above} is not writable")
     return path
@@ -296,12 +319,55 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
         raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
     if not isinstance(overrides, dict):
         raise UnmaskError("--model-config: not a JSON object")
+    check_config_overrides(overrides, "--model-config")
     cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
                       total_steps=args.steps, eval_every=args.eval_every,
                       max_time_s=args.max_time, decay_by_time=args.decay_by_time,
                       seed=args.seed, device=args.device,
                       bf16=not args.no_bf16, **config)
     return overrides, cfg
+
+
+def check_config_overrides(overrides: dict, flag: str) -> None:
+    """Refuse keys that are not :class:`~unmask.models.transformer.TransformerConfig` fields
+    and values of the wrong JSON type (``"d_model": "128"``); ranges are the config's to
+    check."""
+    import typing
+
+    from unmask.models.transformer import TransformerConfig
+
+    hints = typing.get_type_hints(TransformerConfig)
+    for key, value in overrides.items():
+        if key not in hints:
+            raise UnmaskError(f"{flag}: unknown field {key!r}; fields: {', '.join(hints)}")
+        kind = hints[key]
+        args = typing.get_args(kind) if type(None) in typing.get_args(kind) else ()
+        if args and value is None:  # an optional field
+            continue
+        base = next(a for a in args if a is not type(None)) if args else kind
+        origin = typing.get_origin(base) or base
+        if origin is bool:
+            ok = isinstance(value, bool)
+        elif origin is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif origin is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif origin is list:
+            ok = isinstance(value, list) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value)
+        else:
+            ok = isinstance(value, origin) if isinstance(origin, type) else True
+        if not ok:
+            name = getattr(base, "__name__", str(base))
+            raise UnmaskError(f"{flag}: {key} must be {name}, got {json_type(value)} "
+                              f"{value!r}")
+
+
+def json_type(value) -> str:
+    """The JSON name of a decoded value's type (for messages)."""
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "an object", type(None): "null"}.get(type(value),
+                                                                    type(value).__name__)
 
 
 def bench_entries(specs: list[str] | None, defaults: list[str], estimator: str | None = None):

@@ -6,7 +6,12 @@ import argparse
 from pathlib import Path
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_training_args, training_setup
+from unmask.commands.common import (
+    add_training_args,
+    finite_float,
+    positive_int,
+    training_setup,
+)
 
 
 def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
@@ -15,7 +20,7 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="start from these weights (e.g. 'sudoku', the shipped model) with a "
                         "fresh optimiser: how a later run continues the shipped model")
-    p.add_argument("--deepen", type=int, default=1, metavar="K",
+    p.add_argument("--deepen", type=positive_int, default=1, metavar="K",
                    help="with --init-from: K times the layers, each new layer a copy of the "
                         "one before it that starts as the identity (the same function to "
                         "begin with); resume such a run with --model-config "
@@ -24,15 +29,17 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
                    help="the model also reads the previous pass's predictions (with "
                         "--init-from: added as a map that starts at zero, the same function "
                         "to begin with); resume such a run with --resume --self-condition")
-    p.add_argument("--pool", type=int, default=100_000, help="generated training puzzles")
-    p.add_argument("--puzzle-fraction", type=float, default=0.5,
+    p.add_argument("--pool", type=positive_int, default=100_000,
+                   help="generated training puzzles")
+    p.add_argument("--puzzle-fraction", type=finite_float(0.0, 1.0), default=0.5,
                    help="share of samples masked like a puzzle (the rest uniformly)")
-    p.add_argument("--eval-puzzles", type=int, default=100, help="hard puzzles per evaluation")
+    p.add_argument("--eval-puzzles", type=positive_int, default=100,
+                   help="hard puzzles per evaluation")
     p.add_argument("--decoder-states", default=None, metavar="STATES.pt",
                    help="also learn from the states a decoder visited (the states.pt that "
                         "`unmask corrector train` keeps), wrong tokens back at MASK: a "
                         "fine-tune on the decoder's own state distribution")
-    p.add_argument("--states-fraction", type=float, default=0.5,
+    p.add_argument("--states-fraction", type=finite_float(), default=0.5,
                    help="with --decoder-states: share of each batch drawn from them")
 
 

@@ -202,7 +202,8 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
                 xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None,
                 guides: list[tuple[str, float, str]] = ()) -> None:
     """Scatter of ``y`` (as %) against ``x`` per sampler family, Pareto front drawn, saved
-    atomically, in the format its extension names (.png, .pdf, .svg). references: extra (label, x, y%) points drawn hollow (published).
+    atomically, in the format its extension names (.png, .pdf, .svg).
+    references: extra (label, x, y%) points drawn hollow (published).
     xlim / ylim: the axes' ranges (a zoom; y in %). guides: ("h" | "v", value, label) lines
     drawn across the plot (a target accuracy in %, a pass budget)."""
     import matplotlib

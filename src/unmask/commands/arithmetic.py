@@ -82,7 +82,7 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
     from unmask.io import atomic_write_text
     from unmask.pretrained import describe_source, load_model
 
-    json_path = output_path(args.json, "--json", JSON_SUFFIXES) if args.json else None
+    json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     if not tasks:
         raise UnmaskError(f"--tasks: no task given; choose from {', '.join(TASKS)}")

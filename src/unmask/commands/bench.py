@@ -78,8 +78,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     from unmask.sudoku.datasets import set_puzzles
 
     device = resolve_device(args.device)
-    json_path = output_path(args.json, "--json", JSON_SUFFIXES) if args.json else None
-    plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES) if args.plot else None
+    json_path = output_path(args.json, "--json", JSON_SUFFIXES)
+    plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     distinct_outputs(json=json_path, plot=plot_path)
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     puzzles = set_puzzles(args.set)[: args.limit]

@@ -202,12 +202,18 @@ JSONL_SUFFIXES = (".jsonl", ".json")
 IMAGE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
-def output_path(path: str | Path, what: str, suffixes: tuple[str, ...] | None = None) -> Path:
+def output_path(path: str | Path | None, what: str,
+                suffixes: tuple[str, ...] | None = None) -> Path | None:
     """``path`` checked as a file the command will write (before any work): its folder
     exists, is a folder and is writable, the path is not a folder, and its extension is one
-    of ``suffixes`` (None: any); otherwise :class:`UnmaskError` naming ``what``."""
+    of ``suffixes`` (None: any); otherwise :class:`UnmaskError` naming ``what``. None (the
+    flag not given) stays None; an empty path is refused."""
+    if path is None:
+        return None
+    if str(path).strip() == "":
+        raise UnmaskError(f"{what}: empty path")
     path = Path(path)
-    if str(path) == "" or path.name in ("", ".", ".."):
+    if path.name in ("", ".", ".."):
         raise UnmaskError(f"{what}: {str(path)!r} is not a file name")
     if suffixes is not None and path.suffix.lower() not in suffixes:
         names = ", ".join(suffixes[:-1]) + (" or " if len(suffixes) > 1 else "") + suffixes[-1]

@@ -153,8 +153,8 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
     if args.min_length > args.max_length:
         raise UnmaskError(f"--min-length: {args.min_length} is above --max-length "
                           f"{args.max_length}")
-    json_path = output_path(args.json, "--json", JSON_SUFFIXES) if args.json else None
-    plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES) if args.plot else None
+    json_path = output_path(args.json, "--json", JSON_SUFFIXES)
+    plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     distinct_outputs(json=json_path, plot=plot_path)
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     model = load_protein_model(args.model)

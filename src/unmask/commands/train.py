@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import pickle
 from pathlib import Path
 
 from unmask.cli import arguments, command
@@ -69,7 +70,15 @@ def train_sudoku(args: argparse.Namespace) -> int:
         raise UnmaskError("--deepen: needs --init-from (the model whose layers it copies)")
     if not 0.0 < args.states_fraction <= 1.0:
         raise UnmaskError(f"--states-fraction: must be in (0, 1], got {args.states_fraction}")
-    states = DecoderStatePool.load(args.decoder_states) if args.decoder_states else None
+    states = None
+    if args.decoder_states:
+        try:
+            states = DecoderStatePool.load(args.decoder_states)
+        except (pickle.UnpicklingError, EOFError, ValueError) as e:
+            if isinstance(e, UnmaskError):
+                raise
+            raise UnmaskError(f"--decoder-states: {args.decoder_states} is not a states file "
+                              f"of `unmask corrector train` ({type(e).__name__})") from None
     origin = {}
     if args.init_from:
         from unmask.models.base import read_model_config

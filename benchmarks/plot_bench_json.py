@@ -1,5 +1,5 @@
 """Draw one Pareto plot (solved % against mean passes) from the rows of several
-``unmask bench sudoku --json`` files, e.g. runs with and without the corrector:
+``unmask sudoku bench --json`` files, e.g. runs with and without the corrector:
 
     PYTHONPATH=src .venv/bin/python benchmarks/plot_bench_json.py \
         docs/sudoku_bench_hard1000_paired.json docs/sudoku_bench_hard1000_corrector.json \

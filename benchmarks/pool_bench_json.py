@@ -1,4 +1,4 @@
-"""Pool the rows of several ``unmask bench sudoku --json`` runs on *different* puzzle sets
+"""Pool the rows of several ``unmask sudoku bench --json`` runs on *different* puzzle sets
 (for example the packaged 1,000 hard puzzles and a second 1,000 drawn under the same rule),
 so that a comparison rests on all their puzzles:
 

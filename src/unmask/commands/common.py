@@ -10,7 +10,9 @@ import math
 import os
 from pathlib import Path
 
+from unmask.bench import BenchEntry
 from unmask.errors import UnmaskError
+from unmask.models.transformer import TransformerConfig
 
 # ------------------------------------------------------------------ argument types
 # argparse turns an ArgumentTypeError into one line "argument --x: ..." and exit 2
@@ -170,8 +172,6 @@ def resolve_device(name: str):
 def sampler_entry(spec: str, flag: str = "--sampler"):
     """The :class:`~unmask.bench.BenchEntry` a sampler spec names, validated now; errors name
     ``flag``."""
-    from unmask.bench import BenchEntry
-
     try:
         return BenchEntry.parse(spec)
     except (UnmaskError, TypeError, ValueError) as e:  # a value of the wrong type, too
@@ -339,8 +339,6 @@ def check_config_overrides(overrides: dict, flag: str) -> None:
     and values of the wrong JSON type (``"d_model": "128"``); ranges are the config's to
     check."""
     import typing
-
-    from unmask.models.transformer import TransformerConfig
 
     hints = typing.get_type_hints(TransformerConfig)
     for key, value in overrides.items():

@@ -151,8 +151,8 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
     from unmask.protein.model import load_protein_model
 
     if args.min_length > args.max_length:
-        raise UnmaskError(f"--min-length: {args.min_length} is above --max-length "
-                          f"{args.max_length}")
+        raise UnmaskError(f"--min-length, --max-length: lengths from {args.min_length} to "
+                          f"{args.max_length} is an empty range")
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     distinct_outputs(json=json_path, plot=plot_path)

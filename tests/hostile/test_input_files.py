@@ -21,7 +21,7 @@ def garbage(tmp_path):
     (tmp_path / "bin.dat").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "empty.dat").write_bytes(b"")
     (tmp_path / "edir").mkdir()
-    (tmp_path / "evil.pt").write_bytes(pickle.dumps(Boom()))
+    (tmp_path / "evil.pt").write_bytes(pickle.dumps(Boom(), protocol=2))
     return tmp_path
 
 

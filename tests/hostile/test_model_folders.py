@@ -54,7 +54,7 @@ FOLDERS = {
     "weights-truncated": (_truncate(0.5), (LOADER,)),
     "weights-garbage": (lambda f: (f / "model.safetensors").write_bytes(b"\x00" * 64),
                         (LOADER,)),
-    "config-not-json": (lambda f: (f / "config.json").write_text("{"), (LOADER,)),
+    "config-not-json": (lambda f: (f / "config.json").write_text("{"), ()),
     "config-list": (_config_edit(lambda meta: [meta]), (LOADER,)),
     "config-missing-key": (_config_edit(_drop("d_model")), (LOADER,)),
     "config-extra-key": (_config_edit(_set("no_such_field", 1)), (LOADER,)),

@@ -91,11 +91,11 @@ def test_pareto_plot_zoom_and_guides(tmp_path, monkeypatch):
 
 
 def test_default_sudoku_specs_parse_and_hold_the_target_rows():
-    from unmask.bench import BenchEntry
+    from unmask.samplers.spec import parse_spec
     from unmask.sudoku.bench import DEFAULT_SPECS
 
-    entries = [BenchEntry.parse(s) for s in DEFAULT_SPECS]
+    entries = [parse_spec(s) for s in DEFAULT_SPECS]
     assert len({e.label for e in entries}) == len(entries)
-    verified = {(e.name, e.verify_tolerance) for e in entries if e.verified}
+    verified = {(e.name, e.verify) for e in entries if e.verified}
     assert verified == {("mi-guided", 0.002), ("eb", 0.002)}
     assert entries[0].name == "confidence" and not entries[0].verified

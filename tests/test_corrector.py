@@ -15,6 +15,7 @@ from unmask.corrector import (
     roc_auc,
     train_corrector,
 )
+from unmask.hooks import BanRemasked, CheckFinished, Remask, corrector_hooks
 
 
 class FixedCorrector:
@@ -49,10 +50,9 @@ def test_a_corrector_that_flags_everything_remasks_each_position_max_remasks_tim
     """Two blanks, sequential: pass 1 reveals a; pass 2 reveals b and remasks a; pass 3
     reveals a and remasks b; pass 4 reveals b (a is out of remasks); pass 5 checks and ends."""
     x = torch.tensor([[0, 1, 2, toy.mask_id, toy.mask_id]])
-    res = decode(toy, x, "confidence", DecodeConfig(max_remasks=1),
-                 corrector=FixedCorrector(0.9))
+    res = decode(toy, x, "confidence", hooks=corrector_hooks(FixedCorrector(0.9), max_remasks=1))
     assert res.nfe.tolist() == [5]
-    assert res.remasked.tolist() == [2]
+    assert res.stats["remasked"].tolist() == [2]
     assert res.tokens[0, :3].tolist() == [0, 1, 2]  # given tokens never change
     assert (res.tokens != toy.mask_id).all()
     plain = decode(toy, x, "confidence")
@@ -71,10 +71,10 @@ def test_a_corrector_that_flags_nothing_costs_one_check_pass(toy, sampler, block
     cfg = DecodeConfig(block_size=block)
     plain = decode(toy, x, make_sampler(name, **kw), cfg)
     corr = FixedCorrector(0.1)
-    res = decode(toy, x, make_sampler(name, **kw), cfg, corrector=corr)
+    res = decode(toy, x, make_sampler(name, **kw), cfg, hooks=corrector_hooks(corr))
     assert torch.equal(res.tokens, plain.tokens)
     assert torch.equal(res.nfe, plain.nfe + 1)
-    assert res.remasked.tolist() == [0, 0, 0]
+    assert res.stats["remasked"].tolist() == [0, 0, 0]
     # the last pass of every row saw the finished row
     assert all((c != toy.mask_id).any() for c in corr.calls)
 
@@ -93,19 +93,46 @@ def test_a_perfect_corrector_repairs_what_parallel_decoding_got_wrong():
         if torch.equal(one_shot.tokens[0], seq) or not torch.equal(seq, mode):
             continue
         found = True
-        res = decode(toy, x, make_sampler("topk", k=5), DecodeConfig(max_remasks=5),
-                     corrector=KnowsTheAnswer(seq[None]))
-        assert res.remasked.item() >= 1
+        res = decode(toy, x, make_sampler("topk", k=5),
+                     hooks=corrector_hooks(KnowsTheAnswer(seq[None]), max_remasks=5))
+        assert res.stats["remasked"].item() >= 1
         assert torch.equal(res.tokens[0], seq)
         break
     assert found, "no toy joint where one-shot decoding differs from sequential"
 
 
 def test_remask_settings_are_validated():
-    with pytest.raises(UnmaskError, match="remask_threshold"):
-        DecodeConfig(remask_threshold=1.0)
-    with pytest.raises(UnmaskError, match="max_remasks"):
-        DecodeConfig(max_remasks=-1)
+    corr = FixedCorrector(0.5)
+    for bad in (0.0, 1.0, True, "0.3"):
+        with pytest.raises(UnmaskError, match="remask_threshold"):
+            Remask(corr, threshold=bad)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(UnmaskError, match="max_remasks"):
+            Remask(corr, max_remasks=bad)
+        with pytest.raises(UnmaskError, match="max_remasks"):
+            BanRemasked(bad)
+    with pytest.raises(UnmaskError, match="corrector: expected an object with"):
+        Remask(object())
+
+
+def test_corrector_hooks_are_remask_check_and_ban():
+    corr = FixedCorrector(0.5)
+    remask, check = corrector_hooks(corr, threshold=0.2, max_remasks=3)
+    assert isinstance(remask, Remask) and isinstance(check, CheckFinished)
+    assert (remask.corrector, remask.threshold, remask.max_remasks) == (corr, 0.2, 3)
+    *_, ban = corrector_hooks(corr, max_remasks=1, ban_remasked=True)
+    assert isinstance(ban, BanRemasked) and ban.max_bans == 1
+
+
+def test_remask_without_check_lets_a_filled_row_end(toy):
+    """Without :class:`CheckFinished` a row ends as soon as its last MASK is filled: the
+    corrector reads every pass but the one after the last."""
+    x = torch.full((2, 5), toy.mask_id)
+    plain = decode(toy, x, "confidence")
+    corr = FixedCorrector(0.1)
+    res = decode(toy, x, "confidence", hooks=(Remask(corr),))
+    assert torch.equal(res.tokens, plain.tokens) and torch.equal(res.nfe, plain.nfe)
+    assert sum(len(c) for c in corr.calls) == int(plain.nfe.sum())
 
 
 # -- the learned head ------------------------------------------------------------------------
@@ -191,7 +218,7 @@ def test_a_lookahead_sampler_under_a_corrector_decodes_the_same_tokens(toy):
     x = torch.full((2, 5), toy.mask_id)
     x[1, 0] = 2
     plain = decode(toy, x, make_sampler("info-gain"))
-    res = decode(toy, x, make_sampler("info-gain"), corrector=FixedCorrector(0.1))
+    res = decode(toy, x, make_sampler("info-gain"), hooks=corrector_hooks(FixedCorrector(0.1)))
     assert torch.equal(res.tokens, plain.tokens)
     assert (res.nfe >= plain.nfe + 1).all()
 
@@ -199,9 +226,9 @@ def test_a_lookahead_sampler_under_a_corrector_decodes_the_same_tokens(toy):
 def test_ban_remasked_decodes_a_sent_back_position_to_another_token(toy):
     x = torch.tensor([[0, 1, 2, toy.mask_id, toy.mask_id]])
     plain = decode(toy, x, "confidence")
-    res = decode(toy, x, "confidence", DecodeConfig(max_remasks=1, ban_remasked=True),
-                 corrector=FixedCorrector(0.9))
-    assert res.nfe.tolist() == [5] and res.remasked.tolist() == [2]
+    res = decode(toy, x, "confidence", hooks=corrector_hooks(
+        FixedCorrector(0.9), max_remasks=1, ban_remasked=True))
+    assert res.nfe.tolist() == [5] and res.stats["remasked"].tolist() == [2]
     assert (res.tokens[0, 3:] != plain.tokens[0, 3:]).all()
     assert res.tokens[0, :3].tolist() == [0, 1, 2]
     # each second choice is the best token left under the exact conditional at its pass:
@@ -224,5 +251,82 @@ def test_ban_remasked_decodes_a_sent_back_position_to_another_token(toy):
 def test_ban_remasked_refuses_more_bans_than_tokens_to_spare(toy):
     x = torch.tensor([[0, 1, 2, toy.mask_id, toy.mask_id]])
     with pytest.raises(UnmaskError, match="max_remasks"):
-        decode(toy, x, "confidence", DecodeConfig(max_remasks=3, ban_remasked=True),
-               corrector=FixedCorrector(0.9))
+        decode(toy, x, "confidence", hooks=corrector_hooks(
+            FixedCorrector(0.9), max_remasks=3, ban_remasked=True))
+
+
+def test_epoch_order_is_the_runs_generator_replayed():
+    """The shuffle of each epoch is what one generator seeded once draws epoch after epoch,
+    as a function of (seed, epoch), so a resumed run shuffles as an uninterrupted one."""
+    from unmask.corrector import _epoch_order
+
+    gen = torch.Generator().manual_seed(7)
+    for epoch in range(4):
+        assert torch.equal(_epoch_order(50, 7, epoch), torch.randperm(50, generator=gen))
+
+
+def test_training_resumes_and_refuses_other_data(small_model, tmp_path):
+    torch.manual_seed(2)
+    tokens = torch.randint(0, 4, (200, 6))
+    tokens[torch.rand(200, 6) < 0.3] = small_model.mask_id
+    decoded = tokens != small_model.mask_id
+    from unmask.corrector import DecodedStates
+
+    states = DecodedStates(tokens, (tokens == 3) & decoded, decoded, torch.arange(200))
+    cfg = CorrectorTrainConfig(max_epochs=2, lr=1e-2, batch_size=32)
+
+    def run(**kw):
+        torch.manual_seed(3)
+        corr = Corrector(CorrectorConfig.for_model(small_model, d=8, n_heads=2, layers=1))
+        feats = compute_corrector_features(small_model, corr, tokens)
+        return train_corrector(corr, feats, states, cfg, tmp_path / "run", log=lambda s: None,
+                               **kw), corr
+
+    first, corr = run(data={"puzzles": 200})
+    again, corr2 = run(data={"puzzles": 200}, resume=True)  # already done: nothing more
+    assert again["best_epoch"] == first["best_epoch"]
+    assert all(torch.equal(a, b) for a, b in zip(corr.state_dict().values(),
+                                                 corr2.state_dict().values(), strict=True))
+    with pytest.raises(UnmaskError, match=r"data.puzzles 200 -> 300"):
+        run(data={"puzzles": 300}, resume=True)
+
+
+def test_a_states_file_that_would_run_code_is_refused(tmp_path):
+    from unmask.corrector import load_decoded_states
+
+    marker = tmp_path / "marker"
+
+    class RunsCode:
+        def __reduce__(self):
+            return exec, (f"open({str(marker)!r}, 'w').write('ran')",)
+
+    torch.save({"key": {}, "states": RunsCode()}, tmp_path / "states.pt")
+    with pytest.raises(UnmaskError, match="refused"):
+        load_decoded_states(tmp_path / "states.pt")
+    assert not marker.exists()
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(UnmaskError, match="not a states file"):
+        load_decoded_states(tmp_path / "empty.pt")
+
+
+@pytest.mark.parametrize("damage", ["truncated weights", "config a list", "config lacks a key",
+                                    "config not JSON"])
+def test_a_damaged_head_folder_is_one_line(small_model, tmp_path, damage):
+    import json
+
+    corr = Corrector(CorrectorConfig.for_model(small_model, d=8, n_heads=2, layers=1))
+    corr.save(tmp_path)
+    weights, config = tmp_path / "corrector.safetensors", tmp_path / "config.json"
+    meta = json.loads(config.read_text())
+    if damage == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[:200])
+    elif damage == "config a list":
+        config.write_text("[1, 2]")
+    elif damage == "config lacks a key":
+        del meta["config"]["hidden_size"]
+        config.write_text(json.dumps(meta))
+    else:
+        config.write_text("{not json")
+    with pytest.raises(UnmaskError, match="corrector: ") as e:
+        Corrector.load(tmp_path)
+    assert "\n" not in str(e.value)

@@ -138,3 +138,81 @@ def test_entropy_in_nats(toy):
     m = ExactJointMDM(joint)
     res = decode(m, torch.full((1, 2), m.mask_id), "confidence")
     assert res.cumulative_entropy.item() == pytest.approx(2 * math.log(2))
+
+
+def test_bad_arguments_are_refused_with_one_line(toy):
+    x = torch.full((1, 5), toy.mask_id)
+    with pytest.raises(UnmaskError, match="sampler: expected a Sampler or a registered name, "
+                                          "got NoneType"):
+        decode(toy, x, None)
+    with pytest.raises(UnmaskError, match="config: expected a DecodeConfig or None, got dict"):
+        decode(toy, x, "confidence", {"temperature": 1.0})
+    with pytest.raises(UnmaskError, match="hooks: expected Hook objects, got str"):
+        decode(toy, x, "confidence", hooks=("remask",))
+    with pytest.raises(UnmaskError, match="tokens: expected a"):
+        decode(toy, [[toy.mask_id] * 5], "confidence")
+    with pytest.raises(UnmaskError, match="seed: expected"):
+        decode(toy, x, "confidence", seed=1.5)
+    for bad in ({"temperature": True}, {"temperature": "0.5"}, {"block_size": True},
+                {"block_size": 0}, {"record_history": 1}, {"self_condition": None}):
+        with pytest.raises(UnmaskError, match=next(iter(bad))):
+            DecodeConfig(**bad)
+
+
+def test_empty_batches_decode_to_empty_results(toy, tiny_transformer):
+    none = decode(toy, torch.zeros(0, 5, dtype=torch.long), "topk")
+    assert none.tokens.shape == (0, 5) and none.nfe.shape == (0,)
+    assert none.reveal_step.shape == (0, 5) and none.stats == {}
+    from unmask import Verified
+
+    for model in (toy, tiny_transformer):
+        empty = decode(model, torch.zeros(2, 0, dtype=torch.long), Verified(make_sampler("eb")),
+                       DecodeConfig(block_size=3))
+        assert empty.tokens.shape == (2, 0) and empty.nfe.tolist() == [0, 0]
+        assert empty.stats["rejected"].tolist() == [0, 0]
+
+
+def test_make_sampler_checks_each_field_type():
+    import numpy as np
+
+    with pytest.raises(UnmaskError, match=r"sampler 'eb': gamma: expected a number, got '0.1'"):
+        make_sampler("eb", gamma="0.1")
+    with pytest.raises(UnmaskError, match="k: expected an integer, got True"):
+        make_sampler("topk", k=True)
+    with pytest.raises(UnmaskError, match="k: expected an integer, got 2.0"):
+        make_sampler("topk", k=2.0)
+    with pytest.raises(UnmaskError, match="steps: expected an integer or None"):
+        make_sampler("topk", steps="3")
+    with pytest.raises(UnmaskError, match="order: expected a string, got 1"):
+        make_sampler("eb", order=1)
+    with pytest.raises(UnmaskError, match="free_max: expected True or False, got 1"):
+        make_sampler("mi-guided", free_max=1)
+    with pytest.raises(UnmaskError, match="sampler: expected a name"):
+        make_sampler(None)
+    topk = make_sampler("topk", k=np.int64(3), steps=None)
+    assert topk.k == 3 and type(topk.k) is int
+    eb = make_sampler("eb", gamma=np.float32(0.5))
+    assert type(eb.gamma) is float and make_sampler("eb", gamma=1).gamma == 1
+    assert make_sampler("mi-guided", free_max=np.bool_(True)).free_max is True
+
+
+def test_decode_stays_short():
+    """The loop is a short function; features compose around it (samplers, hooks)."""
+    import inspect
+
+    from unmask.decode import decode as fn
+
+    assert len(inspect.getsource(fn).splitlines()) <= 80
+
+
+def test_a_spec_string_is_a_sampler(toy):
+    x = torch.full((3, 5), toy.mask_id)
+    by_spec = decode(toy, x, "eb:gamma=0.5,order=confidence+verify=0.1", seed=2)
+    from unmask import Verified
+
+    by_object = decode(toy, x, Verified(make_sampler("eb", gamma=0.5, order="confidence"),
+                                        tolerance=0.1), seed=2)
+    assert torch.equal(by_spec.tokens, by_object.tokens)
+    assert torch.equal(by_spec.stats["rejected"], by_object.stats["rejected"])
+    with pytest.raises(UnmaskError, match="hooks=corrector_hooks"):
+        decode(toy, x, "eb+corrector")

@@ -1,10 +1,16 @@
-"""Every registered sampler, driven through the same decode loop, keeps the contract."""
+"""Every registered sampler, driven through the same decode loop plain and wrapped in
+``Verified``, keeps the contract."""
 
 import pytest
 import torch
 
-from unmask import DecodeConfig, available_samplers, decode, make_sampler
+from unmask import DecodeConfig, UnmaskError, Verified, available_samplers, decode, make_sampler
 from unmask.samplers.base import sampler_class
+
+#: the samplers the library registers (no experimental one may join the global registry)
+REGISTERED = ["confidence", "dapd", "demask", "dus", "eb", "entropy", "factor", "info-gain",
+              "klass", "lookum", "margin", "mi-guided", "mi-oracle", "pc", "threshold", "topk",
+              "uniform"]
 
 
 def _untrained_estimator(model):
@@ -20,15 +26,29 @@ def _untrained_estimator(model):
 PARAMS: dict = {
     "mi-guided": _untrained_estimator,
     "mi-oracle": {"gamma": 1.0, "eps": 0.0},
+    "demask": lambda model: {"estimator": _untrained_estimator(model)["estimator"],
+                             "bound": 0.5},
 }
 
 
+def subject(name, toy, tiny_transformer):
+    """The model a sampler is driven on: the toy, or the tiny transformer for samplers that
+    read attention weights (the toy has none; tests/samplers/test_dapd.py checks the refusal)."""
+    return tiny_transformer if getattr(sampler_class(name), "needs_attentions", False) else toy
+
+
 def sampler_names():
-    return available_samplers()
+    return REGISTERED
+
+
+def test_the_registry_holds_the_library_samplers_only():
+    import unmask.samplers  # noqa: F401  (registers them all)
+
+    assert available_samplers() == REGISTERED
 
 
 def verifiable(name):
-    """Samplers whose sets the loop can verify (``DecodeConfig.verify``): all but lookahead."""
+    """Samplers whose sets ``Verified`` can check: all but lookahead."""
     return not sampler_class(name).evaluates_next_state
 
 
@@ -37,12 +57,15 @@ VERIFY = pytest.mark.parametrize("verify", [False, True], ids=["plain", "verifie
 
 def skip_unverifiable(name, verify):
     if verify and not verifiable(name):
-        pytest.skip(f"{name} evaluates its next state itself; verify refuses it (test_verify)")
+        with pytest.raises(UnmaskError, match="evaluates its next state itself"):
+            Verified(make_sampler(name))
+        pytest.skip(f"{name} evaluates its next state itself; Verified refuses it")
 
 
-def build(name, model):
+def build(name, model, verify=False):
     params = PARAMS.get(name, {})
-    return make_sampler(name, **(params(model) if callable(params) else params))
+    sampler = make_sampler(name, **(params(model) if callable(params) else params))
+    return Verified(sampler) if verify else sampler
 
 
 def masked_inputs(model, b, seed=0):
@@ -58,11 +81,12 @@ def masked_inputs(model, b, seed=0):
 @VERIFY
 @pytest.mark.parametrize("name", sampler_names())
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_contract_on_toy(name, temperature, verify, toy):
+def test_contract_on_toy(name, temperature, verify, toy, tiny_transformer):
     skip_unverifiable(name, verify)
+    toy = subject(name, toy, tiny_transformer)
     x = masked_inputs(toy, 6)
-    history_cfg = DecodeConfig(temperature=temperature, record_history=True, verify=verify)
-    res = decode(toy, x, build(name, toy), history_cfg, seed=11)
+    history_cfg = DecodeConfig(temperature=temperature, record_history=True)
+    res = decode(toy, x, build(name, toy, verify), history_cfg, seed=11)
     masked = x == toy.mask_id
     # revealed tokens never change, and every mask is filled with a real token
     assert torch.equal(res.tokens[~masked], x[~masked])
@@ -84,24 +108,27 @@ def test_contract_on_toy(name, temperature, verify, toy):
     # reveal_step agrees with masking
     assert ((res.reveal_step >= 0) == masked).all()
     # same seed -> same output
-    again = decode(toy, x, build(name, toy), history_cfg, seed=11)
+    again = decode(toy, x, build(name, toy, verify), history_cfg, seed=11)
     assert torch.equal(res.tokens, again.tokens)
 
 
 @VERIFY
 @pytest.mark.parametrize("name", sampler_names())
-def test_batch_equals_rows(name, verify, toy):
+def test_batch_equals_rows(name, verify, toy, tiny_transformer):
     skip_unverifiable(name, verify)
+    toy = subject(name, toy, tiny_transformer)
     x = masked_inputs(toy, 5, seed=3)
-    cfg = DecodeConfig(temperature=0.7, verify=verify)
-    batch = decode(toy, x, build(name, toy), cfg, seed=100)
+    cfg = DecodeConfig(temperature=0.7)
+    batch = decode(toy, x, build(name, toy, verify), cfg, seed=100)
+    assert set(batch.stats) == ({"rejected"} if verify else set())
     for r in range(x.shape[0]):
-        one = decode(toy, x[r:r + 1], build(name, toy), cfg, seed=100 + r)
+        one = decode(toy, x[r:r + 1], build(name, toy, verify), cfg, seed=100 + r)
         assert torch.equal(one.tokens[0], batch.tokens[r]), (name, r)
         assert one.nfe[0] == batch.nfe[r]
         assert one.steps[0] == batch.steps[r]
         assert one.sequences[0] == batch.sequences[r]
-        assert one.rejected[0] == batch.rejected[r]
+        for key in batch.stats:
+            assert one.stats[key][0] == batch.stats[key][r]
 
 
 @VERIFY
@@ -110,7 +137,7 @@ def test_blocks_decode_left_to_right(name, verify, tiny_transformer):
     skip_unverifiable(name, verify)
     m = tiny_transformer
     x = torch.full((3, 12), m.mask_id)
-    res = decode(m, x, build(name, m), DecodeConfig(block_size=4, verify=verify), seed=0)
+    res = decode(m, x, build(name, m, verify), DecodeConfig(block_size=4), seed=0)
     # every position of block j is revealed before any position of block j + 1
     step = res.reveal_step.view(3, 3, 4)
     assert (step[:, :-1].max(-1).values < step[:, 1:].min(-1).values).all()
@@ -119,10 +146,11 @@ def test_blocks_decode_left_to_right(name, verify, tiny_transformer):
 
 @VERIFY
 @pytest.mark.parametrize("name", sampler_names())
-def test_nothing_masked_costs_nothing(name, verify, toy):
+def test_nothing_masked_costs_nothing(name, verify, toy, tiny_transformer):
     skip_unverifiable(name, verify)
+    toy = subject(name, toy, tiny_transformer)
     x = torch.zeros(2, 5, dtype=torch.long)
-    res = decode(toy, x, build(name, toy), DecodeConfig(verify=verify))
+    res = decode(toy, x, build(name, toy, verify))
     assert res.nfe.tolist() == [0, 0] and res.steps.tolist() == [0, 0]
     assert torch.equal(res.tokens, x)
 

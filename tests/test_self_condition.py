@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from unmask import DecodeConfig, decode, make_sampler
-from unmask.decode import previous_pass_probs, real_log_probs
 from unmask.models.transformer import MDMTransformer
+from unmask.probs import previous_pass_probs, real_log_probs
 from unmask.sudoku.train import SudokuPool, sudoku_model_config
 from unmask.training import TrainConfig, masked_cross_entropy, train
 

@@ -78,12 +78,12 @@ def test_demo_runs(capsys):
 
 
 def test_verified_at_tolerance_zero_is_sequential_decoding(model):
-    from unmask import DecodeConfig
+    from unmask import Verified
 
     x = grid_to_tokens(load_set("hard")[0][:2])
     seq = decode(model, x, "confidence")
-    exact = decode(model, x, make_sampler("eb", gamma=1.0, order="confidence"),
-                   DecodeConfig(verify=True, verify_tolerance=0.0))
+    exact = decode(model, x, Verified(make_sampler("eb", gamma=1.0, order="confidence"),
+                                      tolerance=0.0))
     assert torch.equal(exact.tokens, seq.tokens)
     assert (exact.nfe < seq.nfe).all()
 
@@ -99,8 +99,8 @@ def test_shipped_corrector_belongs_to_the_shipped_model_and_repairs_boards(model
     """Hard puzzles 0, 74 and 113: EB gamma=0.3 fails them; with the shipped corrector
     (threshold 0.3) the loop takes the wrong digits back and solves them (all 1,000:
     24 boards repaired, none lost)."""
-    from unmask import DecodeConfig
     from unmask.corrector import load_corrector
+    from unmask.hooks import corrector_hooks
 
     corrector = load_corrector(None, model)
     puzzles, _ = load_set("hard")
@@ -108,10 +108,10 @@ def test_shipped_corrector_belongs_to_the_shipped_model_and_repairs_boards(model
     x = grid_to_tokens(puzzles)
     eb = make_sampler("eb", gamma=0.3, order="confidence")
     plain = decode(model, x, eb)
-    fixed = decode(model, x, eb, DecodeConfig(remask_threshold=0.3), corrector=corrector)
+    fixed = decode(model, x, eb, hooks=corrector_hooks(corrector, threshold=0.3))
     assert not is_valid_solution(tokens_to_grid(plain.tokens), puzzles).any()
     assert is_valid_solution(tokens_to_grid(fixed.tokens), puzzles).all()
-    assert (fixed.remasked > 0).all() and (fixed.nfe > plain.nfe).all()
+    assert (fixed.stats["remasked"] > 0).all() and (fixed.nfe > plain.nfe).all()
     other = load_model("sudoku")
     with torch.no_grad():
         other.head.bias.add_(0.01)

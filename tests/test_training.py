@@ -68,7 +68,7 @@ def test_a_checkpoint_older_than_a_model_config_field_still_resumes(pool, tmp_pa
     cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
     ckpt = tmp_path / "checkpoint.pt"
-    state = torch.load(ckpt, weights_only=False)
+    state = torch.load(ckpt, weights_only=True)
     del state["model_config"]["self_condition"]  # as written before the field existed
     torch.save(state, ckpt)
     logs = []
@@ -114,12 +114,12 @@ def test_checkpoint_counts_training_time_over_resumes(pool, tmp_path):
     cfg = TrainConfig(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=4, eval_every=2,
                       max_time_s=3600.0, decay_by_time=True, stop_at_step=2)
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
-    first = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["elapsed_s"]
+    first = torch.load(tmp_path / "checkpoint.pt", weights_only=True)["elapsed_s"]
     assert first > 0
     rest = TrainConfig(**{**cfg.__dict__, "stop_at_step": None})
     train(tiny(), lambda s, b: pool.batch(s, b), rest, tmp_path, resume=True,
           log=lambda s: None)
-    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert state["step"] == 4 and state["elapsed_s"] > first
 
 
@@ -134,7 +134,7 @@ def test_a_run_stopped_by_its_time_budget_evaluates_its_last_step(pool, tmp_path
                       max_time_s=0.3, decay_by_time=True)
     history = train(tiny(), slow_batches, cfg, tmp_path, lambda m: {"accuracy": 0.5},
                     log=lambda s: None)
-    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert 0 < state["step"] < 500
     assert [h["step"] for h in history] == [state["step"]] and history[0]["best"]
     assert (tmp_path / "best" / "model.safetensors").is_file()
@@ -161,3 +161,259 @@ def test_best_weights_record_the_origin_and_a_resume_keeps_it(pool, tmp_path):
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path / "plain",
           lambda m: {"accuracy": 1.0}, log=lambda s: None)
     assert "origin" not in json.loads((tmp_path / "plain" / "best" / "config.json").read_text())
+
+
+# -- the loop itself (fit), on a linear model --------------------------------------------------
+
+def _linear_task():
+    """A least-squares problem whose batches are a pure function of the step."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 1)
+
+    def batch(step):
+        g = torch.Generator().manual_seed(step)
+        x = torch.randn(8, 4, generator=g)
+        return x, x @ w
+
+    return batch
+
+
+def _fit_linear(out, loop, *, resume=False, progress=None, evaluate=None, settings=None,
+                override=False, log=None):
+    from unmask.training import fit
+
+    batch = _linear_task()
+    torch.manual_seed(1)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=loop.lr)
+
+    def step(i):
+        x, y = batch(i)
+        return ((model(x) - y) ** 2).mean()
+
+    res = fit(step, evaluate, loop, out, model=model, optimizer=opt, resume=resume,
+              progress=progress, settings=settings, override=override,
+              log=log or (lambda s: None))
+    return model, res
+
+
+def test_ctrl_c_in_a_step_saves_a_checkpoint_and_resume_equals_an_uninterrupted_run(tmp_path):
+    from unmask.training import LoopConfig
+
+    loop = LoopConfig(total_steps=12, lr=0.05, warmup_steps=2, eval_every=5)
+    full, _ = _fit_linear(tmp_path / "a", loop)
+
+    def ctrl_c_at_7(step, loss):
+        if step == 7:
+            raise KeyboardInterrupt
+
+    logs = []
+    with pytest.raises(KeyboardInterrupt):
+        _fit_linear(tmp_path / "b", loop, progress=ctrl_c_at_7, log=logs.append)
+    assert logs[-1].startswith("interrupted at step 7: checkpoint saved to")
+    state = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 7  # the steps since the evaluation at 5 are kept
+    resumed, res = _fit_linear(tmp_path / "b", loop, resume=True)
+    assert res.steps == 12 and res.stopped == "total_steps"
+    assert torch.equal(full.weight, resumed.weight) and torch.equal(full.bias, resumed.bias)
+
+
+def test_early_stopping_counts_evaluations_without_a_better_metric(tmp_path):
+    from unmask.training import LoopConfig
+
+    scores = iter([3.0, 2.0, 2.5, 2.0, 2.1, 1.0])
+    loop = LoopConfig(total_steps=100, lr=0.01, eval_every=2, metric="m", patience=3)
+    _, res = _fit_linear(tmp_path, loop, evaluate=lambda m: {"m": next(scores)})
+    # best 2.0 at step 4; 2.5, 2.0 (not lower), 2.1: three without improvement
+    assert res.stopped == "early_stopping" and res.steps == 10
+    assert res.best == 2.0 and res.best_step == 4
+    assert [h.get("best", False) for h in res.history] == [True, True, False, False, False]
+
+
+def test_a_fresh_run_starts_a_fresh_history(tmp_path):
+    import json
+
+    from unmask.training import LoopConfig
+
+    loop = LoopConfig(total_steps=4, lr=0.01, eval_every=2, metric="m",
+                      evaluate_at_start=True)
+    for _ in range(2):
+        _fit_linear(tmp_path, loop, evaluate=lambda m: {"m": 1.0})
+    lines = [json.loads(s) for s in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [0, 2, 4] and lines[0]["baseline"]
+    assert lines[1]["best"]  # the baseline is no candidate for the best weights
+
+
+# -- checkpoints: nothing in them runs, bad ones are one line ----------------------------------
+
+class _RunsCode:
+    """Unpickling this writes a file: what a crafted checkpoint could do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(pool, tmp_path):
+    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    marker = tmp_path / "marker"
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    ckpt.parent.mkdir()
+    torch.save({"step": 1, "history": [], "payload": _RunsCode(marker)}, ckpt)
+    with pytest.raises(UnmaskError, match="refused, nothing in it was run") as e:
+        train(tiny(), lambda s, b: pool.batch(s, b), cfg, ckpt.parent, resume=True)
+    assert "\n" not in str(e.value)
+    assert not marker.exists()
+    torch.load(ckpt, weights_only=False)  # the control: unpickled freely, it runs
+    assert marker.read_text() == "ran"
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "not a dict"])
+def test_a_damaged_checkpoint_is_one_line(pool, tmp_path, damage):
+    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
+    ckpt = tmp_path / "checkpoint.pt"
+    data = ckpt.read_bytes()
+    if damage == "not a dict":
+        torch.save([1, 2], ckpt)
+    else:
+        ckpt.write_bytes(b"" if damage == "empty" else data[: len(data) // 2])
+    with pytest.raises(UnmaskError, match="resume: .*checkpoint") as e:
+        train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, resume=True)
+    assert "\n" not in str(e.value)
+
+
+def test_resume_with_other_settings_names_them_unless_overridden(pool, tmp_path):
+    cfg = TrainConfig(batch_size=8, total_steps=4, eval_every=2, warmup_steps=1, seed=0,
+                      stop_at_step=2)
+    data = {"pool": 200}
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None, data=data)
+    other = TrainConfig(**{**cfg.__dict__, "batch_size": 16, "lr": 2e-3, "stop_at_step": None})
+    with pytest.raises(UnmaskError) as e:
+        train(tiny(), lambda s, b: pool.batch(s, b), other, tmp_path, resume=True,
+              data={"pool": 300})
+    msg = str(e.value)
+    assert "other training settings" in msg and "--override-config" in msg
+    for field in ("train_config.batch_size 8 -> 16", "train_config.lr", "data.pool 200 -> 300"):
+        assert field in msg
+    assert "seed" not in msg and "\n" not in msg
+    # run fields (time budget, device, a pause) may change; the rest with override only
+    later = TrainConfig(**{**cfg.__dict__, "stop_at_step": 3, "max_time_s": 60.0})
+    train(tiny(), lambda s, b: pool.batch(s, b), later, tmp_path, resume=True,
+          log=lambda s: None, data=data)
+    logs = []
+    history = train(tiny(), lambda s, b: pool.batch(s, b), other, tmp_path, resume=True,
+                    override=True, log=logs.append, data={"pool": 300})
+    assert any("going on with other settings" in s and "batch_size" in s for s in logs)
+    assert history[-1]["step"] == 4 and history[-1]["samples"] == 4 * 16
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert state["train_config"]["batch_size"] == 16 and state["data"] == {"pool": 300}
+
+
+def test_checkpoints_hold_plain_data_only(pool, tmp_path):
+    import numpy as np
+
+    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    # metrics as numpy numbers still give a checkpoint that weights_only reads
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path,
+          lambda m: {"accuracy": np.float64(0.5), "nfe": np.int64(3)}, log=lambda s: None)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert state["history"][0]["accuracy"] == 0.5 and state["best"] == 0.5
+
+
+# -- the CLI: seeds, refusals, Ctrl-C ----------------------------------------------------------
+
+TINY_ARITH = ["--batch-size", "8", "--eval-every", "2", "--eval-prompts", "4", "--warmup", "1",
+              "--threads", "1", "--no-bf16", "--model-config",
+              '{"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32}']
+
+
+def _train_arith(out, *extra):
+    from unmask.cli import main
+
+    return main(["train", "arithmetic", "--out", str(out), *TINY_ARITH, *extra])
+
+
+def test_the_seed_seeds_the_weights(tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    for name, seed in (("a", "3"), ("b", "3"), ("c", "4")):
+        assert _train_arith(tmp_path / name, "--steps", "2", "--seed", seed) == 0
+    a, b, c = (load_file(str(tmp_path / n / "best" / "model.safetensors")) for n in "abc")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_cli_refusals_on_resume_are_one_line_exit_2(tmp_path, capsys):
+    assert _train_arith(tmp_path, "--steps", "2") == 0
+    capsys.readouterr()
+    assert _train_arith(tmp_path, "--steps", "4", "--resume", "--batch-size", "16") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: resume:") and err.count("\n") == 1
+    assert "train_config.batch_size 8 -> 16" in err and "train_config.total_steps 2 -> 4" in err
+    assert _train_arith(tmp_path, "--steps", "2", "--override-config") == 2
+    assert "--override-config: only with --resume" in capsys.readouterr().err
+    ckpt = tmp_path / "checkpoint.pt"
+    marker = tmp_path / "marker"
+    for content in (b"", ckpt.read_bytes()[:100], None):
+        if content is None:
+            torch.save({"x": _RunsCode(marker)}, ckpt)
+        else:
+            ckpt.write_bytes(content)
+        assert _train_arith(tmp_path, "--steps", "2", "--resume") == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: resume:") and err.count("\n") == 1
+    assert not marker.exists()
+
+
+def test_sigint_during_training_saves_a_checkpoint_and_exits_130(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "unmask", "train", "arithmetic", "--out", str(out),
+         "--steps", "1000000", *[a if a != "2" else "1" for a in TINY_ARITH]],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not (out / "history.jsonl").is_file():  # evaluated every step: under way
+            assert proc.poll() is None and time.time() < deadline, proc.stderr.read()
+            time.sleep(0.1)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted at step" in stdout and "checkpoint saved" in stdout
+    assert "Traceback" not in stderr
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert state["step"] >= 1
+    assert f"interrupted at step {state['step']}:" in stdout
+
+
+def test_written_weights_have_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        tiny().save_pretrained(tmp_path / "m")
+        from unmask.io import atomic_path
+
+        with atomic_path(tmp_path / "x.txt") as tmp:
+            tmp.write_text("x")
+    finally:
+        os.umask(old)
+    for f in (tmp_path / "m" / "model.safetensors", tmp_path / "m" / "config.json",
+              tmp_path / "x.txt"):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f

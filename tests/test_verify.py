@@ -1,14 +1,18 @@
-"""Verified parallel reveals (``DecodeConfig(verify=True)``, :mod:`unmask.verify`)."""
+"""Verified parallel reveals (the ``Verified`` sampler wrapper, :mod:`unmask.samplers.verified`)."""
 
 import pytest
 import torch
 
-from unmask import DecodeConfig, decode, make_sampler
-from unmask.bench import BenchEntry
-from unmask.decode import real_log_probs
+from unmask import DecodeConfig, Verified, decode, make_sampler, parse_spec
 from unmask.errors import UnmaskError
+from unmask.hooks import corrector_hooks
 from unmask.models.toy import ExactJointMDM
+from unmask.probs import real_log_probs
 from unmask.rng import row_gumbel
+
+
+def _v(name, tolerance=1.0, max_draft=None, **params):
+    return Verified(make_sampler(name, **params), tolerance=tolerance, max_draft=max_draft)
 
 
 def _proposal(model, tokens, temperature, seed, step):
@@ -52,12 +56,12 @@ def _replay(model, x, res, temperature, seed):
 def test_every_verified_token_is_its_predecessors_proposal(temperature, seed):
     model = ExactJointMDM(n=6, v=3, seed=seed, concentration=0.3)
     x = torch.full((1, 6), model.mask_id)
-    cfg = DecodeConfig(temperature=temperature, verify=True, record_history=True)
+    cfg = DecodeConfig(temperature=temperature, record_history=True)
     # top-k with k = N drafts every masked position every pass
-    res = decode(model, x, make_sampler("topk", k=6), cfg, seed=seed)
+    res = decode(model, x, _v("topk", k=6), cfg, seed=seed)
     passes = _replay(model, x, res, temperature, seed)
     assert sum(map(len, passes)) == 6
-    assert int(res.rejected[0]) == sum(6 - sum(map(len, passes[:t])) - len(p)
+    assert int(res.stats["rejected"][0]) == sum(6 - sum(map(len, passes[:t])) - len(p)
                                        for t, p in enumerate(passes))
 
 
@@ -67,8 +71,7 @@ def test_the_accepted_prefix_is_the_longest_consistent_one(seed):
     whose proposal its predecessors change."""
     model = ExactJointMDM(n=6, v=3, seed=seed, concentration=0.3)
     x = torch.full((1, 6), model.mask_id)
-    res = decode(model, x, make_sampler("topk", k=6), DecodeConfig(verify=True,
-                                                                    record_history=True))
+    res = decode(model, x, _v("topk", k=6), DecodeConfig(record_history=True))
     prev = x[0]
     for t, state in enumerate(res.history):
         state = state[0]
@@ -91,10 +94,10 @@ def test_a_pair_its_own_head_would_change_is_split():
     model = ExactJointMDM(torch.tensor([[0.0, 0.40], [0.35, 0.25]]))
     x = torch.full((1, 2), model.mask_id)
     plain = decode(model, x, make_sampler("topk", k=2))
-    verified = decode(model, x, make_sampler("topk", k=2), DecodeConfig(verify=True))
+    verified = decode(model, x, _v("topk", k=2))
     assert plain.tokens.tolist() == [[1, 1]] and plain.nfe.tolist() == [1]
     assert verified.tokens.tolist() == [[0, 1]]
-    assert verified.rejected.tolist() == [1] and verified.steps.tolist() == [2]
+    assert verified.stats["rejected"].tolist() == [1] and verified.steps.tolist() == [2]
     # the base pass, then one call on the one prefix with a MASK left, reused as pass 2's
     assert verified.nfe.tolist() == [2] and verified.sequences.tolist() == [2]
 
@@ -104,57 +107,68 @@ def test_a_sequential_sampler_is_unchanged(toy):
     x[1, 2] = 0
     for temperature in (0.0, 0.9):
         plain = decode(toy, x, "confidence", DecodeConfig(temperature=temperature), seed=3)
-        verified = decode(toy, x, "confidence", DecodeConfig(temperature=temperature,
-                                                             verify=True), seed=3)
+        verified = decode(toy, x, _v("confidence"), DecodeConfig(temperature=temperature),
+                          seed=3)
         for key in ("tokens", "nfe", "sequences", "steps", "reveal_step", "cumulative_entropy"):
             assert torch.equal(getattr(plain, key), getattr(verified, key)), key
-        assert verified.rejected.tolist() == [0, 0, 0, 0]
+        assert verified.stats["rejected"].tolist() == [0, 0, 0, 0]
 
 
 def test_verify_max_one_is_sequential_confidence(toy):
     x = torch.full((3, 5), toy.mask_id)
     seq = decode(toy, x, "confidence")
-    capped = decode(toy, x, make_sampler("topk", k=5), DecodeConfig(verify=True, verify_max=1))
+    capped = decode(toy, x, _v("topk", max_draft=1, k=5))
     assert torch.equal(seq.tokens, capped.tokens) and torch.equal(seq.nfe, capped.nfe)
 
 
 def test_passes_cost_one_call_each(tiny_transformer):
     m = tiny_transformer
     x = torch.full((4, 12), m.mask_id)
-    res = decode(m, x, make_sampler("eb", gamma=2.0), DecodeConfig(verify=True), seed=0)
+    res = decode(m, x, _v("eb", gamma=2.0), seed=0)
     # one call per pass (the last pass's verifying call may be the only extra one)
     assert ((res.nfe >= res.steps) & (res.nfe <= res.steps + 1)).all()
-    assert (res.sequences >= 12 + res.rejected).all()
+    assert (res.sequences >= 12 + res.stats["rejected"]).all()
 
 
 def test_verify_refuses_what_it_cannot_check(toy):
     x = torch.full((1, 5), toy.mask_id)
     with pytest.raises(UnmaskError, match="verify: sampler 'info-gain' evaluates its next"):
-        decode(toy, x, "info-gain", DecodeConfig(verify=True))
+        Verified(make_sampler("info-gain"))
+    with pytest.raises(UnmaskError, match=r"verify: sampler 'topk\+verify'"):
+        Verified(_v("topk"))  # a verified sampler evaluates its next state
 
     class Corrector:
         def check_model(self, model):
             pass
 
+        def wrong_probs(self, output, tokens):
+            return torch.zeros(tokens.shape)
+
     with pytest.raises(UnmaskError, match="verify: not with a corrector"):
-        decode(toy, x, "topk", DecodeConfig(verify=True), corrector=Corrector())
-    with pytest.raises(UnmaskError, match="verify_max: must be None or an integer >= 1"):
-        DecodeConfig(verify=True, verify_max=0)
-    with pytest.raises(UnmaskError, match="verify_max: only has an effect with verify=True"):
-        DecodeConfig(verify_max=3)
+        decode(toy, x, _v("topk"), hooks=corrector_hooks(Corrector()))
+    with pytest.raises(UnmaskError, match="max_draft: must be None or an integer >= 1"):
+        _v("topk", max_draft=0)
+    with pytest.raises(UnmaskError, match="max_draft: must be None or an integer >= 1"):
+        _v("topk", max_draft=True)
+    for bad in (-0.1, 1.5, True, "0.1"):
+        with pytest.raises(UnmaskError, match="verify_tolerance: must be in"):
+            _v("topk", tolerance=bad)
+    with pytest.raises(UnmaskError, match="inner: expected a Sampler"):
+        Verified("topk")
 
 
 def test_bench_spec_suffix():
-    e = BenchEntry.parse("eb:gamma=0.3,order=confidence+verify")
+    e = parse_spec("eb:gamma=0.3,order=confidence+verify")
     assert e.verified and not e.corrected and e.params == {"gamma": 0.3, "order": "confidence"}
     assert e.label == "eb gamma=0.3 order=confidence +verify"
+    assert isinstance(e.build(), Verified) and e.build().tolerance == 1.0
     for bad in ("eb+verify+corrector", "eb+corrector+verify"):
         with pytest.raises(UnmaskError, match=r"\+verify and \+corrector cannot be combined"):
-            BenchEntry.parse(bad)
+            parse_spec(bad)
     with pytest.raises(UnmaskError, match="'lookum' evaluates its next state itself"):
-        BenchEntry.parse("lookum+verify")
-    e = BenchEntry.parse("mi-guided:gamma=1.0,order=confidence+verify=0.01")
-    assert e.verified and e.verify_tolerance == 0.01 and e.params["gamma"] == 1.0
+        parse_spec("lookum+verify")
+    e = parse_spec("mi-guided:gamma=1.0,order=confidence+verify=0.01")
+    assert e.verified and e.verify == 0.01 and e.params["gamma"] == 1.0
     assert e.label == "mi-guided gamma=1.0 order=confidence +verify=0.01"
     from unmask.bench import plot_family
 
@@ -162,7 +176,7 @@ def test_bench_spec_suffix():
                         "verify_tolerance": 0.01}) == "eb +verify"
     for bad in ("eb+verify=2", "eb+verify=x", "eb+verify=true"):
         with pytest.raises(UnmaskError, match=r"takes a tolerance in \[0, 1\]"):
-            BenchEntry.parse(bad)
+            parse_spec(bad)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -172,9 +186,8 @@ def test_tolerance_zero_is_sequential_confidence_decoding(seed):
     x[1, 0] = 1
     x[2, 3] = 2
     seq = decode(model, x, "confidence")
-    exact = decode(model, x, make_sampler("topk", k=6),
-                   DecodeConfig(verify=True, verify_tolerance=0.0))
-    loose = decode(model, x, make_sampler("topk", k=6), DecodeConfig(verify=True))
+    exact = decode(model, x, _v("topk", tolerance=0.0, k=6))
+    loose = decode(model, x, _v("topk", k=6))
     assert torch.equal(exact.tokens, seq.tokens)
     # each position pays its entropy given what was revealed before it, as sequentially
     assert torch.allclose(exact.cumulative_entropy, seq.cumulative_entropy, atol=1e-9)
@@ -191,8 +204,7 @@ def test_tolerance_zero_matches_sequential_on_a_transformer(tiny_transformer):
     x = torch.full((6, 12), m.mask_id)
     x[::2, ::3] = 1
     seq = decode(m, x, "confidence")
-    exact = decode(m, x, make_sampler("eb", gamma=5.0, order="confidence"),
-                   DecodeConfig(verify=True, verify_tolerance=0.0))
+    exact = decode(m, x, _v("eb", tolerance=0.0, gamma=5.0, order="confidence"))
     assert torch.equal(exact.tokens, seq.tokens)
     assert torch.allclose(exact.cumulative_entropy, seq.cumulative_entropy, atol=1e-4)
     assert (exact.nfe <= seq.nfe).all() and bool((exact.nfe < seq.nfe).any())
@@ -204,17 +216,17 @@ def test_calls_split_by_rows_change_nothing(tiny_transformer, monkeypatch):
     still charge each row one call per pass."""
     import functools
 
-    import unmask.verify
+    import unmask.samplers.verified as verified
 
     m = tiny_transformer
     x = torch.full((5, 12), m.mask_id)
     x[1] = 1  # nothing to decode
     x[3, :10] = 2  # two cells left
-    cfg = DecodeConfig(verify=True, verify_tolerance=0.2)
-    one = decode(m, x, make_sampler("eb", gamma=3.0), cfg, seed=0)
-    monkeypatch.setattr(unmask.verify, "verify_reveal",
-                        functools.partial(unmask.verify.verify_reveal, max_sequences=1))
-    split = decode(m, x, make_sampler("eb", gamma=3.0), cfg, seed=0)
-    for key in ("tokens", "nfe", "sequences", "steps", "rejected", "cumulative_entropy"):
+    one = decode(m, x, _v("eb", tolerance=0.2, gamma=3.0), seed=0)
+    monkeypatch.setattr(verified, "verify_reveal",
+                        functools.partial(verified.verify_reveal, max_sequences=1))
+    split = decode(m, x, _v("eb", tolerance=0.2, gamma=3.0), seed=0)
+    for key in ("tokens", "nfe", "sequences", "steps", "cumulative_entropy"):
         assert torch.equal(getattr(one, key), getattr(split, key)), key
-    assert int(one.rejected.sum()) > 0
+    assert torch.equal(one.stats["rejected"], split.stats["rejected"])
+    assert int(one.stats["rejected"].sum()) > 0

@@ -2,114 +2,54 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError
-from unmask.samplers.base import make_sampler, parse_param_value
+from unmask.hooks import Hook
+from unmask.samplers.base import parse_param_value
+from unmask.samplers.spec import CORRECTOR, VERIFY, SamplerSpec, parse_spec, verify_suffix
 
-#: a bench spec ending in this is decoded with the corrector
-CORRECTED_SUFFIX = "+corrector"
-#: a bench spec ending in this has every pass's set verified (``DecodeConfig.verify``);
-#: ``+verify=T`` also holds the order to sequential decoding's within tolerance T
-VERIFIED_SUFFIX = "+verify"
+#: a bench entry is a parsed sampler spec (:mod:`unmask.samplers.spec`)
+BenchEntry = SamplerSpec
 
-
-def verify_suffix(tolerance: float) -> str:
-    """How a label shows verification: ``+verify`` (tokens only) or ``+verify=T``."""
-    return VERIFIED_SUFFIX + ("" if tolerance == 1.0 else f"={tolerance:g}")
+__all__ = ["BenchEntry", "CORRECTOR", "SamplerSpec", "VERIFY", "parse_spec", "timed_decode",
+           "verify_suffix"]
 
 
-@dataclass
-class BenchEntry:
-    """One sampler configuration to benchmark: a label, a registered name, its parameters,
-    whether the loop runs it with the bench's corrector (``decode(..., corrector=)``) and
-    whether it verifies every pass's set (``DecodeConfig.verify``)."""
+def timed_decode(model, tokens: torch.Tensor, entry: SamplerSpec, config: DecodeConfig,
+                 *, seed: int = 0, batch_size: int = 1000,
+                 corrector_hooks: tuple[Hook, ...] = ()) -> tuple[DecodeResult, float]:
+    """Decode ``tokens`` (B, N) with ``entry`` in chunks of ``batch_size`` rows.
 
-    label: str
-    name: str
-    params: dict = field(default_factory=dict)
-    corrected: bool = False
-    verified: bool = False
-    verify_tolerance: float = 1.0
+    Args:
+        corrector_hooks: the hooks an entry marked ``corrected`` decodes with
+            (:func:`unmask.hooks.corrector_hooks`); required for such entries.
 
-    @classmethod
-    def parse(cls, spec: str) -> BenchEntry:
-        """``NAME`` or ``NAME:K=V,K=V`` (e.g. ``eb:gamma=0.1,order=confidence``), optionally
-        followed by ``+corrector`` (decode with the corrector) or ``+verify`` / ``+verify=T``
-        (verify every pass's set against sequential decoding, tokens only / with the order
-        within tolerance T: ``DecodeConfig.verify_tolerance``)."""
-        corrected = spec.endswith(CORRECTED_SUFFIX)
-        if corrected:
-            spec = spec[: -len(CORRECTED_SUFFIX)]
-        head, sep, tail = spec.rpartition(VERIFIED_SUFFIX)
-        verified = bool(sep) and (tail == "" or tail.startswith("="))
-        tolerance = 1.0
-        if verified:
-            spec = head
-            if tail:
-                value = parse_param_value(tail[1:])
-                if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                        or not 0.0 <= value <= 1.0:
-                    raise UnmaskError(f"sampler spec {spec + sep + tail!r}: {VERIFIED_SUFFIX}=T "
-                                      f"takes a tolerance in [0, 1], got {tail[1:]!r}")
-                tolerance = float(value)
-        if corrected and verified or spec.endswith(CORRECTED_SUFFIX):
-            raise UnmaskError(f"sampler spec {spec!r}: {VERIFIED_SUFFIX} and "
-                              f"{CORRECTED_SUFFIX} cannot be combined (the corrector may change "
-                              "the state after a verified pass)")
-        name, _, rest = spec.partition(":")
-        params = {}
-        for item in filter(None, (s.strip() for s in rest.split(","))):
-            if "=" not in item:
-                raise UnmaskError(f"sampler spec {spec!r}: expected K=V, got {item!r}")
-            k, v = item.split("=", 1)
-            params[k.strip()] = parse_param_value(v.strip())
-        label = name.strip() + (" " + " ".join(f"{k}={v}" for k, v in params.items())
-                                if params else "")
-        if corrected:
-            label += " " + CORRECTED_SUFFIX
-        if verified:
-            label += " " + verify_suffix(tolerance)
-        entry = cls(label, name.strip(), params, corrected, verified, tolerance)
-        sampler = entry.sampler()  # validate now, with a message naming the field
-        if verified and sampler.evaluates_next_state:
-            raise UnmaskError(f"sampler spec {spec!r}: {VERIFIED_SUFFIX}: {name.strip()!r} "
-                              "evaluates its next state itself (lookahead); nothing to verify")
-        return entry
-
-    def sampler(self):
-        """A fresh sampler of this configuration."""
-        return make_sampler(self.name, **self.params)
-
-
-def timed_decode(model, tokens: torch.Tensor, entry: BenchEntry, config: DecodeConfig,
-                 *, seed: int = 0, batch_size: int = 1000, corrector=None
-                 ) -> tuple[DecodeResult, float]:
-    """Decode ``tokens`` (B, N) in chunks of ``batch_size`` rows; (merged result, seconds).
-    ``corrector`` is used for entries marked ``corrected`` (and must then be given)."""
-    if entry.corrected and corrector is None:
+    Returns:
+        (the chunks' results merged, seconds).
+    """
+    if entry.corrected and not corrector_hooks:
         raise UnmaskError(f"{entry.label}: no corrector to decode with")
-    if entry.verified:
-        config = dataclasses.replace(config, verify=True,
-                                     verify_tolerance=entry.verify_tolerance)
-    sampler = entry.sampler()
+    hooks = tuple(corrector_hooks) if entry.corrected else ()
+    sampler = entry.build()
     parts = []
     start = time.perf_counter()
     for i in range(0, tokens.shape[0], batch_size):
         parts.append(decode(model, tokens[i:i + batch_size], sampler, config, seed=seed + i,
-                            corrector=corrector if entry.corrected else None))
+                            hooks=hooks))
     wall = time.perf_counter() - start
     cat = {k: torch.cat([getattr(p, k) for p in parts]) for k in
-           ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step",
-            "remasked", "rejected")}
-    return DecodeResult(**cat), wall
+           ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step")}
+    keys = dict.fromkeys(k for p in parts for k in p.stats)
+    stats = {k: torch.cat([p.stats[k] if k in p.stats else torch.zeros(len(p.tokens),
+                                                                        dtype=torch.long)
+                           for p in parts]) for k in keys}
+    return DecodeResult(**cat, stats=stats), wall
 
 
 def wide_console(table):
@@ -191,8 +131,8 @@ def plot_family(row: dict) -> str:
         return isinstance(value, bool) or not isinstance(value, (int, float))
 
     forms = [t for t in row["label"].split()[1:] if "=" in t and is_form(t)]
-    suffixes = [suffix for key, suffix in (("corrected", CORRECTED_SUFFIX),
-                                           ("verified", VERIFIED_SUFFIX)) if row.get(key)]
+    suffixes = [suffix for key, suffix in (("corrected", CORRECTOR),
+                                           ("verified", VERIFY)) if row.get(key)]
     return " ".join([row["name"], *forms, *suffixes])
 
 

@@ -21,12 +21,13 @@ that a decoder really visits (:func:`decoded_states`), labelled against the know
 
 from __future__ import annotations
 
-import json
+import functools
 import math
-import time
+import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -34,8 +35,9 @@ from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.frozen_head import FrozenHead, frozen_features, load_frozen_head, mixer_blocks
-from unmask.mi.estimator_train import held_out_mask, rankdata
+from unmask.metrics import held_out_mask, roc_auc
 from unmask.models.base import MaskedModel, ModelOutput
+from unmask.training import LoopConfig, fit
 
 #: the corrector shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)
 SHIPPED_CORRECTOR = "sudoku_corrector"
@@ -158,11 +160,20 @@ class DecodedStates:
     groups: torch.Tensor
 
 
-def load_decoded_states(path: str | Path) -> tuple[dict, DecodedStates]:
+def load_decoded_states(path: str | Path, what: str = "states"
+                        ) -> tuple[dict, DecodedStates]:
     """The states file ``unmask train corrector`` keeps (OUT/states.pt): its key (the model's
-    fingerprint, the puzzle pool's size and seed, the samplers) and the states."""
-    saved = torch.load(path)
-    return saved["key"], DecodedStates(**saved["states"])
+    fingerprint, the puzzle pool's size and seed, the samplers) and the states. Read with
+    ``weights_only=True``; :class:`UnmaskError` naming ``what`` when it is not such a file."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        return saved["key"], DecodedStates(**saved["states"])
+    except pickle.UnpicklingError:
+        raise UnmaskError(f"{what}: {path} is not a states file of tensors and plain data "
+                          "(refused, nothing in it was run)") from None
+    except (OSError, RuntimeError, EOFError, KeyError, TypeError, ValueError) as e:
+        raise UnmaskError(f"{what}: {path} is not a states file of `unmask train corrector` "
+                          f"({type(e).__name__})") from None
 
 
 def decoded_states(model: MaskedModel, inputs: torch.Tensor, answers: torch.Tensor,
@@ -216,17 +227,6 @@ def compute_corrector_features(model: MaskedModel, corrector: Corrector, tokens:
 
 # -- metrics -------------------------------------------------------------------------------
 
-def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
-    """Area under the ROC curve of ``scores`` (n,) for bool ``labels`` (n,) (ties: average
-    ranks); nan when one class is absent."""
-    pos = int(labels.sum())
-    neg = len(labels) - pos
-    if not pos or not neg:
-        return math.nan
-    ranks = rankdata(scores.double())
-    return float((ranks[labels].sum() - pos * (pos + 1) / 2) / (pos * neg))
-
-
 def corrector_metrics(probs: torch.Tensor, states: DecodedStates, threshold: float = 0.5
                       ) -> dict:
     """On the decoded positions: AUC, and at ``threshold`` the share of flagged tokens that
@@ -262,6 +262,9 @@ class CorrectorTrainConfig:
     max_time_s: float | None = None
     extra: dict = field(default_factory=dict)
 
+    #: the fields a resumed run may change: its time budget and the metadata it records
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("max_time_s", "extra")
+
     def __post_init__(self):
         require(self.batch_size >= 1, f"batch_size: must be >= 1, got {self.batch_size}")
         require(self.lr > 0, f"lr: must be > 0, got {self.lr}")
@@ -287,61 +290,61 @@ def predict_wrong(corrector: Corrector, feats: torch.Tensor, batch_size: int = 2
             torch.zeros(feats.shape[:2])
 
 
+@functools.lru_cache(maxsize=2)
+def _epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
+    """The shuffle of ``n`` training states in ``epoch`` (0-based): the epoch-th permutation a
+    generator seeded with ``seed`` draws, so the order is a function of (seed, epoch)."""
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(epoch):
+        torch.randperm(n, generator=gen)
+    return torch.randperm(n, generator=gen)
+
+
 def train_corrector(corrector: Corrector, feats: torch.Tensor, states: DecodedStates,
                     cfg: CorrectorTrainConfig, out_dir: str | Path,
-                    log: Callable[[str], None] = print) -> dict:
-    """Train on precomputed ``feats`` (M, N, F) of ``states``; the best held-out corrector is
-    saved to ``out_dir/best`` and one line per epoch appended to ``out_dir/history.jsonl``.
-    Returns the held-out metrics of the best epoch."""
+                    log: Callable[[str], None] = print, *, resume: bool = False,
+                    override: bool = False, data: dict | None = None) -> dict:
+    """Train on precomputed ``feats`` (M, N, F) of ``states`` with
+    :func:`unmask.training.fit`: AdamW, cosine from ``cfg.lr`` to a tenth of it, one held-out
+    evaluation per epoch. The best held-out corrector is saved to ``out_dir/best``, one line
+    per epoch appended to ``out_dir/history.jsonl``, the state to ``out_dir/checkpoint.pt``
+    (``resume``: continue from it; ``data``, what the states are, must match unless
+    ``override``). Returns the held-out metrics of the best epoch."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     test = held_out_mask(states.groups, cfg.held_out, cfg.seed)
     train_idx, test_idx = (~test).nonzero().squeeze(1), test.nonzero().squeeze(1)
     if not train_idx.numel() or not test_idx.numel():
         raise UnmaskError(f"held_out: {cfg.held_out} of {len(states.groups.unique())} puzzles "
                           "leaves one side empty; use more puzzles")
-    gen = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(corrector.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    steps_per_epoch = math.ceil(len(train_idx) / cfg.batch_size)
-    total = steps_per_epoch * cfg.max_epochs
+    per_epoch = math.ceil(len(train_idx) / cfg.batch_size)
+    loop = LoopConfig(total_steps=per_epoch * cfg.max_epochs, lr=cfg.lr, min_lr=0.1 * cfg.lr,
+                      eval_every=per_epoch, metric="held_out_loss", patience=cfg.patience,
+                      max_time_s=cfg.max_time_s, steps_per_epoch=per_epoch)
     n_test = max(1, int(states.decoded[test_idx].sum()))
-    best, best_epoch, start, step = math.inf, -1, time.perf_counter(), 0
-    history = out / "history.jsonl"
-    history.unlink(missing_ok=True)
-    for epoch in range(1, cfg.max_epochs + 1):
-        corrector.train()
-        order = train_idx[torch.randperm(len(train_idx), generator=gen)]
-        for lo in range(0, len(order), cfg.batch_size):
-            batch = order[lo:lo + cfg.batch_size]
-            for g in opt.param_groups:
-                g["lr"] = cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * step / total)))
-            n = max(1, int(states.decoded[batch].sum()))
-            loss = _bce(corrector, feats, states, batch) / n
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            step += 1
-        corrector.eval()
+
+    def step(i: int) -> torch.Tensor:
+        epoch, k = divmod(i, per_epoch)
+        order = train_idx[_epoch_order(len(train_idx), cfg.seed, epoch)]
+        batch = order[k * cfg.batch_size:(k + 1) * cfg.batch_size]
+        return _bce(corrector, feats, states, batch) / max(1, int(states.decoded[batch].sum()))
+
+    def evaluate(_) -> dict:
         with torch.no_grad():
-            held = sum(float(_bce(corrector, feats, states, test_idx[i:i + 256]))
-                       for i in range(0, len(test_idx), 256)) / n_test
-        record = {"epoch": epoch, "step": step, "held_out_loss": held,
-                  "wall_s": round(time.perf_counter() - start, 1), "best": held < best}
-        with open(history, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        log(" ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in record.items()))
-        if held < best:
-            best, best_epoch = held, epoch
-            corrector.save(out / "best", extra={
-                "train": record, "split": {"held_out": cfg.held_out, "seed": cfg.seed},
-                **cfg.extra})
-        if epoch - best_epoch >= cfg.patience:
-            break
-        if cfg.max_time_s is not None and time.perf_counter() - start > cfg.max_time_s:
-            break
+            return {"held_out_loss": sum(float(_bce(corrector, feats, states, test_idx[i:i + 256]))
+                                         for i in range(0, len(test_idx), 256)) / n_test}
+
+    def save_best(record: dict, meta: dict) -> None:
+        corrector.save(out / "best", extra={
+            "train": record, "split": {"held_out": cfg.held_out, "seed": cfg.seed}, **cfg.extra})
+
+    opt = torch.optim.AdamW(corrector.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    res = fit(step, evaluate, loop, out, model=corrector, optimizer=opt, save_best=save_best,
+              resume=resume, override=override, identity={"corrector_config": corrector.config},
+              settings={"train_config": cfg, **({"data": data} if data is not None else {})},
+              log=log)
     best_head = Corrector.load(out / "best")
     sub = DecodedStates(*(t[test_idx] for t in (states.tokens, states.wrong, states.decoded,
                                                 states.groups)))
     metrics = corrector_metrics(predict_wrong(best_head, feats[test_idx]), sub)
-    return {"best_epoch": best_epoch, "held_out_loss": best, **metrics}
+    return {"best_epoch": math.ceil(res.best_step / per_epoch), "held_out_loss": res.best,
+            **metrics}

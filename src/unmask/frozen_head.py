@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -110,11 +111,23 @@ class FrozenHead(nn.Module):
         if not cfg_path.is_file() or not weights.is_file():
             raise UnmaskError(f"{cls.KIND}: {directory} has no {CONFIG_FILE} + "
                               f"{cls.WEIGHTS_FILE}")
-        meta = json.loads(cfg_path.read_text())
-        if meta.get("model_type") != cls.MODEL_TYPE:
+        try:
+            meta = json.loads(cfg_path.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise UnmaskError(f"{cls.KIND}: {cfg_path} is not JSON ({type(e).__name__})"
+                              ) from None
+        if not isinstance(meta, dict) or meta.get("model_type") != cls.MODEL_TYPE:
             raise UnmaskError(f"{cls.KIND}: {cfg_path} is not an {cls.MODEL_TYPE} config")
-        head = cls(cls.CONFIG_CLASS(**meta["config"]))
-        head.load_state_dict(load_file(str(weights), device=map_location))
+        try:
+            head = cls(cls.CONFIG_CLASS(**meta["config"]))
+        except (KeyError, TypeError) as e:
+            raise UnmaskError(f"{cls.KIND}: {cfg_path} holds no valid config ({type(e).__name__}"
+                              f": {e})") from None
+        try:
+            head.load_state_dict(load_file(str(weights), device=map_location))
+        except (SafetensorError, RuntimeError, OSError) as e:
+            raise UnmaskError(f"{cls.KIND}: {weights} is truncated or does not match "
+                              f"{CONFIG_FILE} ({type(e).__name__})") from None
         head.metadata = {k: v for k, v in meta.items() if k != "config"}
         head.eval()
         if model is not None:

@@ -1,9 +1,12 @@
 """Label shards: pure contexts, atomic resumable shards, identity checks, kill-and-resume."""
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import unmask
 from unmask import ExactJointMDM, UnmaskError
 from unmask.cli import main
 from unmask.mi import perturbation_mi
+from unmask.mi.estimator_train import LabelSet
 from unmask.mi.labels import _SUDOKU_LABEL_SALT, read_labels, sudoku_contexts, write_labels
 from unmask.models import MDMTransformer
 from unmask.sudoku import grid_to_tokens, is_valid_solution, training_grids
@@ -166,7 +170,9 @@ def test_killed_and_resumed_run_is_byte_identical(tiny_sudoku, tmp_path):
     _run_until(cmd, resumed / "shard-00000.safetensors")  # killed computing shard 1
     _run_until(cmd, resumed / "shard-00002.safetensors")  # killed again further on
     assert not (resumed / "shard-00003.safetensors").exists()  # the kills did interrupt
-    subprocess.run(cmd, env=_env(), check=True, capture_output=True)
+    _flip_byte(resumed / "shard-00000.safetensors")  # and a finished shard went bad
+    done = subprocess.run(cmd, env=_env(), check=True, capture_output=True, text=True)
+    assert "shard 1/4: shard-00000.safetensors does not match its sha256" in done.stdout
     subprocess.run(_cli(*args, "--out", str(straight)), env=_env(), check=True,
                    capture_output=True)
     names = sorted(p.name for p in straight.iterdir())
@@ -205,3 +211,171 @@ def test_sudoku_symmetries_move_grids_to_grids_and_keep_masks():
                                 torch.gather(solved, 1, torch.from_numpy(perm)))
     assert is_valid_solution(moved_solved.numpy() + 1).all()
     assert get_task("sudoku").symmetries(16, 3)[0].tolist() == perm.tolist()  # seeded
+
+
+# --- the manifest's sha256 is checked on resume (recompute) and on read (refuse) -------------
+
+def _flip_byte(path: Path, offset: int = -5) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def _edit_sha(out: Path, file: str) -> None:
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = next(s for s in manifest["shards"] if s["file"] == file)
+    entry["sha256"] = "0" * 64
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def _drop_entry(out: Path, file: str) -> None:
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["shards"] = [s for s in manifest["shards"] if s["file"] != file]
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+@pytest.fixture(scope="module")
+def straight_labels(tiny_sudoku, tmp_path_factory):
+    """An uninterrupted run: 5 contexts in shards of 2."""
+    model, _ = tiny_sudoku
+    out = tmp_path_factory.mktemp("straight") / "labels"
+    write_labels(model, out, contexts=5, shard_size=2)
+    return out
+
+
+def _same_folder(a: Path, b: Path) -> None:
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+SHARD1 = "shard-00001.safetensors"
+BAD_HASH = "does not match its sha256 in manifest.json"
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda out: _flip_byte(out / SHARD1), BAD_HASH),  # a tensor byte
+    (lambda out: _flip_byte(out / SHARD1, 20), BAD_HASH),  # a header byte
+    (lambda out: _truncate(out / SHARD1), BAD_HASH),
+    (lambda out: _edit_sha(out, SHARD1), BAD_HASH),
+    (lambda out: _drop_entry(out, SHARD1), "not listed in the manifest"),
+], ids=["tensor-byte", "header-byte", "truncated", "manifest-sha", "unlisted"])
+def test_a_damaged_shard_is_recomputed_on_resume_and_refused_on_read(
+        tiny_sudoku, straight_labels, tmp_path, damage, why):
+    model, _ = tiny_sudoku
+    out = tmp_path / "labels"
+    shutil.copytree(straight_labels, out)
+    damage(out)
+    if "listed" not in why:
+        with pytest.raises(UnmaskError, match="shard-00001.safetensors does not match") as e:
+            read_labels(out)
+        assert "\n" not in str(e.value)
+        with pytest.raises(UnmaskError, match="sha256"):  # what training reads
+            LabelSet.from_dir(out)
+    lines = []
+    write_labels(model, out, contexts=5, shard_size=2, log=lines.append)
+    assert lines[0] == "shard 1/3: done already" and lines[2] == "shard 3/3: done already"
+    assert lines[1] == f"shard 2/3: shard-00001.safetensors {why}; recomputing it"
+    assert lines[3].startswith("shard 2/3: 2 contexts")  # recomputed, nothing else
+    _same_folder(out, straight_labels)  # the manifest holds the true hash again
+    read_labels(out)
+
+
+def test_a_shard_listed_but_missing_is_recomputed(tiny_sudoku, straight_labels, tmp_path):
+    model, _ = tiny_sudoku
+    out = tmp_path / "labels"
+    shutil.copytree(straight_labels, out)
+    (out / "shard-00002.safetensors").unlink()
+    with pytest.raises(UnmaskError, match="shard-00002.safetensors is missing"):
+        read_labels(out)
+    lines = []
+    write_labels(model, out, contexts=5, shard_size=2, log=lines.append)
+    assert "listed in the manifest but missing; recomputing it" in lines[2]
+    _same_folder(out, straight_labels)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: "{not json", "not valid JSON"),
+    (lambda m: json.dumps([1, 2]), "not a label manifest"),
+    (lambda m: json.dumps({**m, "shards": [{**m["shards"][0], "start": "0"}]}),
+     "damaged shard entry #0"),
+    (lambda m: json.dumps({**m, "shards": [{**m["shards"][0], "file": "../evil"}]}),
+     "damaged shard entry #0"),
+    (lambda m: json.dumps({**m, "identity": {**m["identity"], "seed": 9}}), "seed"),
+])
+def test_a_damaged_manifest_is_refused(tiny_sudoku, straight_labels, tmp_path, edit, message):
+    model, _ = tiny_sudoku
+    out = tmp_path / "labels"
+    shutil.copytree(straight_labels, out)
+    text = edit(json.loads((out / "manifest.json").read_text()))
+    (out / "manifest.json").write_text(text)
+    for call in (lambda: write_labels(model, out, contexts=5, shard_size=2),
+                 lambda: read_labels(out)):
+        with pytest.raises(UnmaskError, match=message) as e:
+            call()
+        assert "\n" not in str(e.value)
+    assert (out / "manifest.json").read_text() == text  # refused, not rewritten
+
+
+def test_read_checks_the_shard_against_the_manifest_identity(tiny_sudoku, straight_labels,
+                                                             tmp_path):
+    """A shard of another folder copied in with its true hash is refused on read."""
+    model, _ = tiny_sudoku
+    other = tmp_path / "other"
+    write_labels(model, other, contexts=2, shard_size=2, seed=3)
+    out = tmp_path / "labels"
+    shutil.copytree(straight_labels, out)
+    shutil.copy(other / "shard-00000.safetensors", out / "shard-00000.safetensors")
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["shards"][0]["sha256"] = json.loads(
+        (other / "manifest.json").read_text())["shards"][0]["sha256"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UnmaskError, match="disagrees with manifest.json: seed=3"):
+        read_labels(out)
+    with pytest.raises(UnmaskError, match="seed=3"):
+        write_labels(model, out, contexts=5, shard_size=2)
+
+
+def test_cli_unwritable_or_odd_output_is_one_line(tiny_sudoku, tmp_path, capsys, monkeypatch):
+    _, model_dir = tiny_sudoku
+    base = ["mi", "label", "--model", str(model_dir), "--contexts", "2", "--shard-size", "2"]
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    if os.access(locked, os.W_OK):  # root ignores the mode: make the write fail as it would
+        real = tempfile.mkstemp
+
+        def refuse(*args, dir=None, **kwargs):
+            if dir is not None and Path(dir).is_relative_to(locked):
+                raise PermissionError(13, "Permission denied")
+            return real(*args, dir=dir, **kwargs)
+
+        monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    for out in (locked, locked / "sub"):
+        assert main(base + ["--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: out: ") and str(out) in err and "\n" not in err
+    assert not any(p.name.startswith("shard-") for p in locked.rglob("*"))
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(base + ["--out", str(a_file)]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "0", "--engine", "ray"], "--workers"), (["--workers", "2"], "--workers"),
+    (["--threads", "0"], "--threads"), (["--engine", "ray", "--device", "cuda:1"], "--device"),
+])
+def test_cli_engine_options_are_checked(tiny_sudoku, tmp_path, capsys, args, message):
+    _, model_dir = tiny_sudoku
+    base = ["mi", "label", "--model", str(model_dir), "--contexts", "2", "--out",
+            str(tmp_path / "o")]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {message}") and "\n" not in err
+    assert not (tmp_path / "o").exists()

@@ -6,20 +6,18 @@ import pytest
 import torch
 
 from unmask import UnmaskError
-from unmask.mi.estimator_train import (
-    EstimatorTrainConfig,
-    evaluate_predictions,
+from unmask.metrics import (
     held_out_mask,
-    label_resolution,
-    masked_pairs,
     pair_metrics,
-    pair_mse,
     pearson,
-    probe_agreement,
     rankdata,
     spearman,
     top_decile_recall,
 )
+from unmask.mi.estimator_eval import evaluate_predictions, masked_pairs, probe_agreement
+from unmask.mi.estimator_losses import pair_mse
+from unmask.mi.estimator_train import EstimatorTrainConfig
+from unmask.mi.label_set import label_resolution
 
 
 def test_rankdata_averages_ties():
@@ -208,7 +206,7 @@ def test_held_out_split_is_by_group_and_stable_across_set_sizes():
 
 
 def test_rank_loss_pays_for_misordered_pairs_only():
-    from unmask.mi.estimator_train import pair_rank_loss
+    from unmask.mi.estimator_losses import pair_rank_loss
 
     torch.manual_seed(0)
     n = 6
@@ -228,3 +226,13 @@ def test_rank_loss_pays_for_misordered_pairs_only():
     two = torch.zeros(1, n, dtype=torch.bool)
     two[0, :2] = True
     assert pair_rank_loss(torch.rand(1, n, n), true[:1], two, 64) == 0
+
+
+def test_the_old_home_still_exports_every_moved_name():
+    import unmask.metrics
+    import unmask.mi.estimator_eval
+    import unmask.mi.estimator_train as old
+
+    assert old.rankdata is unmask.metrics.rankdata
+    assert old.evaluate_predictions is unmask.mi.estimator_eval.evaluate_predictions
+    assert all(hasattr(old, name) for name in old.__all__)

@@ -89,7 +89,9 @@ def test_training_beats_the_untrained_head_and_the_mean(positional_toy, toy_labe
         == pytest.approx(res["best_loss"], rel=1e-6)
     assert best.metadata["split"]["held_out_contexts"] == int(held.sum())
     lines = [json.loads(s) for s in (tmp_path / "history.jsonl").read_text().splitlines()]
-    assert len(lines) == 30 and sum(r.get("best", False) for r in lines) >= 1
+    # the untrained head's line, then one per epoch
+    assert len(lines) == 31 and lines[0]["baseline"] and lines[0]["step"] == 0
+    assert sum(r.get("best", False) for r in lines) >= 1
 
 
 def test_sqrt_scale_training_selects_on_its_own_scale(positional_toy, toy_labels,
@@ -174,7 +176,7 @@ def test_a_checkpoint_older_than_a_config_field_still_resumes(positional_toy, to
     train_estimator(new_estimator(positional_toy), toy_hidden, toy_labels,
                     positional_toy.mask_id, cfg, tmp_path / "a", log=lambda s: None)
     ckpt = tmp_path / "a" / "checkpoint.pt"
-    state = torch.load(ckpt, weights_only=False)
+    state = torch.load(ckpt, weights_only=True)
     # as written before these fields existed: their defaults are what the run used
     del state["estimator_config"]["extra_layers"], state["train_config"]["rank_samples"]
     torch.save(state, ckpt)

@@ -153,3 +153,18 @@ def test_bad_input_is_one_line_and_exit_2(tiny_run, capsys, tmp_path):
     one_line_error(capsys, ["mi", "train", "--model", model, "--labels",
                             str(tmp_path / "none"), "--out", str(tmp_path / "e")],
                    "--labels")
+
+
+def test_resume_with_other_settings_is_refused_unless_overridden(tiny_run, capsys, tmp_path):
+    import shutil
+
+    run = tmp_path / "est"
+    shutil.copytree(tiny_run / "est", run)
+    args = ["train", "mi-estimator", "--model", str(tiny_run / "model"), "--labels",
+            str(tiny_run / "labels"), "--out", str(run), "--epochs", "3", "--batch-size", "8",
+            "--held-out", "0.25", "--d", "16", "--pair-rank", "4", "--resume"]
+    one_line_error(capsys, args + ["--lr", "0.01", "--seed", "2"],
+                   "train_config.lr 0.005 -> 0.01; train_config.seed 0 -> 2")
+    one_line_error(capsys, args[:-1] + ["--override-config"], "only with --resume")
+    assert main(args + ["--lr", "0.01", "--override-config"]) == 0
+    assert "going on with other settings: train_config.lr" in capsys.readouterr().out

@@ -6,7 +6,7 @@ import torch
 
 from unmask import UnmaskError
 from unmask.decode import decode
-from unmask.protein.model import load_protein_model
+from unmask.models.auto import load_protein_model
 from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, encode, generation_inputs
 
 transformers = pytest.importorskip("transformers")

@@ -10,12 +10,12 @@ from unmask import UnmaskError
 from unmask.cli import main
 from unmask.decode import decode
 from unmask.models import MDMTransformer, TransformerConfig
+from unmask.models.auto import load_model, load_protein_model
 from unmask.protein.data import CropSampler
 from unmask.protein.model import (
     ProteinMDM,
     check_protein_model,
     heldout_eval_set,
-    load_protein_model,
     masked_loss,
     protein_model_config,
 )
@@ -74,7 +74,6 @@ def test_save_load_and_model_checks(tiny_protein, tmp_path):
     with pytest.raises(UnmaskError, match="neither a model folder nor a shipped model"):
         load_protein_model("no-such-model")
     # the generic loader recognises a protein model by its config and reads PAD as given
-    from unmask.pretrained import load_model
 
     generic = load_model(tmp_path / "m")
     assert isinstance(generic, ProteinMDM) and generic.fingerprint() == tiny_protein.fingerprint()
@@ -95,7 +94,10 @@ def run_train(tmp_path, *extra):
 
 def test_train_then_resume_then_bench(tmp_path, capsys):
     assert run_train(tmp_path, "--steps", "2") == 0
-    assert run_train(tmp_path, "--steps", "4", "--resume") == 0
+    # more steps stretch the schedule: refused unless asked for
+    assert run_train(tmp_path, "--steps", "4", "--resume") == 2
+    assert "train_config.total_steps 2 -> 4" in capsys.readouterr().err
+    assert run_train(tmp_path, "--steps", "4", "--resume", "--override-config") == 0
     out = capsys.readouterr().out
     assert "resumed at step 2" in out and "14 nonstandard" in out
     history = [json.loads(line) for line in (tmp_path / "run/history.jsonl").open()]

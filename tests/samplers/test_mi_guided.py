@@ -187,3 +187,28 @@ def test_oracle_below_every_marginal_free_head_goes_one_by_one_free_max_does_not
     assert res.reveal_step[0].tolist() == [0, 1, 1]
     assert res.tokens[0, 0] == res.tokens[0, 1]
     assert res.sequences.item() == 1 + (1 + 2)  # pass 2 probes X1's two values
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_an_estimator_given_by_path_reading_a_hidden_layer_works_from_pass_one(
+        tiny_transformer, tmp_path, verify):
+    """The sampler loads its estimator in ``prepare`` (before the first pass), so the loop
+    knows from pass 1 that the estimator reads a hidden layer other than the last."""
+    from unmask import Verified
+    from unmask.mi.estimator import EstimatorConfig, MIEstimator
+
+    m = tiny_transformer
+    torch.manual_seed(0)
+    est = MIEstimator(EstimatorConfig(hidden_size=m.hidden_size, layer=1,
+                                      model_fingerprint=m.fingerprint()))
+    est.save(tmp_path / "est")
+    x = torch.full((2, 12), m.mask_id)
+    sampler = make_sampler("mi-guided", estimator=str(tmp_path / "est"), gamma=1.0)
+    assert not sampler.needs_hidden_layers  # nothing loaded yet
+    res = decode(m, x, Verified(sampler) if verify else sampler, seed=0)
+    assert not (res.tokens == m.mask_id).any() and sampler.needs_hidden_layers
+    # the same decode as with the estimator object itself
+    same = decode(m, x, make_sampler("mi-guided", estimator=est, gamma=1.0)
+                  if not verify else Verified(make_sampler("mi-guided", estimator=est,
+                                                           gamma=1.0)), seed=0)
+    assert torch.equal(res.tokens, same.tokens) and torch.equal(res.nfe, same.nfe)

@@ -6,34 +6,34 @@ import torch
 
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.arithmetic.train import TASKS, task_inputs, training_batch
-from unmask.bench import BenchEntry, timed_decode, verify_suffix
+from unmask.bench import timed_decode
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import require
 from unmask.models.base import MaskedModel
 from unmask.samplers.pc import frequency_table
+from unmask.samplers.spec import SamplerSpec
 
 
-def default_entries(fmt: EquationFormat) -> list[BenchEntry]:
+def default_entries(fmt: EquationFormat) -> list[SamplerSpec]:
     """Every greedy baseline at one token per step, the parallel ones at their usual
     settings, every position drafted at once with its passes verified (tokens only, and with
     the order held to sequential decoding's within 0.03), and the lookahead samplers with and
     without the bypass."""
     every = {"k": fmt.length}
     return [
-        BenchEntry("confidence", "confidence"),
-        BenchEntry("entropy", "entropy"),
-        BenchEntry("margin", "margin"),
-        BenchEntry("uniform", "uniform"),
-        BenchEntry("topk k=2", "topk", {"k": 2}),
-        BenchEntry("eb γ=0.1", "eb", {"gamma": 0.1}),
-        BenchEntry("threshold τ=0.9", "threshold", {"tau": 0.9}),
-        *(BenchEntry(f"topk k={fmt.length} {verify_suffix(t)}", "topk", every, verified=True,
-                     verify_tolerance=t) for t in (1.0, 0.03)),
-        BenchEntry("klass", "klass"),
-        BenchEntry("pc", "pc", {"frequencies": training_frequencies(fmt)}),
-        BenchEntry("info-gain", "info-gain"),
-        BenchEntry("info-gain bypass=0.9", "info-gain", {"bypass": 0.9}),
-        BenchEntry("lookum", "lookum"),
+        SamplerSpec("confidence"),
+        SamplerSpec("entropy"),
+        SamplerSpec("margin"),
+        SamplerSpec("uniform"),
+        SamplerSpec("topk", {"k": 2}),
+        SamplerSpec("eb", {"gamma": 0.1}, label="eb γ=0.1"),
+        SamplerSpec("threshold", {"tau": 0.9}, label="threshold τ=0.9"),
+        *(SamplerSpec("topk", every, verify=t) for t in (1.0, 0.03)),
+        SamplerSpec("klass"),
+        SamplerSpec("pc", {"frequencies": training_frequencies(fmt)}, label="pc"),
+        SamplerSpec("info-gain"),
+        SamplerSpec("info-gain", {"bypass": 0.9}),
+        SamplerSpec("lookum"),
     ]
 
 
@@ -43,7 +43,7 @@ def training_frequencies(fmt: EquationFormat, n: int = 20_000) -> torch.Tensor:
     return frequency_table(targets, VOCAB_SIZE, ignore=MASK_ID)
 
 
-def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[BenchEntry],
+def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec],
               tasks: tuple[str, ...] = tuple(TASKS), prompts: int = 500,
               generate_temperature: float = 1.0, seed: int = 0, progress=None) -> list[dict]:
     """Decode ``prompts`` inputs of every task with every entry; one result dict per pair.
@@ -71,7 +71,8 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[BenchEntry]
             rows.append({
                 "task": task, "sampler": entry.label, "name": entry.name,
                 "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
-                "verified": entry.verified, "verify_tolerance": entry.verify_tolerance,
+                "verified": entry.verified,
+                "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
                 "temperature": cfg.temperature, "prompts": prompts,
                 "accuracy": float(fmt.correct(res.tokens).float().mean()),
                 "well_formed": float(fmt.well_formed(res.tokens).float().mean()),

@@ -47,7 +47,8 @@ def train_arithmetic(args: argparse.Namespace) -> int:
           f"sequences of {fmt.length} tokens", flush=True)
     train(model, lambda step, bs: training_batch(fmt, step, bs, seed=args.seed), cfg, out,
           lambda m: training_metrics(m, fmt, args.eval_prompts), resume=args.resume,
-          log=lambda s: print(s, flush=True))
+          override=args.override_config, log=lambda s: print(s, flush=True),
+          data={"eval_prompts": args.eval_prompts})
     print(f"best weights: {out / 'best'}")
     return 0
 
@@ -80,7 +81,8 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
     from unmask.commands.common import progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
 
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
@@ -89,7 +91,7 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise UnmaskError(f"--tasks: unknown {unknown[0]!r}; choose from {', '.join(TASKS)}")
-    model = load_model(args.model)
+    model = load_model(args.model or "arithmetic", task="arithmetic")
     task = getattr(getattr(model, "config", None), "task", None)
     if not (isinstance(task, str) and task.startswith("multiplication-")):
         raise UnmaskError(f"--model: a {task or 'task-less'} model, this command needs a "

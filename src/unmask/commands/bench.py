@@ -21,6 +21,7 @@ from unmask.commands.common import (
     require_task,
 )
 from unmask.decode import DecodeConfig
+from unmask.hooks import corrector_hooks
 
 
 def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
@@ -38,11 +39,11 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
                    help="corrector folder for specs ending in '+corrector' (default: the "
                         "shipped one)")
     p.add_argument("--remask-threshold", type=finite_float(),
-                   default=default_of(DecodeConfig, "remask_threshold"),
+                   default=default_of(corrector_hooks, "threshold"),
                    help="with a corrector: remask decoded tokens it finds wrong with a "
                         "probability above this (default %(default)s)")
     p.add_argument("--max-remasks", type=non_negative_int,
-                   default=default_of(DecodeConfig, "max_remasks"),
+                   default=default_of(corrector_hooks, "max_remasks"),
                    help="with a corrector: times one cell may be remasked (default "
                         "%(default)s)")
     p.add_argument("--ban-remasked", action="store_true",
@@ -68,7 +69,8 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     from unmask.commands.common import bench_entries, progress_bar, resolve_device
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
     from unmask.sudoku.bench import (
         DEFAULT_SPECS,
         SEED_REFERENCE,
@@ -83,18 +85,18 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     distinct_outputs(json=json_path, plot=plot_path)
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     puzzles = set_puzzles(args.set)[: args.limit]
-    model = load_model(args.model).to(device)
+    model = load_model(args.model, task="sudoku").to(device)
     require_task(model, "sudoku", "--model")
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
-    config = DecodeConfig(self_condition=not args.no_self_condition,
-                          remask_threshold=args.remask_threshold, max_remasks=args.max_remasks,
-                          ban_remasked=args.ban_remasked)
-    corrector = None
+    config = DecodeConfig(self_condition=not args.no_self_condition)
+    corrector, hooks = None, ()
     if any(e.corrected for e in entries):
         from unmask.corrector import SHIPPED_CORRECTOR, load_corrector
 
         corrector = load_corrector(args.corrector, model=model)
+        hooks = corrector_hooks(corrector, threshold=args.remask_threshold,
+                                max_remasks=args.max_remasks, ban_remasked=args.ban_remasked)
     elif args.corrector:
         raise UnmaskError("--corrector: no sampler spec ends in '+corrector'")
     from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
@@ -111,7 +113,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     estimators = list(records.values())
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
-                            batch_size=args.batch_size, config=config, corrector=corrector,
+                            batch_size=args.batch_size, config=config, corrector_hooks=hooks,
                             progress=update)
     ref = singles_reference(puzzles)
     add_paired_vs(rows, add_nfe_vs_sequential(rows))

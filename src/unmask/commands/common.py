@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import math
 import os
 from pathlib import Path
@@ -70,8 +71,14 @@ def finite_float(low: float | None = None, high: float | None = None, *,
 
 
 def default_of(cls, name: str):
-    """The default of field ``name`` of dataclass ``cls`` (so a flag's default is read from
-    the class it configures, never copied)."""
+    """The default of field ``name`` of dataclass ``cls``, or of keyword parameter ``name``
+    of function ``cls`` (so a flag's default is read from what it configures, never
+    copied)."""
+    if not dataclasses.is_dataclass(cls):
+        param = inspect.signature(cls).parameters.get(name)
+        if param is None or param.default is inspect.Parameter.empty:
+            raise KeyError(f"{cls.__name__} has no defaulted parameter {name!r}")
+        return param.default
     for f in dataclasses.fields(cls):
         if f.name == name:
             if f.default is not dataclasses.MISSING:
@@ -286,7 +293,7 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
                       lr: float, warmup: int, eval_every: int) -> None:
     """The flags every ``unmask TASK train`` shares, with the task's defaults."""
     p.add_argument("--out", default=out, help=f"run folder (checkpoints, best/; default {out})")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    add_resume_args(p)
     p.add_argument("--steps", type=positive_int, default=steps,
                    help=f"total optimiser steps (default {steps})")
     p.add_argument("--batch-size", type=positive_int, default=batch_size)
@@ -301,22 +308,41 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
                         "whose speed is not known in advance")
     add_threads_arg(p)
     add_device_arg(p)
-    add_seed_arg(p, help="seed of the training batches (default 0)")
+    add_seed_arg(p, help="seed of the weight initialisation and the training batches "
+                          "(default 0)")
     p.add_argument("--model-config", default=None,
                    help="JSON object overriding the architecture (e.g. '{\"n_layers\": 6}')")
     p.add_argument("--no-bf16", action="store_true")
 
 
+def add_resume_args(p: argparse.ArgumentParser) -> None:
+    """``--resume`` and ``--override-config``, for every command that trains."""
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint.pt (refused if it was written with other "
+                        "training settings, unless --override-config)")
+    p.add_argument("--override-config", action="store_true",
+                   help="with --resume: go on with the training settings given now where they "
+                        "differ from the checkpoint's (the differences are logged)")
+
+
+def check_resume_args(args: argparse.Namespace) -> None:
+    if args.override_config and not args.resume:
+        raise UnmaskError("--override-config: only with --resume")
+
+
 def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
-    """(architecture overrides from ``--model-config``, the
-    :class:`~unmask.training.TrainConfig` the flags describe, plus ``config``); the output
-    folder is checked first."""
+    """Seed torch with ``--seed`` (the weight initialisation); return (architecture
+    overrides from ``--model-config``, the :class:`~unmask.training.TrainConfig` the flags
+    describe, plus ``config``); the output folder is checked first."""
     import json
+
+    import torch
 
     from unmask.training import TrainConfig
 
     output_folder(args.out, "--out")
     resolve_device(args.device)
+    check_resume_args(args)
     if args.decay_by_time and not args.max_time:
         raise UnmaskError("--decay-by-time: needs --max-time (the time budget to decay over)")
     try:
@@ -331,6 +357,7 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
                       max_time_s=args.max_time, decay_by_time=args.decay_by_time,
                       seed=args.seed, device=args.device,
                       bf16=not args.no_bf16, **config)
+    torch.manual_seed(args.seed)
     return overrides, cfg
 
 

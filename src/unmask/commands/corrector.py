@@ -7,8 +7,10 @@ from pathlib import Path
 
 from unmask.cli import arguments, command
 from unmask.commands.common import (
+    add_resume_args,
     add_seed_arg,
     add_threads_arg,
+    check_resume_args,
     finite_float,
     output_folder,
     positive_int,
@@ -48,6 +50,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=None,
                    help="stop after this many seconds")
     add_threads_arg(p)
+    add_resume_args(p)
 
 
 @command("corrector", "train",
@@ -70,15 +73,17 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     )
     from unmask.errors import UnmaskError
     from unmask.io import atomic_path
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
     from unmask.sudoku.tokens import grid_to_tokens
     from unmask.sudoku.train import SudokuPool
 
+    check_resume_args(args)
     if args.puzzles < 10:
         raise UnmaskError(f"--puzzles: need at least 10, got {args.puzzles}")
     output_folder(args.out, "--out")
     specs = bench_entries(args.samplers, DEFAULT_STATE_SAMPLERS)
-    model = load_model(args.model or "sudoku")
+    model = load_model(args.model or "sudoku", task="sudoku")
     # the corrector is trained on Sudoku states (known answers)
     require_task(model, "sudoku", "--model")
     cfg = CorrectorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
@@ -93,7 +98,12 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     key = {"model": model.fingerprint(), "puzzles": args.puzzles, "pool_seed": args.pool_seed,
            "samplers": [e.label for e in specs]}
     cache = out / "states.pt"
-    saved_key, states = load_decoded_states(cache) if cache.is_file() else (None, None)
+    saved_key, states = None, None
+    if cache.is_file():
+        try:
+            saved_key, states = load_decoded_states(cache)
+        except UnmaskError as e:
+            print(f"decoded states: {e}; decoding anew", flush=True)
     if saved_key == key:
         print(f"decoded states: reused {cache}", flush=True)
     else:
@@ -114,7 +124,8 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
                  "data": {"puzzles": args.puzzles, "pool_seed": args.pool_seed,
                           "samplers": [e.label for e in specs], "states": len(states.tokens)}}
     res = train_corrector(corrector, feats, states, cfg, args.out,
-                          log=lambda s: print(s, flush=True))
+                          log=lambda s: print(s, flush=True), resume=args.resume,
+                          override=args.override_config, data=key)
     print(f"best epoch {res['best_epoch']}: held-out loss {res['held_out_loss']:.4f}, AUC "
           f"{res['auc']:.3f}; at 0.5: precision {res['precision']:.3f}, recall "
           f"{res['recall']:.3f} ({res['wrong']:,} wrong of {res['positions']:,} decoded); "

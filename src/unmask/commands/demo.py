@@ -8,7 +8,7 @@ import time
 from unmask.cli import arguments, command
 from unmask.commands.common import add_threads_arg, positive_int
 
-#: (sampler, params, verify tolerance or None: ``DecodeConfig.verify_tolerance``)
+#: (sampler, params, verify tolerance or None: ``Verified(tolerance=)``)
 DEMO_SAMPLERS = [
     ("confidence", {}, None),
     ("topk", {"k": 7}, None),
@@ -41,12 +41,13 @@ def demo(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from unmask.errors import UnmaskError
-    from unmask.pretrained import describe_source, load_model
+    from unmask.models.auto import load_model
+    from unmask.pretrained import describe_source
     from unmask.samplers import make_sampler
 
     console = Console()
     try:
-        model = load_model()  # the shipped Sudoku MDM, never a folder of that name
+        model = load_model("sudoku", task="sudoku")  # a bare name: the shipped asset
     except UnmaskError as e:
         # said on stderr, so a missing asset is never mistaken for the demo itself
         print(f"demo: the shipped Sudoku model cannot be loaded ({e}); showing the exact toy "
@@ -79,6 +80,7 @@ def _toy_demo(console) -> int:
     from unmask.decode import DecodeConfig, decode
     from unmask.models import ExactJointMDM
     from unmask.samplers import make_sampler
+    from unmask.samplers.verified import Verified
 
     model = ExactJointMDM(n=5, v=3, seed=1, concentration=0.3)
     x = torch.full((1000, 5), model.mask_id)
@@ -89,9 +91,10 @@ def _toy_demo(console) -> int:
     for name, params, tolerance in DEMO_SAMPLERS:
         if name == "mi-guided":  # no estimator ships for the toy: ground-truth MI
             name, params = "mi-oracle", {**params, "eps": 0.0}
-        cfg = (DecodeConfig() if tolerance is None
-               else DecodeConfig(verify=True, verify_tolerance=tolerance))
-        res = decode(model, x, make_sampler(name, **params), cfg)
+        sampler = make_sampler(name, **params)
+        if tolerance is not None:
+            sampler = Verified(sampler, tolerance=tolerance)
+        res = decode(model, x, sampler, DecodeConfig())
         idx = (res.tokens * (3 ** torch.arange(4, -1, -1))).sum(1)
         table.add_row(name, _label(params, tolerance), f"{float(logp[idx].mean()):.3f}",
                       f"{res.nfe.float().mean():.1f}")

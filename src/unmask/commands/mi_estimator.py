@@ -9,8 +9,10 @@ import json
 from unmask.cli import arguments, command
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
+    add_resume_args,
     add_seed_arg,
     add_threads_arg,
+    check_resume_args,
     finite_float,
     non_negative_int,
     output_folder,
@@ -53,7 +55,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
                    help="model folder or shipped name the labels were probed on "
                         "(default: the shipped model of the labels' task)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    add_resume_args(p)
     p.add_argument("--epochs", type=positive_int, default=200, help="at most this many epochs")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=5e-3)
@@ -119,6 +121,7 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
     )
 
     output_folder(args.out, "--out")
+    check_resume_args(args)
     labels, model, task = _load_labels(args.labels, args.model)
     est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer,
                               extra_layers=args.extra_layers, d=args.d,
@@ -151,8 +154,10 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
              "model": args.model or task.name}
     with progress_bar(planned_steps(labels, cfg), "training") as update:
         res = train_estimator(estimator, hidden, labels, model.mask_id, cfg, args.out,
-                              resume=args.resume, log=lambda s: print(s, flush=True),
-                              progress=lambda step, total: update(step), extra=extra)
+                              resume=args.resume, override=args.override_config,
+                              log=lambda s: print(s, flush=True),
+                              progress=lambda step, total: update(step), extra=extra,
+                              data={"labels": labels.identity, "contexts": probed})
     print(f"stopped ({res['stopped']}) after {res['steps']} steps; best held-out loss "
           f"{res['best_loss']:.5g} at step {res['best_step']}; estimator: {args.out}/best "
           f"({time.perf_counter() - t0:.1f} s)")
@@ -330,7 +335,7 @@ def mi_map(args: argparse.Namespace) -> int:
     from unmask.mi.estimator import estimate_mi, load_estimator
     from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
     from unmask.mi.probe import perturbation_mi
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
     from unmask.sudoku.parse import parse_puzzle
     from unmask.sudoku.tokens import grid_to_tokens
 
@@ -347,7 +352,7 @@ def mi_map(args: argparse.Namespace) -> int:
     if not (grid == 0).sum() >= 2:
         raise UnmaskError("PUZZLE: needs at least two blank cells to have pairs")
     out = output_path(args.out, "--out", IMAGE_SUFFIXES)
-    model = load_model(args.model)
+    model = load_model(args.model, task="sudoku")
     require_task(model, "sudoku", "--model")
     model.autocast_bf16 = False
     tokens = grid_to_tokens(grid)[None]

@@ -87,9 +87,7 @@ def train_protein(args: argparse.Namespace) -> int:
     fraction = 0.1 if args.heldout_fraction is None else args.heldout_fraction
     seed = 0 if args.split_seed is None else args.split_seed
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     record = split_record(split, fraction, seed)
-    atomic_write_text(out / "split.json", json.dumps(record, indent=2) + "\n")
     skips = ", ".join(f"{v} {k}" for k, v in split.skipped.items() if v) or "none"
     print(f"data: {split.source}: {len(split.train)} training and {len(split.heldout)} held-out "
           f"proteins; skipped: {skips}", flush=True)
@@ -98,15 +96,20 @@ def train_protein(args: argparse.Namespace) -> int:
     train_crops = split.train_sampler()
     eval_set = heldout_eval_set(split.heldout_sampler(), args.eval_size)
 
+    def write_split(best: Path) -> None:  # the split goes with the weights it trained
+        for folder in (out, best):
+            atomic_write_text(folder / "split.json", json.dumps(record, indent=2) + "\n")
+
     def evaluate(m):
         metrics = masked_loss(m, *(t.to(args.device) for t in eval_set))
         # the selection metric is "higher is better": the negated held-out loss
         return {**metrics, "score": -metrics["heldout_loss"]}
 
+    data = {"fasta": str(args.fasta) if args.fasta else None, "heldout_fraction": fraction,
+            "split_seed": seed, "eval_size": args.eval_size}
     train(model, lambda step, bs: training_batch(train_crops, step, bs, seed=args.seed), cfg,
-          out, evaluate, resume=args.resume, log=lambda s: print(s, flush=True))
-    if (out / "best").is_dir():
-        atomic_write_text(out / "best" / "split.json", json.dumps(record, indent=2) + "\n")
+          out, evaluate, resume=args.resume, override=args.override_config,
+          log=lambda s: print(s, flush=True), data=data, on_best=write_split)
     print(f"best weights: {out / 'best'}")
     return 0
 
@@ -146,9 +149,9 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
     from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
     from unmask.commands.common import bench_entries, progress_bar
     from unmask.io import atomic_write_text
+    from unmask.models.auto import load_protein_model
     from unmask.pretrained import describe_source
     from unmask.protein.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_protein
-    from unmask.protein.model import load_protein_model
 
     if args.min_length > args.max_length:
         raise UnmaskError(f"--min-length, --max-length: lengths from {args.min_length} to "

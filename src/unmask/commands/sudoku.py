@@ -22,6 +22,7 @@ from unmask.commands.common import (
 )
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
+from unmask.hooks import corrector_hooks
 
 
 def _solve_args(p: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
                    help="corrector folder for a sampler spec ending in '+corrector' "
                         "(default: the shipped one)")
     p.add_argument("--remask-threshold", type=finite_float(),
-                   default=default_of(DecodeConfig, "remask_threshold"),
+                   default=default_of(corrector_hooks, "threshold"),
                    help="with '+corrector': remask digits it finds wrong with a probability "
                         "above this (default %(default)s)")
     add_threads_arg(p)
@@ -53,18 +54,18 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
 
 
 def solve_batches(model, puzzles, sampler, config: DecodeConfig, *, seed: int = 0,
-                  batch_size: int = 500, corrector=None
+                  batch_size: int = 500, hooks=()
                   ) -> Iterator[tuple[int, object, object, object]]:
-    """Decode puzzles (P, 81) int8 batch by batch; yields (first index, grids (b, 81) int8,
-    solved (b,) bool, nfe (b,)) as each batch finishes."""
+    """Decode puzzles (P, 81) int8 batch by batch with decode ``hooks`` (e.g.
+    :func:`unmask.hooks.corrector_hooks`); yields (first index, grids (b, 81) int8, solved (b,)
+    bool, nfe (b,)) as each batch finishes."""
     from unmask.decode import decode
     from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
 
-    cfg = config
     for i in range(0, len(puzzles), batch_size):
         chunk = puzzles[i:i + batch_size]
-        res = decode(model, grid_to_tokens(chunk), sampler, cfg, seed=seed + i,
-                     corrector=corrector)
+        res = decode(model, grid_to_tokens(chunk), sampler, config, seed=seed + i,
+                     hooks=hooks)
         grids = tokens_to_grid(res.tokens)
         yield i, grids, is_valid_solution(grids, chunk), res.nfe.numpy()
 
@@ -73,15 +74,21 @@ def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_siz
                   show_progress=False, corrector=None, remask_threshold=0.3, verify=False,
                   verify_tolerance=1.0):
     """Decode puzzles (P, 81) int8 -> (grids (P, 81) int8, solved (P,), nfe (P,)), with an
-    optional corrector (see ``decode``) or verification (``DecodeConfig.verify``)."""
+    optional corrector (:func:`unmask.hooks.corrector_hooks`) or verification
+    (:class:`unmask.samplers.verified.Verified`)."""
     import numpy as np
 
-    cfg = DecodeConfig(temperature=temperature, remask_threshold=remask_threshold,
-                       verify=verify, verify_tolerance=verify_tolerance)
+    from unmask.samplers.verified import Verified
+
+    cfg = DecodeConfig(temperature=temperature)
+    if verify:
+        sampler = Verified(sampler, tolerance=verify_tolerance)
+    hooks = (() if corrector is None
+             else corrector_hooks(corrector, threshold=remask_threshold))
     grids, solved, nfe = [], [], []
     with progress_bar(len(puzzles), "solving", enabled=show_progress) as update:
         for i, g, s, n in solve_batches(model, puzzles, sampler, cfg, seed=seed,
-                                        batch_size=batch_size, corrector=corrector):
+                                        batch_size=batch_size, hooks=hooks):
             grids.append(g)
             solved.append(s)
             nfe.append(n)
@@ -117,24 +124,24 @@ def read_puzzle_args(texts: list[str], file: str | None):
 def solve(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
     from unmask.sudoku.parse import format_grid, to_string
 
     entry = sampler_entry(args.sampler)
     if args.corrector and not entry.corrected:
         raise UnmaskError("--corrector: the sampler spec does not end in '+corrector'")
-    config = DecodeConfig(temperature=args.temperature, remask_threshold=args.remask_threshold,
-                          verify=entry.verified, verify_tolerance=entry.verify_tolerance)
+    config = DecodeConfig(temperature=args.temperature)
     puzzles = read_puzzle_args(args.puzzles, args.file)
-    model = load_model(args.model)
+    model = load_model(args.model, task="sudoku")
     require_task(model, "sudoku", "--model")
     model.autocast_bf16 = False
-    corrector = None
+    hooks = ()
     if entry.corrected:
         from unmask.corrector import load_corrector
 
-        corrector = load_corrector(args.corrector, model=model)
-    sampler = entry.sampler()
+        hooks = corrector_hooks(load_corrector(args.corrector, model=model),
+                                threshold=args.remask_threshold)
+    sampler = entry.build()
     out = sys.stdout
     pictures = len(puzzles) <= 10 and not args.json
     done, solved_n, nfe_sum = 0, 0, 0
@@ -145,7 +152,7 @@ def solve(args: argparse.Namespace) -> int:
             for i, grids, solved, nfe in solve_batches(model, puzzles, sampler, config,
                                                        seed=args.seed,
                                                        batch_size=args.batch_size,
-                                                       corrector=corrector):
+                                                       hooks=hooks):
                 for k, (g, s, n) in enumerate(zip(grids, solved, nfe, strict=True)):
                     if args.json:
                         out.write(json.dumps({"puzzle": to_string(puzzles[i + k]),

@@ -44,19 +44,40 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
                    help="with --decoder-states: share of each batch drawn from them")
 
 
+def _initial_model(args: argparse.Namespace, overrides: dict):
+    """(model, origin): a fresh Sudoku MDM, or with --init-from the parent's weights (deepened,
+    with a self-conditioning map) and what it was grown from."""
+    from unmask.models.auto import load_model
+    from unmask.models.base import read_model_config
+    from unmask.models.transformer import MDMTransformer
+    from unmask.pretrained import describe_source
+    from unmask.sudoku.train import sudoku_model_config
+
+    if not args.init_from:
+        if args.self_condition:
+            overrides = {**overrides, "self_condition": True}
+        return MDMTransformer(sudoku_model_config(**overrides)), {}
+    parent = load_model(args.init_from, task="sudoku")
+    # the parent's own origin goes along, so a chain of fine-tunes stays readable
+    parent_origin = read_model_config(parent.source).get("origin")
+    origin = {"init_from": {"model": describe_source(parent.source),
+                            "fingerprint": parent.fingerprint(),
+                            **({"origin": parent_origin} if parent_origin else {})}}
+    if args.deepen > 1:
+        origin["deepen"] = args.deepen
+    model = parent.deepened(args.deepen)
+    if args.self_condition:
+        origin["self_condition"] = True
+        model = model.with_self_conditioning()
+    return model, origin
+
+
 @command("sudoku", "train", help="train the Sudoku MDM (checkpoints every few minutes)")
 @arguments(_train_sudoku_args)
 def train_sudoku(args: argparse.Namespace) -> int:
     from unmask.errors import UnmaskError
-    from unmask.models.transformer import MDMTransformer
     from unmask.sudoku.datasets import load_set
-    from unmask.sudoku.train import (
-        DecoderStatePool,
-        SudokuPool,
-        mixed_batch,
-        solve_rate,
-        sudoku_model_config,
-    )
+    from unmask.sudoku.train import DecoderStatePool, SudokuPool, mixed_batch, solve_rate
     from unmask.training import train
 
     overrides, cfg = training_setup(args)
@@ -79,27 +100,7 @@ def train_sudoku(args: argparse.Namespace) -> int:
                 raise
             raise UnmaskError(f"--decoder-states: {args.decoder_states} is not a states file "
                               f"of `unmask corrector train` ({type(e).__name__})") from None
-    origin = {}
-    if args.init_from:
-        from unmask.models.base import read_model_config
-        from unmask.pretrained import describe_source, load_model
-
-        parent = load_model(args.init_from)
-        # the parent's own origin goes along, so a chain of fine-tunes stays readable
-        parent_origin = read_model_config(parent.source).get("origin")
-        origin["init_from"] = {"model": describe_source(parent.source),
-                               "fingerprint": parent.fingerprint(),
-                               **({"origin": parent_origin} if parent_origin else {})}
-        if args.deepen > 1:
-            origin["deepen"] = args.deepen
-        model = parent.deepened(args.deepen)
-        if args.self_condition:
-            origin["self_condition"] = True
-            model = model.with_self_conditioning()
-    else:
-        if args.self_condition:
-            overrides = {**overrides, "self_condition": True}
-        model = MDMTransformer(sudoku_model_config(**overrides))
+    model, origin = _initial_model(args, overrides)
     out = Path(args.out)
     print(f"generating {args.pool:,} training puzzles (cached under {out})", flush=True)
     pool = SudokuPool.generate(args.pool, seed=1000 + args.seed, cache_dir=out / "cache")
@@ -111,9 +112,9 @@ def train_sudoku(args: argparse.Namespace) -> int:
         return {"accuracy": res["accuracy"], "eval_nfe": res["nfe"]}
 
     print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
-    def report(step, stats):
+    def report(step, loss):
         if step % 100 == 0:
-            print(f"step {step} loss {stats['loss']:.4f}", flush=True)
+            print(f"step {step} loss {loss:.4f}", flush=True)
 
     def batch(step, bs):
         return pool.batch(step, bs, seed=args.seed, puzzle_fraction=args.puzzle_fraction)
@@ -126,7 +127,12 @@ def train_sudoku(args: argparse.Namespace) -> int:
                                     "fraction": args.states_fraction}
         batch = mixed_batch(batch, lambda step, bs: states.batch(step, bs, seed=args.seed),
                             args.states_fraction)
-    train(model, batch, cfg, out, evaluate, resume=args.resume,
-          log=lambda s: print(s, flush=True), progress=report, origin=origin or None)
+    data = {"pool": args.pool, "puzzle_fraction": args.puzzle_fraction,
+            "eval_puzzles": args.eval_puzzles,
+            "decoder_states": str(args.decoder_states) if states is not None else None,
+            "states_fraction": args.states_fraction if states is not None else None}
+    train(model, batch, cfg, out, evaluate, resume=args.resume, override=args.override_config,
+          log=lambda s: print(s, flush=True), progress=report, origin=origin or None,
+          data=data)
     print(f"best weights: {out / 'best'}")
     return 0

@@ -8,10 +8,12 @@ A label set is a folder::
     shard-00001.safetensors       contexts [S, 2S), ...
 
 Context c is a pure function of (task, seed, c), so every shard can be computed on its own, in
-any order, and a killed run resumed: finished shards (complete files, renamed into place
-atomically) are skipped and the rest recomputed, giving files byte-identical to an
-uninterrupted run on the same machine and versions. A folder holding labels of another
-identity is an error, never a silent mix.
+any order (in this process or on the workers of an :mod:`unmask.engine`), and a killed run
+resumed: finished shards (complete files, renamed into place atomically, listed in the manifest
+with the sha256 of their bytes) are skipped and the rest recomputed, giving files
+byte-identical to an uninterrupted run on the same machine and versions. A shard whose bytes
+do not hash to the manifest's sha256 is recomputed on resume and refused on read. A folder
+holding labels of another identity is an error, never a silent mix.
 
 Shard tensors (S contexts of length N):
     tokens (S, N) int64 with MASK at the masked positions; masked (S, N) bool;
@@ -27,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable
@@ -36,8 +39,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from unmask.engine import Engine, LocalEngine
 from unmask.errors import UnmaskError, require
-from unmask.io import atomic_path, atomic_write_text
+from unmask.io import atomic_path
 from unmask.mi.probe import perturbation_mi
 from unmask.models.base import MaskedModel
 
@@ -127,9 +131,9 @@ def _check_sudoku_model(model: MaskedModel) -> None:
 
 
 def _load_sudoku_model(name_or_path: str | None) -> MaskedModel:
-    from unmask.pretrained import load_model
+    from unmask.models.auto import load_model
 
-    return load_model(name_or_path)
+    return load_model(name_or_path, task="sudoku")
 
 
 def _sudoku_symmetries(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +166,7 @@ def _check_protein_model(model: MaskedModel) -> None:
 
 
 def _load_protein_model(name_or_path: str | None) -> MaskedModel:
-    from unmask.protein.model import load_protein_model
+    from unmask.models.auto import load_protein_model
 
     return load_protein_model(name_or_path)
 
@@ -245,24 +249,74 @@ def _mismatch(found: dict, expected: dict) -> str | None:
     return None
 
 
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _checked_manifest(path: Path, where: str) -> dict:
+    """The manifest at ``path``, refused with one line unless it has the structure
+    :func:`write_labels` writes (identity dict, shard entries with file/start/count/sha256)."""
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UnmaskError(f"{where}: {path} is not valid JSON") from None
+    except OSError as e:
+        raise UnmaskError(f"{where}: cannot read {path} ({e.strerror})") from None
+    ok = (isinstance(manifest, dict) and isinstance(manifest.get("identity"), dict)
+          and isinstance(manifest.get("shards"), list))
+    require(ok, f"{where}: {path} is not a label manifest (identity and shards expected)")
+    for k, entry in enumerate(manifest["shards"]):
+        good = (isinstance(entry, dict) and isinstance(entry.get("file"), str)
+                and _SHARD_RE.match(entry["file"]) is not None
+                and all(isinstance(entry.get(key), int) and not isinstance(entry[key], bool)
+                        for key in ("start", "count"))
+                and entry["start"] >= 0 and entry["count"] >= 1
+                and isinstance(entry.get("sha256"), str)
+                and _SHA_RE.match(entry["sha256"]) is not None)
+        require(good, f"{where}: {path} has a damaged shard entry #{k}; restore the file or "
+                      f"use another folder")
+    return manifest
+
+
+def _prepare_folder(out: Path) -> None:
+    """Create ``out`` or refuse with one line if it cannot hold labels."""
+    if out.exists() and not out.is_dir():
+        raise UnmaskError(f"out: {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UnmaskError(f"out: cannot create {out} ({e.strerror})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UnmaskError(f"out: {out} is not writable")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` through a renamed temporary file; OSError as one line."""
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data)
+    except OSError as e:
+        raise UnmaskError(f"out: cannot write {path} ({e.strerror})") from None
+
+
+def _write_manifest(out: Path, manifest: dict) -> None:
+    _write_atomic(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+
+
 def _open_folder(out: Path, spec: LabelSpec) -> dict:
     """Check or create the manifest of ``out``; remove temporary files a killed run left."""
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare_folder(out)
     identity = spec.identity()
     manifest_path = out / MANIFEST
     if manifest_path.is_file():
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except json.JSONDecodeError:
-            raise UnmaskError(f"out: {manifest_path} is not valid JSON") from None
-        diff = _mismatch(manifest.get("identity", {}), identity)
+        manifest = _checked_manifest(manifest_path, "out")
+        diff = _mismatch(manifest["identity"], identity)
         if diff:
             raise UnmaskError(f"out: {out} holds labels with {diff}; use another folder")
     else:
         if any(_SHARD_RE.match(p.name) for p in out.iterdir()):
             raise UnmaskError(f"out: {out} holds label shards but no {MANIFEST}")
         manifest = {"identity": identity, "versions": versions(), "contexts": 0, "shards": []}
-        atomic_write_text(manifest_path, json.dumps(manifest, indent=2) + "\n")
+        _write_manifest(out, manifest)
     for tmp in out.glob(".shard-*.tmp"):  # atomic_path's leftovers after a SIGKILL
         tmp.unlink()
     for tmp in out.glob(f".{MANIFEST}.*.tmp"):
@@ -270,16 +324,35 @@ def _open_folder(out: Path, spec: LabelSpec) -> dict:
     return manifest
 
 
-def _shard_done(path: Path, identity: dict, start: int, count: int) -> bool:
+def _verified_entry(path: Path, entry: dict | None, identity: dict, start: int,
+                    count: int) -> tuple[dict | None, str]:
+    """(the manifest entry if shard ``path`` is finished and intact, else None; why not).
+
+    A shard counts as finished only when the manifest lists it, its bytes hash to the listed
+    sha256, and its metadata carries this identity and the listed start and count. A shard
+    file the manifest does not list (a run killed between writing the shard and the manifest)
+    is not trusted either: it is recomputed.
+    """
     if not path.is_file():
-        return False
-    meta = shard_metadata(path)
+        return None, "listed in the manifest but missing" if entry else ""
+    if entry is None:
+        return None, "not listed in the manifest"
+    if _sha256(path) != entry["sha256"]:
+        return None, f"does not match its sha256 in {MANIFEST}"
+    try:
+        meta = shard_metadata(path)
+    except UnmaskError:
+        return None, "is not a readable label shard"
     diff = _mismatch(meta, identity)
     if diff:
         raise UnmaskError(f"out: {path} was written with {diff}")
+    if (meta.get("start"), meta.get("count")) != (entry["start"], entry["count"]):
+        return None, f"disagrees with {MANIFEST} on its start or count"
     # a shorter last shard of an earlier, smaller run is recomputed at its new size; a longer
     # one (an earlier, larger run) already holds every context asked for
-    return meta.get("start") == start and meta.get("count", 0) >= count
+    if entry["start"] != start or entry["count"] < count:
+        return None, ""
+    return entry, ""
 
 
 def compute_shard(model: MaskedModel, task: ContextTask, spec: LabelSpec, start: int,
@@ -297,79 +370,183 @@ def compute_shard(model: MaskedModel, task: ContextTask, spec: LabelSpec, start:
             "sequences": res.row_sequences.long().cpu().contiguous()}
 
 
-def write_labels(model: MaskedModel, out: str | Path, *, contexts: int, task: str = "sudoku",
-                 seed: int = 0, eps: float = 1e-3, mask_ratio: tuple[float, float] = (0.05, 1.0),
-                 shard_size: int = 256, batch_size: int = 4096, renormalize: bool = True,
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard to compute: contexts [start, start + count) of ``spec``."""
+
+    spec: LabelSpec
+    index: int
+    start: int
+    count: int
+    batch_size: int
+
+
+def label_shard(model: MaskedModel, job: ShardJob) -> dict:
+    """Compute one shard where ``model`` lives.
+
+    Returns:
+        {"data": the shard file's bytes (safetensors, metadata in the header),
+         "sequences": sequences evaluated, "seconds": compute time}.
+    """
+    from safetensors.torch import save
+
+    t0 = time.perf_counter()
+    tensors = compute_shard(model, get_task(job.spec.task), job.spec, job.start, job.count,
+                            job.batch_size)
+    meta = {**job.spec.identity(), "shard": job.index, "start": job.start, "count": job.count,
+            "versions": versions()}
+    data = save(tensors, metadata={_META_KEY: json.dumps(meta, sort_keys=True)})
+    return {"data": data, "sequences": int(tensors["sequences"].sum()),
+            "seconds": time.perf_counter() - t0}
+
+
+def describe_model(model: MaskedModel, task: str) -> dict:
+    """{"fingerprint", "precision"} of ``model``, after checking it reads ``task``'s tokens."""
+    get_task(task).check(model)
+    return {"fingerprint": model.fingerprint(),
+            "precision": "bf16" if getattr(model, "autocast_bf16", False) else "fp32"}
+
+
+@dataclass(frozen=True)
+class ModelLoader:
+    """A picklable recipe loading the task's model where it runs (a Ray worker, say).
+
+    ``name_or_path`` is a shipped name or a folder every worker can read (None = the task's
+    shipped model); ``device`` is cpu or cuda (under Ray, the worker's own GPU).
+    """
+
+    task: str
+    name_or_path: str | None = None
+    device: str = "cpu"
+    bf16: bool = False
+
+    def __call__(self) -> MaskedModel:
+        model = get_task(self.task).load_model(self.name_or_path).to(self.device)
+        model.autocast_bf16 = bool(self.bf16)
+        return model
+
+
+@dataclass(frozen=True)
+class _Given:
+    """A model already in memory, as an engine ``setup`` (pickled to remote workers)."""
+
+    model: MaskedModel
+
+    def __call__(self) -> MaskedModel:
+        return self.model
+
+
+def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path, *,
+                 contexts: int, task: str = "sudoku", seed: int = 0, eps: float = 1e-3,
+                 mask_ratio: tuple[float, float] = (0.05, 1.0), shard_size: int = 256,
+                 batch_size: int = 4096, renormalize: bool = True,
+                 engine: Engine | None = None,
                  log: Callable[[str], None] | None = None) -> dict:
     """Write (or finish) the label set of ``contexts`` contexts into folder ``out``.
 
+    Args:
+        model: the model, or a picklable callable loading it (e.g. :class:`ModelLoader`), which
+            each of the engine's workers calls once.
+        engine: where shards are computed (default: a :class:`unmask.engine.LocalEngine`, in
+            this process). Results come back to this process, which writes each shard
+            atomically and records its sha256 in the manifest after every shard.
+        log: called with one line per shard.
+
     Returns the final manifest. The model's precision (``autocast_bf16``) is part of the
-    identity, so fp32 and bf16 labels never share a folder.
+    identity, so fp32 and bf16 labels never share a folder. On resume a shard is kept only if
+    the manifest lists it with the sha256 of its bytes; any other shard (changed, truncated,
+    unlisted) is recomputed, which restores the bytes of an uninterrupted run.
     """
     require(isinstance(contexts, int) and contexts >= 1,
             f"contexts: must be an integer >= 1, got {contexts}")
     require(isinstance(batch_size, int) and batch_size >= 1,
             f"batch_size: must be an integer >= 1, got {batch_size}")
-    context_task = get_task(task)
-    context_task.check(model)
-    precision = "bf16" if getattr(model, "autocast_bf16", False) else "fp32"
-    spec = LabelSpec(task=task, model_fingerprint=model.fingerprint(), seed=int(seed),
-                     eps=float(eps), mask_ratio=(float(mask_ratio[0]), float(mask_ratio[1])),
-                     shard_size=int(shard_size), renormalize=bool(renormalize),
-                     precision=precision)
+    require(isinstance(shard_size, int) and shard_size >= 1,
+            f"shard_size: must be >= 1, got {shard_size}")
+    get_task(task)
     out = Path(out)
+    _prepare_folder(out)  # before any worker starts
+    engine = engine if engine is not None else LocalEngine()
+    setup = model if not isinstance(model, torch.nn.Module) else _Given(model)
+    if isinstance(engine, LocalEngine) and isinstance(model, torch.nn.Module):
+        setup = lambda: model  # noqa: E731 - in-process: no copy
+    try:
+        engine.open(setup)
+        info = engine.call(describe_model, task)
+        spec = LabelSpec(task=task, model_fingerprint=info["fingerprint"], seed=int(seed),
+                         eps=float(eps), mask_ratio=(float(mask_ratio[0]), float(mask_ratio[1])),
+                         shard_size=int(shard_size), renormalize=bool(renormalize),
+                         precision=info["precision"])
+        return _write_shards(engine, spec, out, contexts, batch_size, log)
+    finally:
+        engine.close()
+
+
+def _write_shards(engine: Engine, spec: LabelSpec, out: Path, contexts: int,
+                  batch_size: int, log: Callable[[str], None] | None) -> dict:
     manifest = _open_folder(out, spec)
     identity = spec.identity()
     n_shards = math.ceil(contexts / spec.shard_size)
-    shards = []
+    listed = {s["file"]: s for s in manifest["shards"]}
+    done: dict[str, dict] = {}
+    jobs: list[ShardJob] = []
     for index in range(n_shards):
         start = index * spec.shard_size
         count = min(spec.shard_size, contexts - start)
         path = out / shard_name(index)
-        if _shard_done(path, identity, start, count):
-            count = shard_metadata(path)["count"]
+        entry, why = _verified_entry(path, listed.get(path.name), identity, start, count)
+        if entry is not None:
+            done[path.name] = entry
             if log:
                 log(f"shard {index + 1}/{n_shards}: done already")
         else:
-            t0 = time.perf_counter()
-            tensors = compute_shard(model, context_task, spec, start, count, batch_size)
-            meta = {**identity, "shard": index, "start": start, "count": count,
-                    "versions": versions()}
-            from safetensors.torch import save_file
+            if why and log:
+                log(f"shard {index + 1}/{n_shards}: {path.name} {why}; recomputing it")
+            if why:  # never list bytes that failed the check, even until they are replaced
+                listed.pop(path.name, None)
+            jobs.append(ShardJob(spec, index, start, count, batch_size))
 
-            with atomic_path(path) as tmp:
-                save_file(tensors, str(tmp), metadata={_META_KEY: json.dumps(meta,
-                                                                             sort_keys=True)})
-            seconds = time.perf_counter() - t0
-            seqs = int(tensors["sequences"].sum())
-            if log:
-                log(f"shard {index + 1}/{n_shards}: {count} contexts, {seqs:,} sequences, "
-                    f"{seconds:.1f} s ({seqs / max(seconds, 1e-9):,.0f} sequences/s)")
-        shards.append({"file": path.name, "start": start, "count": count,
-                       "sha256": _sha256(path)})
-        merged = _merge_shards(manifest.get("shards", []), shards)
-        manifest = {**manifest, "contexts": sum(s["count"] for s in merged), "shards": merged}
-        atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    def record() -> dict:
+        merged = sorted({**listed, **done}.values(), key=lambda s: s["file"])
+        return {**manifest, "contexts": sum(s["count"] for s in merged), "shards": merged}
+
+    manifest = record()
+    _write_manifest(out, manifest)
+    for k, result in engine.map_unordered(label_shard, jobs):
+        job = jobs[k]
+        path = out / shard_name(job.index)
+        _write_atomic(path, result["data"])
+        done[path.name] = {"file": path.name, "start": job.start, "count": job.count,
+                           "sha256": hashlib.sha256(result["data"]).hexdigest()}
+        manifest = record()
+        _write_manifest(out, manifest)
+        if log:
+            seqs, seconds = result["sequences"], result["seconds"]
+            log(f"shard {job.index + 1}/{n_shards}: {job.count} contexts, {seqs:,} sequences, "
+                f"{seconds:.1f} s ({seqs / max(seconds, 1e-9):,.0f} sequences/s)")
     return manifest
 
 
-def _merge_shards(old: list[dict], new: list[dict]) -> list[dict]:
-    """Shard entries in file order; ``new`` replaces ``old`` entries of the same file, and
-    further shards of an earlier, larger run stay listed."""
-    merged = {s["file"]: s for s in old}
-    merged.update({s["file"]: s for s in new})
-    return [merged[k] for k in sorted(merged)]
+def _header_metadata(data: bytes) -> dict:
+    """The metadata in a safetensors file's header (``data`` already checked by sha256)."""
+    n = int.from_bytes(data[:8], "little")
+    return json.loads(data[8:8 + n]).get("__metadata__") or {}
 
 
 def read_labels(out: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
-    """(tensors concatenated over the manifest's shards in order, manifest)."""
-    from safetensors.torch import load_file
+    """(tensors concatenated over the manifest's shards in order, manifest).
+
+    Every shard must hash to its sha256 in the manifest and carry the manifest's identity,
+    start and count; otherwise :class:`UnmaskError` names the shard (rerunning
+    ``unmask mi label`` with the same arguments recomputes it).
+    """
+    from safetensors.torch import load
 
     out = Path(out)
     manifest_path = out / MANIFEST
     if not manifest_path.is_file():
         raise UnmaskError(f"labels: {out} has no {MANIFEST}")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = _checked_manifest(manifest_path, "labels")
     parts: dict[str, list[torch.Tensor]] = {}
     expected_start = 0
     for entry in manifest["shards"]:
@@ -377,7 +554,15 @@ def read_labels(out: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
                 f"labels: {out} is missing contexts from {expected_start}")
         path = out / entry["file"]
         require(path.is_file(), f"labels: {path} is missing")
-        for key, value in load_file(str(path)).items():
+        data = path.read_bytes()
+        require(hashlib.sha256(data).hexdigest() == entry["sha256"],
+                f"labels: {path} does not match its sha256 in {MANIFEST} (changed or "
+                f"corrupted); rerun `unmask mi label` with the same arguments to recompute it")
+        meta = json.loads(_header_metadata(data).get(_META_KEY, "{}"))
+        diff = _mismatch(meta, {**manifest["identity"], "start": entry["start"],
+                                "count": entry["count"]})
+        require(diff is None, f"labels: {path} disagrees with {MANIFEST}: {diff}")
+        for key, value in load(data).items():
             parts.setdefault(key, []).append(value)
         expected_start += entry["count"]
     return {k: torch.cat(v) for k, v in parts.items()}, manifest

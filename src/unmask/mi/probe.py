@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import torch
 
-from unmask.decode import ModelHandle, entropy_from_log_probs, real_log_probs
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel
+from unmask.models.handle import ModelHandle
+from unmask.probs import entropy_from_log_probs, real_log_probs
 
 
 @dataclass

@@ -40,18 +40,22 @@ class ModelOutput:
     logits: (B, N, V) over the whole vocabulary (MASK and special ids included).
     hidden: (B, N, D) final hidden states (what the MI estimator reads).
     hidden_layers: optional tuple of (B, N, D), one per layer (index 0 = embeddings).
+    attentions: optional tuple of (B, H, N, N) attention weights, one per applied attention
+        layer (row i: how position i reads every j), for a model asked ``output_attentions``.
     """
 
     logits: torch.Tensor
     hidden: torch.Tensor
     hidden_layers: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
 
     def rows(self, index: torch.Tensor) -> ModelOutput:
         """The pass restricted to the rows ``index`` (a (R,) long index or (B,) bool mask)."""
-        layers = self.hidden_layers
+        layers, att = self.hidden_layers, self.attentions
         return ModelOutput(logits=self.logits[index], hidden=self.hidden[index],
                            hidden_layers=None if layers is None else
-                           tuple(h[index] for h in layers))
+                           tuple(h[index] for h in layers),
+                           attentions=None if att is None else tuple(a[index] for a in att))
 
     def pick(self, evaluated: torch.Tensor, choice: torch.Tensor) -> ModelOutput:
         """One candidate's pass per row, from a batched call over candidates.
@@ -66,20 +70,24 @@ class ModelOutput:
         has = evaluated.gather(1, choice[:, None])[:, :, None]  # (B, 1, 1)
 
         def take(t: torch.Tensor) -> torch.Tensor:
-            return torch.where(has, t[pick], 0.0)
+            return torch.where(has.view(-1, *[1] * (t.dim() - 1)), t[pick], 0.0)
 
-        layers = self.hidden_layers
+        layers, att = self.hidden_layers, self.attentions
         return ModelOutput(logits=take(self.logits), hidden=take(self.hidden),
-                           hidden_layers=None if layers is None else tuple(map(take, layers)))
+                           hidden_layers=None if layers is None else tuple(map(take, layers)),
+                           attentions=None if att is None else tuple(map(take, att)))
 
     @staticmethod
     def cat(parts: list[ModelOutput]) -> ModelOutput:
         """The passes ``parts`` of consecutive rows, as one."""
-        layers = parts[0].hidden_layers
+        layers, att = parts[0].hidden_layers, parts[0].attentions
         return ModelOutput(logits=torch.cat([o.logits for o in parts]),
                            hidden=torch.cat([o.hidden for o in parts]),
                            hidden_layers=None if layers is None else tuple(
                                torch.cat(h) for h in zip(*(o.hidden_layers for o in parts),
+                                                         strict=True)),
+                           attentions=None if att is None else tuple(
+                               torch.cat(a) for a in zip(*(o.attentions for o in parts),
                                                          strict=True)))
 
 
@@ -116,6 +124,12 @@ class MaskedModel(nn.Module):
     def self_conditioning(self) -> bool:
         """True for a model whose ``forward`` also takes ``prev_probs`` (B, N, V), the
         distributions the previous pass predicted (the decode loop then passes them)."""
+        return False
+
+    @property
+    def supports_attentions(self) -> bool:
+        """True for a model whose ``forward`` also takes ``output_attentions`` and then fills
+        :attr:`ModelOutput.attentions` (samplers that read attention weights need one)."""
         return False
 
     @property

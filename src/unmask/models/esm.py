@@ -1,5 +1,6 @@
-"""Any ``transformers`` ``EsmForMaskedLM`` checkpoint (ESM-2 and ESM-1b/1v layouts) as a
-:class:`MaskedModel` over the protein tokens of :mod:`unmask.protein.tokens`.
+"""Any ``transformers`` ``EsmForMaskedLM`` checkpoint (ESM-2 and ESM-1b/1v layouts) or
+``EsmcForMaskedLM`` checkpoint (ESM-C, arXiv 2024 EvolutionaryScale; ``transformers`` >= 5)
+as a :class:`MaskedModel` over the protein tokens of :mod:`unmask.protein.tokens`.
 
 The adapter speaks our protein vocabulary (20 amino acids in ``AMINO_ACIDS`` order, MASK 20,
 PAD 21), so a checkpoint drops into everything built for the shipped protein MDM: rows of
@@ -8,8 +9,8 @@ maps a row to ESM's own ids as ``<cls> residues <eos> <pad>...`` with an attenti
 stops at ``<eos>``, runs the model once, and returns logits restricted to our 22 ids (the 20
 residues, ESM's ``<mask>`` and ``<pad>`` columns) and the final hidden states (after ESM's
 last layer norm) of the residue slots, for the MI estimator. ESM's extra letters (X, B, U, Z,
-O, gaps) are never emitted. ESM-C checkpoints (the ``esm`` package's own format) are not
-``EsmForMaskedLM`` checkpoints and are not read here.
+O, gaps) are never emitted. ESM-C checkpoints in the ``esm`` package's own format (not a
+``transformers`` folder) are not read here.
 """
 
 from __future__ import annotations
@@ -17,24 +18,32 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.files import read_json_object
 from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, VOCAB_SIZE, check_padded_tokens
 
 #: the ESM-2 alphabet in id order, used when a checkpoint folder has no vocab.txt
 ESM2_ALPHABET = ("<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T",
                  "I", "D", "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U",
                  "Z", "O", ".", "-", "<null_1>", "<mask>")
+#: the ESM-C alphabet (ids 0-32; its checkpoints pad the embedding to 64 rows)
+ESMC_ALPHABET = ESM2_ALPHABET[:31] + ("|", "<mask>")
 
 
-def _import_esm():
+def _import_esm(kind: str = "esm"):
     try:
-        from transformers import EsmForMaskedLM
+        import transformers
     except ImportError:
         raise UnmaskError("model: ESM checkpoints need transformers; pip install transformers "
                           "(the 'esm' extra)") from None
-    return EsmForMaskedLM
+    name = "EsmcForMaskedLM" if kind == "esmc" else "EsmForMaskedLM"
+    if not hasattr(transformers, name):
+        raise UnmaskError(f"model: {name} needs a newer transformers (installed: "
+                          f"{transformers.__version__})")
+    return getattr(transformers, name)
 
 
 class EsmMaskedModel(MaskedModel):
@@ -46,12 +55,16 @@ class EsmMaskedModel(MaskedModel):
     def __init__(self, esm, vocab: list[str] | tuple[str, ...]):
         super().__init__()
         vocab = list(vocab)
-        require(len(vocab) == esm.config.vocab_size,
-                f"vocab: {len(vocab)} tokens but the model's vocab_size is "
-                f"{esm.config.vocab_size}")
+        # ESM-C pads its embedding beyond the alphabet; ESM-2 does not
+        self.base_name = "esmc" if hasattr(esm, "esmc") else "esm"
+        fits = (len(vocab) <= esm.config.vocab_size if self.base_name == "esmc"
+                else len(vocab) == esm.config.vocab_size)
+        require(fits, f"vocab: {len(vocab)} tokens but the model's vocab_size is "
+                      f"{esm.config.vocab_size}")
         for tok in ("<cls>", "<eos>", "<pad>", "<mask>", *AMINO_ACIDS):
             require(tok in vocab, f"vocab: the checkpoint's vocabulary has no {tok!r}")
         self.esm = esm.eval()
+        self.task = "protein"
         self.vocab_size = VOCAB_SIZE
         self.mask_id = MASK_ID
         self.real_token_ids = tuple(range(len(AMINO_ACIDS)))
@@ -84,7 +97,7 @@ class EsmMaskedModel(MaskedModel):
         ids, attention = self.esm_inputs(tokens)
         with torch.autocast("cpu", dtype=torch.bfloat16,
                             enabled=self.autocast_bf16 and tokens.device.type == "cpu"):
-            out = self.esm.esm(input_ids=ids, attention_mask=attention,
+            out = getattr(self.esm, self.base_name)(input_ids=ids, attention_mask=attention,
                                output_hidden_states=output_hidden_layers, return_dict=True)
             h = out.last_hidden_state
             logits = self.esm.lm_head(h)
@@ -98,23 +111,25 @@ class EsmMaskedModel(MaskedModel):
     @classmethod
     def from_pretrained(cls, directory: str | Path, map_location: str = "cpu"
                         ) -> EsmMaskedModel:
-        """Load an ``EsmForMaskedLM`` folder (config.json + weights; vocab.txt if present,
-        else the ESM-2 alphabet)."""
+        """Load an ``EsmForMaskedLM`` or ``EsmcForMaskedLM`` folder (config.json + weights;
+        vocab.txt if present, else the ESM-2 / ESM-C alphabet). Nothing is downloaded."""
         directory = Path(directory)
-        if not (directory / "config.json").is_file():
-            raise UnmaskError(f"model: {directory} has no config.json")
-        esm_cls = _import_esm()
+        meta = read_json_object(directory / "config.json")
+        kind = "esmc" if meta.get("model_type") == "esmc" else "esm"
+        esm_cls = _import_esm(kind)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one line per failure is the CLI's contract
         try:
-            esm = esm_cls.from_pretrained(str(directory)).to(map_location)
-        except (OSError, ValueError) as e:
+            esm = esm_cls.from_pretrained(str(directory), local_files_only=True
+                                          ).to(map_location)
+        except (OSError, ValueError, RuntimeError, KeyError, TypeError, SafetensorError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UnmaskError(f"model: {directory} is not a readable EsmForMaskedLM "
                               f"checkpoint ({first})") from None
         vocab_file = directory / "vocab.txt"
-        vocab = (vocab_file.read_text().split() if vocab_file.is_file() else ESM2_ALPHABET)
+        default = ESMC_ALPHABET if kind == "esmc" else ESM2_ALPHABET
+        vocab = vocab_file.read_text().split() if vocab_file.is_file() else default
         model = cls(esm, vocab)
         model.source = str(directory)
         return model

@@ -9,12 +9,18 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path, atomic_write_text
-from unmask.models.base import MaskedModel, ModelOutput, read_model_config
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.files import (
+    dataclass_from_dict,
+    load_checked_state,
+    load_safetensors,
+    read_json_object,
+)
 
 POSITION_KINDS = ("learned", "grid", "none")
 
@@ -118,12 +124,21 @@ class Block(nn.Module):
         logits = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(q.shape[-1])
         return (logits if bias is None else logits + bias).softmax(-1)
 
-    def forward(self, x: torch.Tensor, relations: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, relations: torch.Tensor | None = None,
+                weights: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """weights: a list to append this block's (B, H, N, N) attention weights to; the
+        attention is then computed explicitly (the same function as the fused kernel)."""
         b, n, d = x.shape
         q, k, v, bias = self._qkv_bias(x, relations)
         drop = self.dropout if self.training else 0.0
-        att = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                             v.transpose(1, 2), attn_mask=bias, dropout_p=drop)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if weights is None:
+            att = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=drop)
+        else:
+            logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            probs = (logits if bias is None else logits + bias).softmax(-1)
+            weights.append(probs)
+            att = F.dropout(probs, drop, self.training) @ v
         x = x + F.dropout(self.proj(att.transpose(1, 2).reshape(b, n, d)), drop, self.training)
         return x + F.dropout(self.ff(self.ln2(x)), drop, self.training)
 
@@ -143,6 +158,7 @@ class MDMTransformer(MaskedModel):
         self.max_length = config.max_length
         self.hidden_size = config.d_model
         self.real_token_ids = tuple(config.real_token_ids)
+        self.task = config.task
         self.autocast_bf16 = False  # set True for faster CPU inference
         d = config.d_model
         self.tok = nn.Embedding(config.vocab_size, d)
@@ -192,25 +208,35 @@ class MDMTransformer(MaskedModel):
     def self_conditioning(self) -> bool:
         return self.config.self_condition
 
+    @property
+    def supports_attentions(self) -> bool:
+        return True
+
     def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False,
-                prev_probs: torch.Tensor | None = None) -> ModelOutput:
+                prev_probs: torch.Tensor | None = None,
+                output_attentions: bool = False) -> ModelOutput:
         """prev_probs: (B, N, V) the previous pass's predicted distributions (zeros where there
-        are none); read only by a self-conditioning model, None = no previous pass."""
+        are none); read only by a self-conditioning model, None = no previous pass.
+        output_attentions: also return every applied block's (B, H, N, N) attention weights
+        (``ModelOutput.attentions``, one per block and loop, in order)."""
         with torch.autocast("cpu", dtype=torch.bfloat16,
                             enabled=self.autocast_bf16 and tokens.device.type == "cpu"):
             x = self.embed(tokens)
             if self.config.self_condition and prev_probs is not None:
                 x = x + self.prev_embed(prev_probs.to(x.dtype))
             layers = [x] if output_hidden_layers else None
+            weights: list[torch.Tensor] | None = [] if output_attentions else None
             for _ in range(self.config.n_loops):
                 for blk in self.blocks:
-                    x = blk(x, getattr(self, "relations", None))
+                    x = blk(x, getattr(self, "relations", None), weights)
                     if layers is not None:
                         layers.append(x)
             h = self.ln_f(x)
             logits = self.head(h)
         return ModelOutput(logits=logits.float(), hidden=h.float(),
-                           hidden_layers=tuple(t.float() for t in layers) if layers else None)
+                           hidden_layers=tuple(t.float() for t in layers) if layers else None,
+                           attentions=None if weights is None else
+                           tuple(w.float() for w in weights))
 
     def with_self_conditioning(self) -> MDMTransformer:
         """The same function with ``self_condition`` on: the previous pass's beliefs enter
@@ -265,14 +291,20 @@ class MDMTransformer(MaskedModel):
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, map_location: str = "cpu") -> MDMTransformer:
+        """Load ``config.json`` + ``model.safetensors`` from ``directory``. The config is
+        checked key by key (:func:`~unmask.models.files.dataclass_from_dict`) and the weights
+        name by name and shape by shape against the model it describes; any mismatch, or a
+        truncated/empty weights file, is one :class:`UnmaskError` line."""
         directory = Path(directory)
         cfg_path, weights = directory / "config.json", directory / "model.safetensors"
         if not cfg_path.is_file() or not weights.is_file():
             raise UnmaskError(f"model: {directory} has no config.json + model.safetensors")
-        meta = read_model_config(directory)
+        meta = read_json_object(cfg_path)
         if meta.get("model_type") != "mdm-transformer":
             raise UnmaskError(f"model: {cfg_path} is not an mdm-transformer config")
-        model = cls(TransformerConfig(**meta["config"]))
-        model.load_state_dict(load_file(str(weights), device=map_location))
+        config = dataclass_from_dict(TransformerConfig, meta.get("config"),
+                                     f"{cfg_path} 'config'")
+        model = cls(config)
+        load_checked_state(model, load_safetensors(weights, map_location), str(weights))
         model.metadata = {k: v for k, v in meta.items() if k != "config"}
         return model.eval()

@@ -1,11 +1,21 @@
-"""Models shipped inside the package (safetensors + JSON config), loaded with no download.
+"""Models shipped inside the package (safetensors + JSON config) and the rule that turns a
+``--model`` argument into a folder. Loading is :func:`unmask.models.auto.load_model`.
 
 Each shipped model lives in a folder here: ``sudoku/`` (the Sudoku MDM),
-``sudoku_mi_estimator/`` (its MI estimator), ``arithmetic/``, ``protein/``.
+``sudoku_mi_estimator/`` (its MI estimator), ``arithmetic/``, ``protein/``, ...
+
+Resolution rule (:func:`resolve_model_path`): a *path* is anything that contains a path
+separator, starts with ``.`` or ``~``, is absolute, or is given as a :class:`pathlib.Path`;
+it names that folder and nothing else. A *bare name* (``sudoku``) names the shipped asset of
+that name, even when a folder of the same name exists in the working directory (write
+``./sudoku`` for that folder); a bare name that is not shipped falls back to a folder of that
+name in the working directory.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from pathlib import Path
 
 from unmask.errors import UnmaskError
@@ -14,39 +24,55 @@ PRETRAINED_DIR = Path(__file__).parent
 DEFAULT_MODEL = "sudoku"
 
 
+def shipped_names() -> list[str]:
+    """The names of the shipped models (folders here with a config.json)."""
+    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p / "config.json").is_file())
+
+
 def pretrained_path(name: str) -> Path:
     """Folder of the shipped model ``name``."""
     path = PRETRAINED_DIR / name
-    if not (path / "config.json").is_file():
-        shipped = sorted(p.name for p in PRETRAINED_DIR.iterdir()
-                         if (p / "config.json").is_file())
+    if not name or "/" in name or "\\" in name or name.startswith(".") or not (
+            path / "config.json").is_file():
         raise UnmaskError(f"model: {name!r} is neither a model folder nor a shipped model "
-                          f"(shipped: {', '.join(shipped) or 'none'})")
+                          f"(shipped: {', '.join(shipped_names()) or 'none'})")
     return path
 
 
-def model_folder(name_or_path: str | Path | None, default: str) -> Path:
-    """The folder of a model given as a folder or a shipped name (``default`` when None)."""
-    path = Path(name_or_path or default)
-    return path if path.is_dir() else pretrained_path(str(name_or_path or default))
+def is_path_like(name_or_path: str | os.PathLike) -> bool:
+    """True when ``name_or_path`` is written as a path (see the module's resolution rule)."""
+    if isinstance(name_or_path, os.PathLike):
+        return True
+    text = str(name_or_path)
+    return (os.sep in text or "/" in text or (os.altsep or "/") in text
+            or text.startswith((".", "~")) or os.path.isabs(text))
 
 
-def load_model(name_or_path: str | Path | None = None):
-    """Load a model by shipped name (default: the Sudoku MDM) or from a folder. A protein
-    model (its config's task is 'protein', or an ESM checkpoint) loads through
-    :func:`unmask.protein.model.load_protein_model`, so it reads PAD as given context."""
-    from unmask.models.base import read_model_config
-    from unmask.models.transformer import MDMTransformer
+def resolve_model_path(name_or_path: str | os.PathLike | None, default: str = DEFAULT_MODEL
+                       ) -> Path:
+    """The folder ``name_or_path`` names (``default``, a shipped name, when None).
 
-    path = model_folder(name_or_path, DEFAULT_MODEL)
-    meta = read_model_config(path)
-    if meta.get("model_type") == "esm" or (meta.get("config") or {}).get("task") == "protein":
-        from unmask.protein.model import load_protein_model
+    Returns: the folder; :class:`UnmaskError` when a path is not a folder or a bare name is
+    neither shipped nor a folder here.
+    """
+    if name_or_path is None or (isinstance(name_or_path, str) and not name_or_path.strip()):
+        return pretrained_path(default)
+    if is_path_like(name_or_path):
+        path = Path(name_or_path).expanduser()
+        if not path.is_dir():
+            raise UnmaskError(f"model: {str(name_or_path)!r} is not a folder")
+        return path
+    name = str(name_or_path)
+    if (PRETRAINED_DIR / name / "config.json").is_file():
+        return PRETRAINED_DIR / name
+    if Path(name).is_dir():
+        return Path(name)
+    return pretrained_path(name)
 
-        return load_protein_model(path)
-    model = MDMTransformer.from_pretrained(path)
-    model.source = str(path)
-    return model
+
+def model_folder(name_or_path: str | os.PathLike | None, default: str) -> Path:
+    """Alias of :func:`resolve_model_path` (older name)."""
+    return resolve_model_path(name_or_path, default)
 
 
 def describe_source(path: str | Path) -> str:
@@ -59,3 +85,11 @@ def describe_source(path: str | Path) -> str:
     except OSError:
         pass
     return str(path)
+
+
+def __getattr__(name: str):
+    # deprecated alias kept while callers move to unmask.models.auto.load_model; resolved at
+    # first use so that this package imports nothing of the model layer
+    if name == "load_model":
+        return importlib.import_module("unmask.models.auto").load_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from unmask.bench import BenchEntry, timed_decode
+from unmask.bench import timed_decode
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import require
 from unmask.protein.data import ProteinSplit, background_composition
@@ -17,6 +17,7 @@ from unmask.protein.tokens import (
     generation_inputs,
     random_lengths,
 )
+from unmask.samplers.spec import SamplerSpec
 
 #: the published reference (ESM-C, 500 proteins of length 50-100 against 500 UniRef50
 #: references): (label, mean NFE, JSD)
@@ -34,7 +35,7 @@ DEFAULT_SPECS = [
 ]
 
 
-def bench_protein(model, split: ProteinSplit, entries: list[BenchEntry], *, n: int = 500,
+def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: int = 500,
                   seed: int = 0, temperature: float = 1.0, min_length: int = MIN_GEN_LENGTH,
                   max_length: int = MAX_GEN_LENGTH, batch_size: int = 500,
                   natural: bool = True, progress=None) -> tuple[list[dict], torch.Tensor]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 
@@ -47,24 +45,6 @@ def check_protein_model(model: MaskedModel) -> None:
     require(ok, "model: expected a protein model (20 amino acids, MASK 20, PAD 21)")
 
 
-def load_protein_model(name_or_path: str | Path | None = None) -> MaskedModel:
-    """The shipped protein MDM (default, or name 'protein'), a folder of ours, or an
-    ``EsmForMaskedLM`` checkpoint folder (through :class:`unmask.models.esm.EsmMaskedModel`)."""
-    from unmask.models.base import read_model_config
-    from unmask.pretrained import model_folder
-
-    path = model_folder(name_or_path, TASK)
-    if read_model_config(path).get("model_type") == "esm":
-        from unmask.models.esm import EsmMaskedModel
-
-        model = EsmMaskedModel.from_pretrained(path)
-    else:
-        model = ProteinMDM.from_pretrained(path)
-    check_protein_model(model)
-    model.source = str(path)
-    return model
-
-
 def heldout_eval_set(sampler: CropSampler, n: int = 512, seed: int = 0
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A fixed evaluation set: (inputs, targets, masked), each (n, MAX_LENGTH); mask ratios
@@ -99,4 +79,4 @@ def masked_loss(model: MaskedModel, inputs: torch.Tensor, targets: torch.Tensor,
 
 
 __all__ = ["PAD_ID", "ProteinMDM", "check_protein_model", "heldout_eval_set",
-           "load_protein_model", "masked_loss", "protein_model_config"]
+           "masked_loss", "protein_model_config"]

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+import types
+import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.models.base import ModelOutput
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.handle import ModelHandle
 from unmask.rng import row_gumbel, row_uniform
-
-if TYPE_CHECKING:
-    from unmask.decode import ModelHandle
 
 
 @dataclass
@@ -84,12 +85,16 @@ class Selection:
     reveal: (B, N) bool, a non-empty subset of ``state.eligible`` in every row.
     tokens: (B, N) tokens to write where ``reveal``; None means ``state.x0``.
     next_output: the model output on the state after this step, when the sampler has already
-        computed it (lookahead samplers); the loop then skips its own forward pass.
+        computed it (lookahead samplers, verified passes); the loop then skips its own forward
+        pass.
+    entropy: (B, N) nats each revealed position adds to the cumulative entropy; None means
+        ``state.entropy``.
     """
 
     reveal: torch.Tensor
     tokens: torch.Tensor | None = None
     next_output: ModelOutput | None = None
+    entropy: torch.Tensor | None = None
 
 
 class Sampler:
@@ -98,14 +103,34 @@ class Sampler:
 
     name: ClassVar[str] = ""
     #: True for samplers that run the model on their next state themselves and hand it to the
-    #: loop (``Selection.next_output``, lookahead samplers): the loop cannot verify their sets.
+    #: loop (``Selection.next_output``, lookahead samplers): their sets cannot be verified.
     evaluates_next_state: ClassVar[bool] = False
+    #: True when ``select`` reads the model's hidden layers (``state.output.hidden_layers``);
+    #: final after :meth:`prepare`.
+    needs_hidden_layers: ClassVar[bool] = False
+    #: True when ``select`` reads the model's attention weights (``state.output.attentions``);
+    #: the loop then asks every model call for them.
+    needs_attentions: ClassVar[bool] = False
+
+    @property
+    def label(self) -> str:
+        """The sampler's name in messages."""
+        return self.name or type(self).__name__
+
+    def prepare(self, model: MaskedModel) -> None:
+        """Called once per decode before the first pass: load resources for ``model`` and
+        declare needs (``needs_hidden_layers``) here."""
 
     def begin(self, batch_size: int, seq_len: int) -> None:
-        """Called once at the start of each decode (reset per-decode state here)."""
+        """Called once at the start of each decode, after :meth:`prepare` (reset per-decode
+        state here)."""
 
     def select(self, state: StepState) -> Selection:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def stats(self) -> dict[str, torch.Tensor]:
+        """Per-row (B,) statistics for ``DecodeResult.stats`` after a decode (none here)."""
+        return {}
 
 
 _REGISTRY: dict[str, type[Sampler]] = {}
@@ -137,7 +162,19 @@ def sampler_class(name: str) -> type[Sampler]:
 
 
 def make_sampler(name: str, **params) -> Sampler:
-    """Build a registered sampler, naming any unknown parameter."""
+    """Build a registered sampler.
+
+    Args:
+        name: a registered name (:func:`available_samplers`).
+        **params: the sampler's fields. Each is checked against the field's type first: a
+            number where an int or float is expected (numpy integers count as ints, True and
+            False do not), True or False where a bool is, a string where a str is.
+
+    Returns:
+        The sampler. Raises :class:`UnmaskError` naming an unknown parameter or a value of the
+        wrong type.
+    """
+    require(isinstance(name, str), f"sampler: expected a name, got {type(name).__name__}")
     cls = sampler_class(name)
     fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
     unknown = sorted(set(params) - set(fields))
@@ -146,7 +183,41 @@ def make_sampler(name: str, **params) -> Sampler:
             f"sampler {name!r}: unknown parameter {unknown[0]!r}; "
             f"accepted: {', '.join(fields) or 'none'}"
         )
-    return cls(**params)
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):  # annotations this module cannot resolve: no type checks
+        hints = {}
+    checked = {k: _check_param(name, k, hints.get(k, object), v) for k, v in params.items()}
+    return cls(**checked)
+
+
+_SCALARS = {int: "an integer", float: "a number", bool: "True or False", str: "a string"}
+
+
+def _check_param(sampler: str, key: str, hint, value):
+    """``value`` for the field ``key`` of type ``hint``, with numpy scalars made Python ones;
+    UnmaskError when it is not of the type. Types other than int/float/bool/str (and their
+    unions with None) are left to the sampler's own checks."""
+    options = (typing.get_args(hint) if isinstance(hint, types.UnionType)
+               or typing.get_origin(hint) is typing.Union else (hint,))
+    scalars = [t for t in options if t in _SCALARS]
+    if len(scalars) != len(options) - (type(None) in options):
+        return value  # some option the sampler checks itself (a tensor, a path, an object)
+    if value is None and type(None) in options:
+        return value
+    if not isinstance(value, bool) and isinstance(value, numbers.Integral):
+        value = int(value)
+    elif not isinstance(value, bool) and isinstance(value, numbers.Real):
+        value = float(value)
+    elif type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        value = bool(value)
+    for t in scalars:
+        if (t is bool) == isinstance(value, bool) and (
+                isinstance(value, t) or (t is float and isinstance(value, int))):
+            return value
+    wanted = " or ".join([_SCALARS[t] for t in scalars]
+                         + (["None"] if type(None) in options else []))
+    raise UnmaskError(f"sampler {sampler!r}: {key}: expected {wanted}, got {value!r}")
 
 
 def parse_param_value(text: str):

@@ -23,6 +23,7 @@ import torch
 
 from unmask.errors import require
 from unmask.models.base import ModelOutput
+from unmask.probs import entropy_from_log_probs, real_log_probs
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, top_k_mask
 
 REMAINING = ("mean", "sum")
@@ -177,9 +178,6 @@ class LookaheadSampler(CountRule, Sampler):
         if bool(need.any()):
             rows = state.row_ids[:, None].expand(b, c)[need]
             out = state.model(cands.tokens[need], rows)
-            # imported here: unmask.decode imports the sampler package at load time
-            from unmask.decode import entropy_from_log_probs, real_log_probs
-
             real = state.model.model.real_token_mask.to(out.logits.device)
             ent = entropy_from_log_probs(real_log_probs(out.logits, real))  # (M, N)
             hbar_next[need] = mean_or_sum(ent, next_masked[need], self.remaining)

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 import torch
 
 from unmask.errors import UnmaskError, require
+from unmask.mi.estimator import MIEstimator, needs_hidden_layers
+from unmask.mi.probe import perturbation_mi
+from unmask.pretrained import pretrained_path
 from unmask.samplers.base import (
     Sampler,
     Selection,
@@ -134,13 +137,11 @@ class MIGuidedSampler(_BudgetedMISampler):
 
     estimator: object = field(default=None, repr=False)
 
-    def _load(self, model):
-        from unmask.mi.estimator import MIEstimator
-
+    def prepare(self, model) -> None:
+        """Load the estimator for ``model`` (once per decode; a loaded one is checked against
+        the model), so that ``needs_hidden_layers`` is known before the first pass."""
         est = self.estimator
         if est is None:
-            from unmask.pretrained import pretrained_path
-
             task = getattr(getattr(model, "config", None), "task", "")
             if task not in SHIPPED_ESTIMATORS:
                 raise UnmaskError("estimator: no shipped MI estimator for this model; pass "
@@ -150,22 +151,13 @@ class MIGuidedSampler(_BudgetedMISampler):
             est = MIEstimator.load(est)
         est.check_model(model)
         self.estimator = est.to(model.device)
-        return est
 
     @property
     def needs_hidden_layers(self) -> bool:
-        from unmask.mi.estimator import MIEstimator, needs_hidden_layers
-
         return isinstance(self.estimator, MIEstimator) and needs_hidden_layers(self.estimator)
-
-    def begin(self, batch_size: int, seq_len: int) -> None:
-        self._ready = False
 
     def mutual_information(self, state: StepState) -> torch.Tensor:
         est = self.estimator
-        if not getattr(self, "_ready", False):
-            est = self._load(state.model.model)
-            self._ready = True
         with torch.inference_mode():
             return est(est.features(state.output, state.model.model), state.masked)
 
@@ -192,8 +184,6 @@ class MIOracleSampler(_BudgetedMISampler):
         require(0.0 <= self.eps < 1.0, f"eps: must be in [0, 1), got {self.eps}")
 
     def mutual_information(self, state: StepState) -> torch.Tensor:
-        from unmask.mi.probe import perturbation_mi
-
         candidates = state.eligible & (state.entropy <= self.gamma + 1e-12)
         if self.free_head:  # the head is taken whatever its entropy: its pairs are needed too
             first = torch.ones(state.tokens.shape[0], dtype=torch.long,

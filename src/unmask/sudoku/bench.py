@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from unmask.bench import BenchEntry, timed_decode
+from unmask.bench import timed_decode
 from unmask.decode import DecodeConfig
+from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku.engine import rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
@@ -32,11 +33,12 @@ DEFAULT_SPECS = [
 ]
 
 
-def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed: int = 0,
+def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: int = 0,
                  batch_size: int = 1000, config: DecodeConfig | None = None,
-                 corrector=None, progress=None) -> list[dict]:
+                 corrector_hooks=(), progress=None) -> list[dict]:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
-    entries marked ``corrected`` with ``corrector``); one result dict per entry.
+    entries marked ``corrected`` with ``corrector_hooks``: :func:`unmask.hooks.corrector_hooks`);
+    one result dict per entry.
 
     Keys: label, name, corrected (decoded with the corrector), verified (every pass's set
     verified), params, solved (share),
@@ -56,10 +58,12 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
     rows = []
     for entry in entries:
         res, wall = timed_decode(model, x, entry, config or DecodeConfig(),
-                                 seed=seed, batch_size=batch_size, corrector=corrector)
+                                 seed=seed, batch_size=batch_size,
+                                 corrector_hooks=corrector_hooks)
         solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
         rows.append({"label": entry.label, "name": entry.name, "corrected": entry.corrected,
-                     "verified": entry.verified, "verify_tolerance": entry.verify_tolerance,
+                     "verified": entry.verified,
+                     "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
                      "params": {k: v for k, v in entry.params.items()
                                 if isinstance(v, (int, float, str, bool))},
                      "solved": float(solved.mean()),
@@ -68,8 +72,8 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[BenchEntry], *, seed:
                      "steps": float(res.steps.double().mean()),
                      "sequences": float(res.sequences.double().mean()),
                      "cumulative_entropy": float(res.cumulative_entropy.mean()),
-                     "remasked": float(res.remasked.double().mean()),
-                     "rejected": float(res.rejected.double().mean()),
+                     **{k: float(res.stats[k].double().mean()) if k in res.stats else 0.0
+                        for k in ("remasked", "rejected")},
                      "same_pass_clash": float(same_pass_clashes(res.tokens, res.reveal_step)
                                               .gt(0).double().mean()),
                      "wall_s": wall, "puzzles_per_s": len(puzzles) / wall})

@@ -22,8 +22,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from unmask.corrector import load_decoded_states
 from unmask.decode import decode
+from unmask.errors import UnmaskError
+from unmask.io import atomic_path
 from unmask.models.transformer import MDMTransformer, TransformerConfig
+from unmask.samplers import make_sampler
 from unmask.sudoku.datasets import training_grids
 from unmask.sudoku.engine import is_valid_solution, make_puzzles
 from unmask.sudoku.symmetry import augment
@@ -59,9 +63,8 @@ class SudokuPool:
         puzzles = make_puzzles(solutions, seed=seed + 1)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.npz")
-            np.savez_compressed(tmp, puzzles=puzzles, solutions=solutions)
-            tmp.replace(path)
+            with atomic_path(path) as tmp, open(tmp, "wb") as f:
+                np.savez_compressed(f, puzzles=puzzles, solutions=solutions)
         return cls(puzzles, solutions)
 
     def batch(self, step: int, batch_size: int, seed: int = 0, puzzle_fraction: float = 0.5
@@ -110,13 +113,10 @@ class DecoderStatePool:
     def load(cls, path: str | Path) -> DecoderStatePool:
         """From the states file ``unmask train corrector`` keeps (OUT/states.pt); the
         solutions are regenerated from the puzzle pool it records."""
-        from unmask.corrector import load_decoded_states
-        from unmask.errors import UnmaskError
-
+        key, st = load_decoded_states(path, "--decoder-states")
         try:
-            key, st = load_decoded_states(path)
             n, seed = int(key["puzzles"]), int(key["pool_seed"])
-        except (OSError, KeyError, TypeError, RuntimeError) as e:
+        except (KeyError, TypeError, ValueError) as e:
             raise UnmaskError(f"--decoder-states: {path} is not a states file of `unmask "
                               f"train corrector` ({type(e).__name__})") from None
         sols = grid_to_tokens(SudokuPool.generate(n, seed=seed).solutions)
@@ -148,8 +148,6 @@ def mixed_batch(first, second, fraction: float) -> BatchFn:
 def solve_rate(model: MDMTransformer, puzzles: np.ndarray, sampler="confidence",
                batch_size: int = 500, **sampler_params) -> dict:
     """Decode ``puzzles`` (P, 81) and return solved share and mean NFE."""
-    from unmask.samplers import make_sampler
-
     solved, nfe = [], []
     s = make_sampler(sampler, **sampler_params) if isinstance(sampler, str) else sampler
     for i in range(0, len(puzzles), batch_size):

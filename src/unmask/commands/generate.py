@@ -1,0 +1,93 @@
+"""``unmask generate``: text from a Hugging Face masked/diffusion LM folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from unmask.cli import arguments, command
+from unmask.commands.common import add_device_arg, resolve_device
+from unmask.errors import UnmaskError, require
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a transformers model folder")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", nargs="+", help="prompt text(s)")
+    src.add_argument("--file", help="JSONL of prompts: a JSON string or {\"prompt\": ...} a line"
+                                    " ('-' = stdin)")
+    p.add_argument("--gen-length", type=int, default=128, help="tokens to generate (128)")
+    p.add_argument("--block-length", type=int, default=None,
+                   help="semi-autoregressive block; divides --gen-length (default: one block)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="total steps, split over the blocks (count samplers only)")
+    p.add_argument("--sampler", default="confidence",
+                   help="NAME[:K=V,...] (e.g. eb:gamma=0.1; LLaDA's low_confidence, random, "
+                        "topk_margin, entropy are accepted)")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=None, help="prompts per batch (all)")
+    p.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template")
+    p.add_argument("--no-eos-stop", action="store_true",
+                   help="do not end a row at a block of only EOS")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="run modelling code shipped inside the model folder (only from there)")
+    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--json", action="store_true", help="one JSON object per prompt")
+    add_device_arg(p)
+
+
+def read_prompts(path: str) -> list[str]:
+    """Prompts from a JSONL file (a JSON string, or an object with 'prompt', per line)."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UnmaskError(f"--file: cannot read {path} ({e.__class__.__name__})") from None
+    prompts = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            raise UnmaskError(f"--file: line {n} is not JSON") from None
+        if isinstance(item, dict):
+            item = item.get("prompt")
+        require(isinstance(item, str), f"--file: line {n}: expected a string or an object "
+                                       "with a string 'prompt'")
+        prompts.append(item)
+    require(prompts, f"--file: {path} holds no prompt")
+    return prompts
+
+
+@command("generate", help="generate text with a Hugging Face masked or diffusion LM folder")
+@arguments(_args)
+def generate_cmd(args: argparse.Namespace) -> int:
+    import torch
+
+    from unmask.generate import generate
+    from unmask.models.auto import load_model
+
+    if args.threads is not None:
+        require(args.threads >= 1, f"--threads: must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    prompts = args.prompt if args.prompt is not None else read_prompts(args.file)
+    device = resolve_device(args.device)
+    options = {"trust_remote_code": args.trust_remote_code, "device": device}
+    if args.dtype:
+        options["dtype"] = args.dtype
+    model = load_model(args.model, task="text", **options)
+    results = generate(model, None, prompts, sampler=args.sampler, gen_length=args.gen_length,
+                       block_length=args.block_length, steps=args.steps,
+                       temperature=args.temperature, seed=args.seed, chat_template=args.chat,
+                       stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size)
+    for r in results:
+        if args.json:
+            print(json.dumps(r.to_json()), flush=True)
+        else:
+            print(f"{r.text}\n  [nfe {r.nfe}, {r.tokens_per_forward:.2f} tokens/forward, "
+                  f"{r.wall_s:.2f} s]", flush=True)
+    return 0

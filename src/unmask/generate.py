@@ -1,0 +1,218 @@
+"""Text generation with a masked diffusion LM: a prompt, then ``gen_length`` masked positions
+filled by any sampler in semi-autoregressive blocks (LLaDA, arXiv:2502.09992).
+
+Prompts of different lengths run in one batch: each is left-padded with the model's pad id
+(left out of attention, positions counted from the first real token) to a multiple of
+``block_length``, so the blocks start where the prompt ends, as in LLaDA's ``generate``.
+``steps`` is the total over the generation (``steps / number of blocks`` per block), for the
+samplers that reveal a count per step. A row whose last finished block holds only EOS has
+ended: every later block is filled with EOS in one pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from unmask.decode import DecodeConfig, decode
+from unmask.errors import require
+from unmask.models.auto import load_model
+from unmask.models.base import MaskedModel
+from unmask.samplers.base import (
+    CountRule,
+    Sampler,
+    Selection,
+    StepState,
+    make_sampler,
+    parse_param_value,
+)
+
+#: the remasking names of LLaDA / dLLM codebases -> our samplers
+LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
+               "entropy": "entropy", "maskgit_plus": "confidence"}
+
+
+@dataclass
+class Generation:
+    """One prompt's result.
+
+    text: the generated text up to (not including) the first EOS, special tokens dropped.
+    token_ids: the gen_length generated ids (EOS included).
+    nfe: forward passes that included the row; sequences: sequences evaluated for it.
+    tokens_per_forward: gen_length / nfe.
+    wall_s: wall time of the batch the prompt ran in.
+    """
+
+    prompt: str
+    text: str
+    token_ids: list[int]
+    nfe: int
+    sequences: int
+    tokens_per_forward: float
+    wall_s: float
+
+    def to_json(self) -> dict:
+        return {"prompt": self.prompt, "text": self.text, "nfe": self.nfe,
+                "sequences": self.sequences,
+                "tokens_per_forward": round(self.tokens_per_forward, 4),
+                "wall_s": round(self.wall_s, 4)}
+
+
+def parse_sampler(spec: str | Sampler) -> Sampler:
+    """A sampler from ``NAME[:K=V,K=V]`` (LLaDA names such as ``low_confidence`` accepted)."""
+    if isinstance(spec, Sampler):
+        return spec
+    require(isinstance(spec, str) and spec.strip(), f"sampler: expected a spec such as "
+                                                    f"'confidence' or 'eb:gamma=0.1', got "
+                                                    f"{spec!r}")
+    name, _, rest = spec.strip().partition(":")
+    require("+" not in spec, f"sampler: {spec!r}: '+' suffixes are not supported by generate")
+    params = {}
+    for item in filter(None, (s.strip() for s in rest.split(","))):
+        require("=" in item, f"sampler: {spec!r}: expected K=V, got {item!r}")
+        k, v = item.split("=", 1)
+        params[k.strip()] = parse_param_value(v.strip())
+    return make_sampler(LLADA_NAMES.get(name.strip(), name.strip()), **params)
+
+
+class StopAtEOS(Sampler):
+    """Wraps a sampler: a row whose last finished generated block is all ``eos_id`` fills its
+    current block with ``eos_id`` at once; other rows are the inner sampler's."""
+
+    def __init__(self, inner: Sampler, eos_id: int, block: int, gen_start: int):
+        self.inner, self.eos_id, self.block, self.gen_start = inner, eos_id, block, gen_start
+        self.name = inner.name
+
+    def __getattr__(self, name):  # needs_hidden_layers, prepare, ... of the inner sampler
+        return getattr(self.__dict__["inner"], name)
+
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        self.inner.begin(batch_size, seq_len)
+
+    def select(self, state: StepState) -> Selection:
+        sel = self.inner.select(state)
+        b, n = state.tokens.shape
+        first = state.eligible.long().argmax(1)  # first eligible position
+        start = (first // self.block) * self.block  # current block start
+        prev = start[:, None] - self.block + torch.arange(self.block, device=first.device)
+        ok = (prev >= self.gen_start).all(1)
+        prev_tok = state.tokens.gather(1, prev.clamp(min=0))
+        ended = ok & (prev_tok == self.eos_id).all(1)
+        if not bool(ended.any()):
+            return sel
+        tokens = state.x0 if sel.tokens is None else sel.tokens
+        reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
+        tokens = torch.where(ended[:, None], torch.full_like(tokens, self.eos_id), tokens)
+        return Selection(reveal, tokens)
+
+
+def _encode(tokenizer, prompt: str, chat_template: bool) -> list[int]:
+    if chat_template:
+        require(getattr(tokenizer, "chat_template", None),
+                "chat_template: the tokenizer has no chat template")
+        out = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                            add_generation_prompt=True, tokenize=True)
+        ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
+        return [int(i) for i in ids]
+    return [int(i) for i in tokenizer(prompt)["input_ids"]]
+
+
+def _with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
+    if steps is None:
+        return sampler
+    require(isinstance(steps, int) and steps >= 1, f"steps: must be an integer >= 1, got "
+                                                   f"{steps!r}")
+    require(steps % n_blocks == 0, f"steps: {steps} is not a multiple of the {n_blocks} "
+                                   "blocks (steps are split evenly over blocks)")
+    require(isinstance(sampler, CountRule),
+            f"steps: sampler {sampler.name!r} chooses how many positions to reveal itself; "
+            "drop steps")
+    return dataclasses.replace(sampler, steps=steps // n_blocks)
+
+
+def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] = (), *,
+             sampler: str | Sampler = "confidence", gen_length: int = 128,
+             block_length: int | None = None, steps: int | None = None,
+             temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
+             stop_at_eos: bool = True, batch_size: int | None = None) -> list[Generation]:
+    """Generate a continuation of each prompt.
+
+    Args:
+        model: a text :class:`MaskedModel` (e.g. :class:`~unmask.models.hf.HFMaskedModel`)
+            or a folder to load one from.
+        tokenizer: the model's tokenizer (default: ``model.tokenizer``).
+        prompts: one prompt or a list.
+        sampler: a :class:`Sampler` or a spec ``NAME[:K=V,...]``; LLaDA names map to ours
+            (``low_confidence`` -> confidence, ``random`` -> uniform, ``topk_margin`` ->
+            margin, ``entropy`` -> entropy).
+        gen_length: masked positions after each prompt.
+        block_length: semi-autoregressive block (default gen_length); must divide gen_length.
+        steps: total steps over gen_length, split evenly over the blocks (count samplers).
+        temperature: token temperature (0: argmax).
+        seed: prompt i (in the order given) decodes with seed ``seed + i``.
+        chat_template: wrap each prompt as a user message with the tokenizer's chat template.
+        stop_at_eos: a block of only EOS ends the row (the rest is EOS, one pass per block).
+        batch_size: prompts per batch (default: all at once).
+    Returns:
+        one :class:`Generation` per prompt, in order.
+    """
+    if isinstance(model, str):
+        model = load_model(model, task="text")
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    require(tokenizer is not None, "tokenizer: none given and the model folder has none")
+    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    require(len(prompts) > 0, "prompts: none given")
+    require(all(isinstance(p, str) for p in prompts), "prompts: expected strings")
+    require(isinstance(gen_length, int) and gen_length >= 1,
+            f"gen_length: must be an integer >= 1, got {gen_length!r}")
+    block = gen_length if block_length is None else block_length
+    require(isinstance(block, int) and block >= 1,
+            f"block_length: must be an integer >= 1, got {block!r}")
+    require(gen_length % block == 0,
+            f"block_length: {block} does not divide gen_length {gen_length}")
+    require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
+            f"batch_size: must be an integer >= 1, got {batch_size!r}")
+    sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
+    config = DecodeConfig(temperature=temperature, block_size=block)
+    encoded = [_encode(tokenizer, p, chat_template) for p in prompts]
+    for i, ids in enumerate(encoded):
+        require(len(ids) + gen_length <= model.max_length,
+                f"prompt {i}: {len(ids)} tokens + gen_length {gen_length} exceed the model's "
+                f"max_length {model.max_length}")
+    eos = getattr(model, "eos_ids", ())
+    pad = getattr(model, "pad_id", None)
+    size = batch_size or len(prompts)
+    results: list[Generation] = []
+    for lo in range(0, len(prompts), size):
+        chunk = encoded[lo:lo + size]
+        width = math.ceil(max(len(c) for c in chunk) / block) * block
+        if any(len(c) != width for c in chunk):
+            require(pad is not None, "model: it has no pad token to align prompts to blocks; "
+                                     "give prompts whose length is a multiple of block_length")
+        require(width + gen_length <= model.max_length,
+                f"prompts: {width} prompt slots (padded to whole blocks of {block}) + "
+                f"gen_length {gen_length} exceed the model's max_length {model.max_length}")
+        x = torch.full((len(chunk), width + gen_length), model.mask_id, dtype=torch.long)
+        for r, ids in enumerate(chunk):
+            x[r, :width - len(ids)] = pad if pad is not None else model.mask_id
+            x[r, width - len(ids):width] = torch.tensor(ids, dtype=torch.long)
+        use = sampler
+        if stop_at_eos and eos and not sampler.evaluates_next_state:
+            use = StopAtEOS(sampler, eos[0], block, width)
+        t0 = time.perf_counter()
+        res = decode(model, x.to(model.device), use, config, seed=seed + lo)
+        wall = time.perf_counter() - t0
+        for r in range(len(chunk)):
+            gen = res.tokens[r, width:].tolist()
+            cut = next((i for i, t in enumerate(gen) if t in eos), len(gen))
+            nfe = int(res.nfe[r])
+            results.append(Generation(
+                prompt=prompts[lo + r],
+                text=tokenizer.decode(gen[:cut], skip_special_tokens=True),
+                token_ids=gen, nfe=nfe, sequences=int(res.sequences[r]),
+                tokens_per_forward=gen_length / max(nfe, 1), wall_s=wall))
+    return results

@@ -1,0 +1,130 @@
+"""One loader for every model folder, keyed by the kind its ``config.json`` names.
+
+=====================  ==============================================  =========
+config.json            class                                           task
+=====================  ==============================================  =========
+``mdm-transformer``    :class:`~unmask.models.transformer.MDMTransformer`  config's
+  ... task 'protein'   :class:`~unmask.protein.model.ProteinMDM`       protein
+``esm`` / ``esmc``     :class:`~unmask.models.esm.EsmMaskedModel`      protein
+any other             :class:`~unmask.models.hf.HFMaskedModel`        text
+``transformers`` one
+=====================  ==============================================  =========
+
+Where the folder comes from: :func:`unmask.pretrained.resolve_model_path` (a bare shipped
+name is the shipped asset; a path is a path).
+"""
+
+from __future__ import annotations
+
+import os
+
+from unmask.errors import UnmaskError
+from unmask.models.base import MaskedModel
+from unmask.models.esm import EsmMaskedModel
+from unmask.models.files import read_json_object
+from unmask.models.hf import HFMaskedModel
+from unmask.models.transformer import MDMTransformer
+from unmask.pretrained import DEFAULT_MODEL, resolve_model_path, shipped_names
+from unmask.protein.model import ProteinMDM, check_protein_model
+
+#: options for transformers folders (see HFMaskedModel.from_pretrained)
+HF_OPTIONS = {"dtype", "device", "trust_remote_code", "hidden_layer", "mask_id"}
+#: config kinds that are not decodable models, and what they are
+NOT_MODELS = {"mi-estimator": "an MI estimator", "corrector": "a corrector"}
+
+
+def task_family(task: str) -> str:
+    """The task a model's recorded ``task`` belongs to (``multiplication-2x1`` ->
+    ``arithmetic``); '' when unknown."""
+    task = task or ""
+    return "arithmetic" if task.startswith("multiplication-") else task
+
+
+def model_kind(meta: dict) -> str:
+    """The loader key of a parsed config.json: 'mdm-transformer', 'protein', 'esm', 'hf'."""
+    kind = meta.get("model_type")
+    if kind == "mdm-transformer":
+        cfg = meta.get("config")
+        return "protein" if isinstance(cfg, dict) and cfg.get("task") == "protein" else kind
+    if kind in ("esm", "esmc"):
+        return "esm"
+    if kind in NOT_MODELS:
+        return kind
+    if isinstance(kind, str) or "auto_map" in meta or "architectures" in meta:
+        return "hf"
+    return ""
+
+
+def check_task(model: MaskedModel, task: str | None, source: str = "") -> None:
+    """Raise :class:`UnmaskError` when ``model`` records a task other than ``task`` (None:
+    no check; a model that records no task passes)."""
+    if task is None:
+        return
+    have = task_family(getattr(model, "task", ""))
+    if have and have != task:
+        where = f" {source}" if source else ""
+        raise UnmaskError(f"model:{where} is a {have} model, not a {task} model")
+
+
+def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | None = None,
+               **hf_options) -> MaskedModel:
+    """Load a model by shipped name or from a folder.
+
+    Args:
+        name_or_path: a shipped name (``sudoku``, ``protein``, ``arithmetic``), or a folder
+            (see :func:`unmask.pretrained.resolve_model_path`); None = the shipped model of
+            ``task`` (or ``sudoku``).
+        task: refuse a model whose config records another task ('sudoku', 'protein',
+            'arithmetic', 'text'), with one line.
+        hf_options: for a ``transformers`` folder, passed to
+            :meth:`unmask.models.hf.HFMaskedModel.from_pretrained` (``dtype``, ``device``,
+            ``trust_remote_code``, ``hidden_layer``).
+    Returns:
+        the model, in eval mode, with ``source`` (its folder) and ``task`` set.
+    """
+    unknown = sorted(set(hf_options) - HF_OPTIONS)
+    if unknown:
+        raise UnmaskError(f"load_model: unknown option {unknown[0]!r}; accepted: "
+                          f"{', '.join(sorted(HF_OPTIONS))}")
+    default = task if task in shipped_names() else DEFAULT_MODEL
+    path = resolve_model_path(name_or_path, default)
+    meta = read_json_object(path / "config.json")
+    kind = model_kind(meta)
+    if kind in NOT_MODELS:
+        raise UnmaskError(f"model: {path} is {NOT_MODELS[kind]}, not a model")
+    if kind == "mdm-transformer":
+        model = MDMTransformer.from_pretrained(path)
+    elif kind == "protein":
+        model = ProteinMDM.from_pretrained(path)
+        check_protein_model(model)
+    elif kind == "esm":
+        model = EsmMaskedModel.from_pretrained(path)
+        check_protein_model(model)
+    elif kind == "hf":
+        model = HFMaskedModel.from_pretrained(path, **hf_options)
+    else:
+        raise UnmaskError(f"model: {path / 'config.json'} names no model kind "
+                          "(no 'model_type')")
+    model.source = str(path)
+    check_task(model, task, str(name_or_path if name_or_path is not None else path))
+    if kind != "hf":
+        device = hf_options.pop("device", None)
+        extra = sorted(k for k, v in hf_options.items() if v not in (None, False, -1))
+        if extra:
+            raise UnmaskError(f"model: {path} is not a transformers folder; "
+                              f"{', '.join(extra)} apply only to those")
+        if device is not None:
+            model = model.to(device)
+    return model.eval()
+
+
+def load_protein_model(name_or_path: str | os.PathLike | None = None) -> MaskedModel:
+    """:func:`load_model` for the protein task (default: the shipped protein MDM); also
+    refuses a model that records no task but does not read protein tokens."""
+    model = load_model(name_or_path, task="protein")
+    check_protein_model(model)
+    return model
+
+
+__all__ = ["check_task", "load_model", "load_protein_model", "model_kind",
+           "task_family"]

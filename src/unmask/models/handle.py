@@ -1,0 +1,56 @@
+"""The model as the decode loop runs it: counted per row, with self-conditioning state."""
+
+from __future__ import annotations
+
+import torch
+
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.probs import previous_pass_probs
+
+
+class ModelHandle:
+    """Runs the model for the loop and for samplers that call it themselves (lookahead,
+    verification, probing), counting per original row.
+
+    Attributes:
+        model: the :class:`MaskedModel`.
+        calls: (B,) model calls that included each row (NFE).
+        sequences: (B,) sequences evaluated for each row (> calls for lookahead samplers).
+        prev_probs: (B, N, V) for a self-conditioning model (else None): each row's beliefs
+            from the loop's last pass (zeros before the first and at revealed positions),
+            given to every call for that row, lookahead candidates included.
+        output_attentions: every call also returns the attention weights
+            (``ModelOutput.attentions``), for samplers that read them.
+    """
+
+    def __init__(self, model: MaskedModel, batch_size: int, device: torch.device,
+                 seq_len: int = 0, self_condition: bool = True, output_attentions: bool = False):
+        self.model = model
+        self._extra = {"output_attentions": True} if output_attentions else {}
+        self.calls = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.sequences = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.prev_probs = (torch.zeros(batch_size, seq_len, model.vocab_size, device=device)
+                           if self_condition and model.self_conditioning
+                           else None)
+
+    def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
+                 output_hidden_layers: bool = False) -> ModelOutput:
+        """Run the model on ``tokens`` (M, N); ``rows`` (M,) names the original row of each
+        sequence (a row named several times is charged one call and M_row sequences)."""
+        with torch.inference_mode():
+            if self.prev_probs is None:
+                out = self.model(tokens, output_hidden_layers=output_hidden_layers,
+                                 **self._extra)
+            else:
+                out = self.model(tokens, output_hidden_layers=output_hidden_layers,
+                                 prev_probs=self.prev_probs[rows], **self._extra)
+        self.calls[torch.unique(rows)] += 1
+        self.sequences.index_add_(0, rows, torch.ones_like(rows))
+        return out
+
+    def remember(self, rows: torch.Tensor, probs: torch.Tensor, still_masked: torch.Tensor
+                 ) -> None:
+        """Keep the loop's pass on ``rows`` (R,) for the next: ``probs`` (R, N, V) where
+        ``still_masked`` (R, N), zeros elsewhere. No-op without self-conditioning."""
+        if self.prev_probs is not None:
+            self.prev_probs[rows] = previous_pass_probs(probs, still_masked)

@@ -1,0 +1,266 @@
+"""Any ``transformers`` masked LM, or a diffusion LLM whose modelling code sits in its folder
+(LLaDA arXiv:2502.09992, Dream arXiv:2508.15487), behind the :class:`MaskedModel` contract.
+
+Rows are the model's own token ids. Given context may hold any id (prompt, special tokens);
+samplers emit only the *real* tokens: the tokenizer's vocabulary without its special tokens,
+plus the end-of-sequence ids (so generation can stop). ``pad_id`` marks left padding: a
+position holding it is left out of attention and the positions after it are counted from the
+first non-pad token, so a padded row gives the logits of the unpadded one.
+
+Nothing is downloaded (``local_files_only=True``). Modelling code shipped inside a folder
+(``auto_map`` in config.json) runs only with ``trust_remote_code=True`` and only from that
+folder: a folder whose ``auto_map`` points elsewhere, or whose code file is absent, is refused.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+
+from unmask.errors import UnmaskError, require
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.files import read_json_object
+
+#: config.json model types whose logits at position i predict token i+1 (AR-initialised)
+SHIFTED_LOGITS = ("Dream",)
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
+                    "tokenizer.model", "spiece.model")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _import_transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise UnmaskError("model: Hugging Face folders need transformers; pip install "
+                          "'unmask[hf]'") from None
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    return transformers
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+
+
+def check_remote_code(directory: Path, meta: dict, trust_remote_code: bool) -> None:
+    """Refuse a folder whose ``auto_map`` code is not in the folder itself, or that needs
+    code without ``trust_remote_code``."""
+    auto_map = meta.get("auto_map")
+    if not auto_map:
+        return
+    refs = [v for v in auto_map.values() for v in (v if isinstance(v, list) else [v]) if v]
+    for ref in refs:
+        require(isinstance(ref, str) and "--" not in ref,
+                f"model: {directory} config.json auto_map points outside the folder "
+                f"({ref!r}); only code inside the folder is run")
+        module = ref.rsplit(".", 1)[0]
+        require((directory / f"{module}.py").is_file(),
+                f"model: {directory} config.json names code {module}.py that is not in the "
+                "folder")
+    require(trust_remote_code,
+            f"model: {directory} runs its own modelling code ({', '.join(sorted(set(refs)))});"
+            " allow it with trust_remote_code=True (--trust-remote-code)")
+
+
+def _accepts(fn, name: str) -> bool:
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+class HFMaskedModel(MaskedModel):
+    """A loaded ``transformers`` model behind :class:`MaskedModel`.
+
+    Args:
+        hf_model: the model; ``hf_model(input_ids=...)`` returns ``.logits`` (B, N, V).
+        tokenizer: its tokenizer (None: real tokens from the config's ids alone).
+        mask_id: the mask token id (default: the tokenizer's, else the config's
+            ``mask_token_id``).
+        max_length: longest row (default: the tokenizer's ``model_max_length`` when finite,
+            else the config's ``max_position_embeddings`` / ``max_sequence_length``).
+        hidden_layer: which of the model's hidden states is ``ModelOutput.hidden`` (-1: last).
+        shift_logits: the model's logits at i predict token i+1 (Dream); they are shifted
+            back by one (default: from the config's model type).
+    """
+
+    def __init__(self, hf_model, tokenizer=None, *, mask_id: int | None = None,
+                 max_length: int | None = None, hidden_layer: int = -1,
+                 shift_logits: bool | None = None):
+        super().__init__()
+        self.hf = hf_model.eval()
+        self.tokenizer = tokenizer
+        cfg = hf_model.config
+        self.task = "text"
+        self.vocab_size = int(getattr(cfg, "vocab_size", 0) or
+                              hf_model.get_output_embeddings().weight.shape[0])
+        if mask_id is None and tokenizer is not None:
+            mask_id = tokenizer.mask_token_id
+        if mask_id is None:
+            mask_id = getattr(cfg, "mask_token_id", None)
+        require(mask_id is not None,
+                "model: it has no mask token (the tokenizer has no mask_token and the config "
+                "no mask_token_id)" if tokenizer is not None else
+                "model: it has no tokenizer (tokenizer.json, vocab.txt, ...) and its config "
+                "no mask_token_id")
+        require(0 <= int(mask_id) < self.vocab_size,
+                f"mask_id: {mask_id} is outside the vocabulary [0, {self.vocab_size})")
+        self.mask_id = int(mask_id)
+        self.eos_ids = self._eos_ids(cfg, tokenizer)
+        special = set(self._special_ids(cfg, tokenizer)) | {self.mask_id}
+        size = min(len(tokenizer), self.vocab_size) if tokenizer is not None else self.vocab_size
+        real = [i for i in range(size) if i not in special or i in self.eos_ids]
+        real = [i for i in real if i != self.mask_id]
+        require(len(real) >= 2, "model: fewer than 2 real tokens in its vocabulary")
+        self.real_token_ids = tuple(real)
+        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+        mask[real] = True
+        self.register_buffer("_real_mask", mask, persistent=False)
+        pad = tokenizer.pad_token_id if tokenizer is not None else getattr(cfg, "pad_token_id",
+                                                                            None)
+        if pad is None or pad in self.eos_ids or pad == self.mask_id or mask[pad]:
+            pad = next((i for i in sorted(special) if i != self.mask_id and not mask[i]
+                        and i not in self.eos_ids), None)
+        self.pad_id = pad
+        self.max_length = int(max_length or self._max_length(cfg, tokenizer))
+        self.hidden_size = int(getattr(cfg, "hidden_size", 0) or getattr(cfg, "d_model", 0))
+        self.hidden_layer = hidden_layer
+        self.shift_logits = (getattr(cfg, "model_type", "") in SHIFTED_LOGITS
+                             if shift_logits is None else shift_logits)
+        fwd = hf_model.forward
+        self._takes = {k: _accepts(fwd, k) for k in ("attention_mask", "position_ids",
+                                                     "output_hidden_states")}
+
+    @staticmethod
+    def _special_ids(cfg, tokenizer) -> list[int]:
+        ids = []
+        if tokenizer is not None:
+            ids += list(tokenizer.all_special_ids)
+            ids += [i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items()
+                    if getattr(t, "special", False)]
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id",
+                     "cls_token_id", "unk_token_id"):
+            v = getattr(cfg, name, None)
+            ids += v if isinstance(v, list) else [] if v is None else [v]
+        return [int(i) for i in ids if i is not None]
+
+    @staticmethod
+    def _eos_ids(cfg, tokenizer) -> tuple[int, ...]:
+        ids = []
+        if tokenizer is not None and tokenizer.eos_token_id is not None:
+            ids.append(tokenizer.eos_token_id)
+        v = getattr(cfg, "eos_token_id", None)
+        ids += v if isinstance(v, list) else [] if v is None else [v]
+        return tuple(sorted({int(i) for i in ids}))
+
+    @staticmethod
+    def _max_length(cfg, tokenizer) -> int:
+        limit = getattr(tokenizer, "model_max_length", None) if tokenizer is not None else None
+        if isinstance(limit, int) and 0 < limit < 1_000_000:
+            return limit
+        for name in ("max_position_embeddings", "max_sequence_length", "n_positions",
+                     "seq_length"):
+            v = getattr(cfg, name, None)
+            if isinstance(v, int) and v > 0:
+                return v
+        return 1 << 20
+
+    @property
+    def real_token_mask(self) -> torch.Tensor:
+        return self._real_mask.cpu()
+
+    def check_tokens(self, tokens: torch.Tensor) -> None:
+        """Shape, dtype, length and vocabulary range; given context may hold any id."""
+        if not isinstance(tokens, torch.Tensor):
+            raise UnmaskError(f"tokens: expected a torch.Tensor, got {type(tokens).__name__}")
+        require(tokens.dim() == 2, f"tokens: expected shape (B, N), got {tuple(tokens.shape)}")
+        require(tokens.dtype == torch.long, f"tokens: expected dtype torch.long, got "
+                                            f"{tokens.dtype}")
+        require(tokens.shape[1] <= self.max_length,
+                f"tokens: length {tokens.shape[1]} exceeds the model's max_length "
+                f"{self.max_length}")
+        if tokens.numel():
+            lo, hi = int(tokens.min()), int(tokens.max())
+            require(lo >= 0 and hi < self.vocab_size,
+                    f"tokens: id {lo if lo < 0 else hi} is outside the vocabulary "
+                    f"[0, {self.vocab_size})")
+
+    def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False) -> ModelOutput:
+        kwargs = {}
+        padded = self.pad_id is not None and bool((tokens == self.pad_id).any())
+        if padded and self._takes["attention_mask"]:
+            attention = (tokens != self.pad_id).long()
+            kwargs["attention_mask"] = attention
+            if self._takes["position_ids"]:
+                kwargs["position_ids"] = (attention.cumsum(1) - 1).clamp(min=0)
+        if self._takes["output_hidden_states"]:
+            kwargs["output_hidden_states"] = True
+        out = self.hf(input_ids=tokens, **kwargs)
+        logits = out.logits if hasattr(out, "logits") else out[0]
+        if self.shift_logits:
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+        states = getattr(out, "hidden_states", None)
+        b, n = tokens.shape
+        if states:
+            hidden = states[self.hidden_layer].float()
+        else:  # the model does not expose hidden states
+            hidden = logits.new_zeros(b, n, 0, dtype=torch.float32)
+        layers = tuple(h.float() for h in states) if output_hidden_layers and states else None
+        return ModelOutput(logits=logits.float(), hidden=hidden, hidden_layers=layers)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, *, dtype: str | torch.dtype | None
+                        = None, device: str | torch.device = "cpu",
+                        trust_remote_code: bool = False, hidden_layer: int = -1,
+                        mask_id: int | None = None) -> HFMaskedModel:
+        """Load a local ``transformers`` folder (config.json, weights, tokenizer).
+
+        Masked LMs load through ``AutoModelForMaskedLM``; a folder with its own code
+        (``auto_map``) through the class it maps (``AutoModelForMaskedLM``, ``AutoModel``
+        or ``AutoModelForCausalLM``), only with ``trust_remote_code``.
+        """
+        directory = Path(directory)
+        meta = read_json_object(directory / "config.json")
+        check_remote_code(directory, meta, trust_remote_code)
+        require(any((directory / f).is_file() for f in _WEIGHT_FILES),
+                f"model: {directory} has no weights (model.safetensors)")
+        if isinstance(dtype, str):
+            require(dtype in DTYPES, f"dtype: expected one of {', '.join(DTYPES)}, got "
+                                     f"{dtype!r}")
+            dtype = DTYPES[dtype]
+        tr = _import_transformers()
+        options = dict(local_files_only=True, trust_remote_code=bool(meta.get("auto_map")))
+        try:
+            config = tr.AutoConfig.from_pretrained(str(directory), **options)
+        except Exception as e:  # noqa: BLE001 - any failure to parse a user's file is one line
+            raise UnmaskError(f"model: {directory} config.json is not a transformers config "
+                              f"({_first_line(e)})") from None
+        auto_map = meta.get("auto_map") or {}
+        loader = next((getattr(tr, k) for k in ("AutoModelForMaskedLM", "AutoModel",
+                                                "AutoModelForCausalLM") if k in auto_map),
+                      tr.AutoModelForMaskedLM)
+        try:
+            hf_model, info = loader.from_pretrained(str(directory), config=config,
+                                                    dtype=dtype or torch.float32,
+                                                    output_loading_info=True, **options)
+        except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as e:
+            raise UnmaskError(f"model: {directory} is not a readable masked LM "
+                              f"({_first_line(e)})") from None
+        missing = sorted(info.get("missing_keys") or [])
+        if missing:
+            raise UnmaskError(f"model: {directory} weights lack {missing[0]!r} that its config "
+                              "implies (it would be left at random initialisation)")
+        tokenizer = None
+        if any((directory / f).is_file() for f in _TOKENIZER_FILES):
+            try:
+                tokenizer = tr.AutoTokenizer.from_pretrained(str(directory), **options)
+            except (OSError, ValueError, KeyError, TypeError):
+                tokenizer = None
+        model = cls(hf_model.to(device), tokenizer, mask_id=mask_id, hidden_layer=hidden_layer)
+        model.source = str(directory)
+        return model

@@ -1,0 +1,277 @@
+"""Reports over bench JSON files (``unmask sudoku bench --json``): Pareto plots and pooling.
+
+A bench file is a JSON object with ``set`` (the puzzle set), ``puzzles`` and ``rows``; each row
+has ``label``, ``name``, ``solved`` (share), ``nfe`` (mean forward passes), ``wall_s``
+(seconds for the whole set) and, for paired comparisons, ``solved_each`` ('0'/'1' per puzzle).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from unmask.bench import (
+    CORRECTED_SUFFIX,
+    VERIFIED_SUFFIX,
+    add_paired_vs,
+    pareto_plot,
+    render_table,
+)
+from unmask.errors import UnmaskError
+from unmask.io import atomic_write_text
+from unmask.sudoku.bench import SEED_REFERENCE
+
+#: x-axis choices of :func:`plot_bench`: name -> (row key, axis label)
+X_AXES = {"passes": ("nfe", "mean forward passes (NFE)"),
+          "wall": ("wall_s", "wall-clock seconds for the set")}
+#: file types :func:`plot_bench` writes
+PLOT_SUFFIXES = (".png",)
+#: the row every pooled row is paired against
+REFERENCE = "confidence"
+
+
+def check_output(out: str | Path, inputs: list[str | Path], suffixes: tuple[str, ...],
+                 what: str = "--out") -> Path:
+    """``out`` as a Path, after checking that its folder exists, that it ends in one of
+    ``suffixes`` and that it is none of ``inputs``; UnmaskError naming ``what`` otherwise."""
+    out = Path(out)
+    if out.suffix.lower() not in suffixes:
+        raise UnmaskError(f"{what}: {out} must end in {' or '.join(suffixes)}")
+    if not out.parent.is_dir():
+        raise UnmaskError(f"{what}: folder {out.parent} does not exist")
+    if out.is_dir():
+        raise UnmaskError(f"{what}: {out} is a folder")
+    for path in inputs:
+        if Path(path).resolve() == out.resolve():
+            raise UnmaskError(f"{what}: {out} is also an input; write elsewhere")
+    return out
+
+
+def load_bench(path: str | Path) -> dict:
+    """Read one bench JSON file, checking that it holds Sudoku bench rows.
+
+    Returns:
+        The file's object (``set``, ``puzzles``, ``rows``, ...).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UnmaskError(f"bench file {path}: not found")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UnmaskError(f"bench file {path}: not JSON ({e})") from None
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise UnmaskError(f"bench file {path}: no 'rows' list")
+    for r in rows:
+        missing = [k for k in ("label", "name", "solved", "nfe")
+                   if not isinstance(r, dict) or k not in r]
+        if missing:
+            raise UnmaskError(f"bench file {path}: a row lacks {missing[0]!r} (a Sudoku bench "
+                              "row has label, name, solved, nfe)")
+    return data
+
+
+def _flags(row: dict) -> dict:
+    """The row's corrector/verify marks (older files record them in the label only)."""
+    return {"corrected": row.get("corrected", CORRECTED_SUFFIX in row["label"]),
+            "verified": row.get("verified", VERIFIED_SUFFIX in row["label"]),
+            "verify_tolerance": row.get("verify_tolerance", 1.0)}
+
+
+def plot_rows(files: list[dict], *, tags: list[str] | None = None,
+              samplers: list[str] | None = None) -> tuple[list[dict], str]:
+    """Rows to draw from several bench files of one puzzle set.
+
+    Args:
+        files: loaded bench files (:func:`load_bench`).
+        tags: one per file; a file's rows are drawn on their own lines as ``TAG sampler``.
+        samplers: only rows with these labels (default all).
+
+    Returns:
+        (rows, set description). A label already taken by an earlier file is skipped.
+    """
+    if tags is not None and len(tags) != len(files):
+        raise UnmaskError(f"--tags: one per file ({len(files)}), got {len(tags)}")
+    sets = {f"{data.get('set')} x {data.get('puzzles')}" for data in files}
+    if len(sets) > 1:
+        raise UnmaskError(f"the files measure different puzzle sets: {sorted(sets)}; "
+                          "pool them first (unmask results pool)")
+    rows, seen = [], set()
+    for i, data in enumerate(files):
+        tag = f"{tags[i]} " if tags else ""
+        for r in data["rows"]:
+            label = tag + r["label"]
+            if label in seen or (samplers and r["label"] not in samplers):
+                continue
+            seen.add(label)
+            rows.append({**r, **_flags(r), "label": label, "name": tag + r["name"],
+                         "accuracy": r["solved"]})
+    if not rows:
+        raise UnmaskError("--samplers: no row has these labels")
+    return rows, sets.pop()
+
+
+def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
+               xlim: tuple[float, float] | None = None,
+               ylim: tuple[float, float] | None = None, target: float | None = None,
+               references: bool = False, tags: list[str] | None = None,
+               samplers: list[str] | None = None, title: str | None = None) -> int:
+    """Draw solved % against passes or wall-clock time for the rows of bench files.
+
+    Args:
+        paths: bench JSON files of one puzzle set.
+        out: the picture (.png), written atomically.
+        x: ``passes`` (mean forward passes) or ``wall`` (seconds for the set).
+        xlim, ylim: axis ranges (a zoom; y in %).
+        target: F > 1 draws the ``confidence`` row's solved % and its x / F as guide lines.
+        references: also draw the published Sudoku points (passes only).
+        tags, samplers: see :func:`plot_rows`.
+        title: the plot's title (default: the set and the number of rows).
+
+    Returns:
+        The number of rows drawn.
+    """
+    if x not in X_AXES:
+        raise UnmaskError(f"--x: choose from {', '.join(X_AXES)}, got {x!r}")
+    out = check_output(out, paths, PLOT_SUFFIXES)
+    for name, lim in (("--xlim", xlim), ("--ylim", ylim)):
+        if lim is not None and not lim[0] < lim[1]:
+            raise UnmaskError(f"{name}: LO must be below HI, got {lim[0]:g} {lim[1]:g}")
+    if target is not None and not target > 0:
+        raise UnmaskError(f"--target: a factor above 0, got {target:g}")
+    if references and x != "passes":
+        raise UnmaskError("--references: the published points are in passes; use --x passes")
+    key, xlabel = X_AXES[x]
+    rows, sets = plot_rows([load_bench(p) for p in paths], tags=tags, samplers=samplers)
+    bad = [r["label"] for r in rows if not isinstance(r.get(key), (int, float))
+           or r[key] <= 0]
+    if bad:
+        raise UnmaskError(f"--x {x}: row {bad[0]!r} has no positive {key!r}")
+    guides = []
+    if target is not None:
+        seq = next((r for r in rows if r["label"] == REFERENCE), None)
+        if seq is None:
+            raise UnmaskError(f"--target: no {REFERENCE!r} row among the rows drawn")
+        unit = "passes" if x == "passes" else "s"
+        guides = [("h", 100 * seq["solved"], f"sequential {100 * seq['solved']:.1f}%"),
+                  ("v", seq[key] / target,
+                   f"1/{target:g} of sequential's {seq[key]:.1f} {unit}")]
+    pareto_plot(rows, out, x=key, xlabel=xlabel,
+                title=title or f"Sudoku '{sets}' puzzles: {len(rows)} rows",
+                references=SEED_REFERENCE if references else (), xlim=xlim, ylim=ylim,
+                guides=guides)
+    return len(rows)
+
+
+def noise_widths(gained: int, lost: int) -> float:
+    """(gained - lost) / sqrt(gained + lost): a paired difference in noise widths."""
+    return (gained - lost) / math.sqrt(gained + lost) if gained + lost else 0.0
+
+
+def pooled_rows(files: list[dict]) -> list[dict]:
+    """One row per label present in every puzzle set of ``files``.
+
+    Files of the same set (their ``set`` field) are one run: their rows are merged, the first
+    row of each label kept. A pooled row concatenates its sets' ``solved_each`` and weights
+    ``nfe`` (and ``sequences``) by each set's puzzle count; ``wall_s`` is summed.
+
+    Returns:
+        Rows with label, name, corrected, verified, solved, solved_pct, solved_each, nfe,
+        and sequences / wall_s where every part has them.
+    """
+    by_set: dict[str, dict[str, dict]] = {}
+    for data in files:
+        first = by_set.setdefault(str(data.get("set")), {})
+        for r in data["rows"]:
+            first.setdefault(r["label"], r)
+    sets = list(by_set.values())
+    rows = []
+    for label in sets[0]:
+        parts = [s.get(label) for s in sets]
+        if any(p is None or "solved_each" not in p for p in parts):
+            continue
+        each = "".join(p["solved_each"] for p in parts)
+        counts = [len(p["solved_each"]) for p in parts]
+        row = {"label": label, "name": parts[0]["name"], **_flags(parts[0]),
+               "solved_each": each, "solved": each.count("1") / len(each),
+               "solved_pct": 100 * each.count("1") / len(each)}
+        for k in ("nfe", "sequences", "steps"):
+            if all(k in p for p in parts):
+                row[k] = sum(p[k] * c for p, c in zip(parts, counts, strict=True)) / len(each)
+        if all("wall_s" in p for p in parts):
+            row["wall_s"] = sum(p["wall_s"] for p in parts)
+        rows.append(row)
+    return rows
+
+
+def compare_pooled(rows: list[dict]) -> None:
+    """Add paired columns to pooled rows, in place.
+
+    Every row gets ``vs_seq`` (+gained/-lost against the ``confidence`` row) and
+    ``seq_widths``; every row but plain EB's gets ``eb_at`` (EB's plain frontier interpolated
+    at its passes), ``eb_diff``, ``vs_eb`` (paired against the plain EB row nearest in
+    passes) and ``eb_widths``.
+    """
+    ref = next((r for r in rows if r["label"] == REFERENCE), None)
+    if ref is None:
+        raise UnmaskError(f"no {REFERENCE!r} row with solved_each in every puzzle set: "
+                          "nothing to pair against")
+    add_paired_vs(rows, ref)
+    eb = sorted((r for r in rows if r["name"] == "eb" and not r["corrected"]
+                 and not r["verified"]), key=lambda r: r["nfe"])
+    for r in rows:
+        gained, lost = r.pop("gained_vs_ref"), r.pop("lost_vs_ref")
+        r["vs_seq"] = f"+{gained}/-{lost}"
+        r["seq_widths"] = noise_widths(gained, lost)
+    for r in rows:
+        if r in eb or r is ref or not eb:
+            continue
+        if eb[0]["nfe"] <= r["nfe"] <= eb[-1]["nfe"]:
+            r["eb_at"] = float(np.interp(r["nfe"], [e["nfe"] for e in eb],
+                                         [e["solved_pct"] for e in eb]))
+            r["eb_diff"] = r["solved_pct"] - r["eb_at"]
+        near = min(eb, key=lambda e: abs(e["nfe"] - r["nfe"]))
+        add_paired_vs([r], near)
+        gained, lost = r.pop("gained_vs_ref"), r.pop("lost_vs_ref")
+        r["vs_eb"] = f"+{gained}/-{lost} vs {near['label']} ({near['nfe']:.1f})"
+        r["eb_widths"] = noise_widths(gained, lost)
+
+
+def pool_bench(paths: list[str | Path], out: str | Path, *, quiet: bool = False) -> dict:
+    """Pool bench files of different puzzle sets into one bench file, written atomically.
+
+    Args:
+        paths: bench JSON files; at least two puzzle sets among them.
+        out: the pooled file (.json); it can be plotted like a bench file.
+        quiet: do not print the table.
+
+    Returns:
+        The pooled object: ``set`` (the sets joined by ``+``), ``puzzles``, ``sources``,
+        ``rows`` (:func:`pooled_rows` with :func:`compare_pooled`'s columns).
+    """
+    out = check_output(out, paths, (".json",))
+    files = [load_bench(p) for p in paths]
+    sets = list(dict.fromkeys(str(f.get("set")) for f in files))
+    if len(sets) < 2:
+        raise UnmaskError(f"the files measure one puzzle set ({sets[0]}); pooling needs two "
+                          "or more")
+    rows = pooled_rows(files)
+    if not rows:
+        raise UnmaskError("no label has solved_each in every puzzle set")
+    compare_pooled(rows)
+    pooled = {"set": "+".join(sets), "puzzles": len(rows[0]["solved_each"]),
+              "sources": [str(p) for p in paths], "rows": rows}
+    atomic_write_text(out, json.dumps(pooled, indent=1))
+    if not quiet:
+        render_table(rows, [("sampler", "label", "s"), ("solved %", "solved_pct", ".2f"),
+                            ("mean NFE", "nfe", ".2f"), ("vs seq. +/-", "vs_seq", "s"),
+                            ("widths", "seq_widths", "+.1f"), ("EB at NFE", "eb_at", ".2f"),
+                            ("diff", "eb_diff", "+.2f"),
+                            ("paired vs nearest EB", "vs_eb", "s"),
+                            ("widths", "eb_widths", "+.1f")],
+                     f"{pooled['puzzles']} puzzles pooled from {len(sets)} sets")
+    return pooled

@@ -1,0 +1,110 @@
+"""DAPD, dependency-aware parallel decoding via attention (Kim, Jeon, Jeon, No;
+arXiv 2603.12996).
+
+Training-free: the model's own self-attention on the current state induces a dependency graph
+over the masked positions (an edge where two positions attend strongly to each other, no edge
+where they are taken as conditionally independent), and a pass reveals an independent set of
+that graph, so no two strongly coupled positions are revealed together.
+
+Our reading, in the paper's terms: with A = the attention weights averaged over heads (and over
+layers, or one chosen layer), the dependence of masked positions i != j is the symmetrised
+weight s_ij = (A_ij + A_ji) / 2, measured in units of the uniform weight 1/N; i and j share an
+edge when N * s_ij > tau. The independent set is built greedily in descending confidence
+(p_i(x0_i)): a position is taken when it clears ``min_confidence`` and has no edge to a position
+already taken; the most confident eligible position is always taken. The set is maximal among
+the candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from unmask.errors import UnmaskError, require
+from unmask.samplers.base import Sampler, Selection, StepState, register
+
+
+def greedy_independent_set(adjacency: torch.Tensor, scores: torch.Tensor,
+                           candidates: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+    """(B, N) bool: a maximal independent set of the candidates, built in descending score.
+
+    adjacency: (B, N, N) bool, symmetric (the diagonal is ignored); scores: (B, N), visited in
+    descending order (ties to the lower index); candidates: (B, N) bool, positions that may be
+    taken; eligible: (B, N) bool. The highest-scoring eligible position of each row that has one
+    is always taken (progress), candidate or not. Vectorised over rows: one step per rank.
+    """
+    b, n = scores.shape
+    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+                          descending=True, stable=True)
+    rows = torch.arange(b, device=scores.device)
+    taken = torch.zeros(b, n, dtype=torch.bool, device=scores.device)
+    n_scan = int(eligible.sum(1).max()) if b else 0
+    for t in range(n_scan):
+        i = order[:, t]
+        ok = candidates[rows, i] | (t == 0)
+        ok &= eligible[rows, i] & ~(adjacency[rows, i] & taken).any(1)
+        taken[rows, i] |= ok
+    return taken
+
+
+@register("dapd")
+@dataclass
+class DAPDSampler(Sampler):
+    """Reveal a greedy independent set, in confidence order, of the attention dependency graph
+    over the eligible positions (arXiv 2603.12996). Needs a model that returns attention
+    weights (``MaskedModel.supports_attentions``, e.g. :class:`MDMTransformer`); the loop asks
+    for them because of ``needs_attentions``.
+
+    tau: edge threshold, in units of the uniform attention weight 1/N: i and j are dependent
+        when N * (A_ij + A_ji) / 2 > tau (A = attention averaged over heads and layers).
+    layer: None = average the attention of every applied layer; an int picks one (Python
+        indexing, -1 = the last).
+    min_confidence: positions with p_i(x0_i) below this wait (the most confident one is
+        always revealed).
+    """
+
+    needs_attentions: ClassVar[bool] = True
+
+    tau: float = 1.0
+    layer: int | None = None
+    min_confidence: float = 0.0
+
+    def __post_init__(self):
+        require(isinstance(self.tau, (int, float)) and self.tau >= 0,
+                f"tau: must be a number >= 0, got {self.tau!r}")
+        require(self.layer is None or isinstance(self.layer, int),
+                f"layer: must be None or an integer, got {self.layer!r}")
+        require(0.0 <= self.min_confidence <= 1.0,
+                f"min_confidence: must be in [0, 1], got {self.min_confidence}")
+
+    def dependence(self, state: StepState) -> torch.Tensor:
+        """(B, N, N) N * (A + A^T) / 2 in float64, A the head- (and layer-) averaged
+        attention of the state's pass."""
+        att = state.output.attentions
+        if att is None:
+            raise UnmaskError("dapd: the model returns no attention weights; DAPD needs one "
+                              "that does (supports_attentions, e.g. an MDMTransformer)")
+        if self.layer is None:
+            a = torch.stack([w.double().mean(1) for w in att]).mean(0)
+        else:
+            if not -len(att) <= self.layer < len(att):
+                raise UnmaskError(f"layer: {self.layer} is outside the model's {len(att)} "
+                                  "attention layers")
+            a = att[self.layer].double().mean(1)
+        return a.shape[-1] * (a + a.transpose(1, 2)) / 2
+
+    def prepare(self, model) -> None:
+        if not model.supports_attentions:
+            raise UnmaskError(f"dapd: {type(model).__name__} returns no attention weights; DAPD "
+                              "needs a model that does (supports_attentions, e.g. an "
+                              "MDMTransformer)")
+
+    def select(self, state: StepState) -> Selection:
+        n = state.tokens.shape[1]
+        eye = torch.eye(n, dtype=torch.bool, device=state.tokens.device)
+        adjacency = (self.dependence(state) > self.tau) & ~eye
+        candidates = state.eligible & (state.x0_prob >= self.min_confidence)
+        return Selection(greedy_independent_set(adjacency, state.x0_prob, candidates,
+                                                state.eligible))

@@ -1,0 +1,237 @@
+"""Verified parallel reveals: check a sampler's set against sequential decoding in one call.
+
+A sampler proposes a set D of positions to reveal in one pass, each with the loop's proposal
+(the argmax, or the Gumbel draw at the temperature). Revealing D at once is what sequential
+decoding would have done only where no member changes the proposal of a later one. With D in
+descending confidence, d_1 .. d_K, and P_m = the state with d_1 .. d_m revealed, one batched
+model call evaluates P_1 .. P_K (K sequences per row). Position d_{l+1} is *consistent* when
+its proposal under P_l (same rule, same Gumbel noise) is the token it was drafted with. The
+pass reveals the longest prefix d_1 .. d_m whose members are all consistent (m >= 1: d_1 is
+the loop's own proposal on the current state), and the model's output on P_m is the next
+pass's (``Selection.next_output``), so a pass costs one model call per row, while
+``sequences`` counts the K.
+
+Every token revealed this way is the proposal of the model given the tokens revealed before
+it (in pass order, and within a pass in confidence order): the decoded sequence is one that
+sequential decoding, visiting positions in that order, produces. What parallel decoding can
+still lose against sequential decoding is the order, not a token its own predecessors would
+have changed.
+
+The order can be held to sequential decoding's too, to a stated tolerance: with
+``tolerance`` t < 1, d_{l+1} is accepted only if, under P_l, its confidence (the probability
+of its proposal) is within t of the largest confidence of any eligible position, i.e. if
+sequential confidence decoding on P_l would reveal it or one no more than t surer. At t = 0
+(temperature 0, a set that holds the most confident position, as every confidence-ordered
+sampler's does) the decode is sequential confidence decoding's, token for token, up to exact
+ties; t = 1 checks tokens only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+
+from unmask.errors import UnmaskError, require
+from unmask.models.base import MaskedModel, ModelOutput
+from unmask.probs import entropy_from_log_probs, propose, real_log_probs
+from unmask.samplers.base import Sampler, Selection, StepState
+
+
+@dataclass
+class VerifiedReveal:
+    """The outcome of verifying one pass's drafts, for the B rows of the step.
+
+    reveal: (B, N) bool, the accepted prefix of each row's draft (never empty).
+    next_output: the model on each row's next state (rows whose next state is complete get
+        zeros, as they leave the loop), or None when no row needed a call.
+    entropy: (B, N) nats, each revealed position's entropy given the pass's positions before
+        it (what sequential decoding would have paid for it; 0 elsewhere).
+    rejected: (B,) drafted positions (after the ``max_draft`` cap) held back for a later
+        pass.
+    """
+
+    reveal: torch.Tensor
+    next_output: ModelOutput | None
+    entropy: torch.Tensor
+    rejected: torch.Tensor
+
+
+def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | None = None,
+                  tolerance: float = 1.0, max_sequences: int = 8192,
+                  output_hidden_layers: bool = False) -> VerifiedReveal:
+    """Verify a draft against sequential decoding (module docstring).
+
+    Args:
+        state: the step's :class:`~unmask.samplers.base.StepState`; drafted tokens are
+            ``state.x0``.
+        draft: (B, N) bool, the positions the sampler chose.
+        max_draft: verify at most this many positions per row (the most confident ones); the
+            rest of the draft waits. None: the whole draft.
+        tolerance: in [0, 1]; below 1 a position is also accepted only if its confidence under
+            its predecessors is within this of the surest eligible position's.
+        max_sequences: sequences per model call; rows are split across calls whole, so every
+            row is charged one call per pass however its prefixes are chunked.
+        output_hidden_layers: ask the model for its hidden layers (for the next pass).
+
+    Returns:
+        A :class:`VerifiedReveal`.
+    """
+    b, n = draft.shape
+    device = draft.device
+    conf = state.x0_prob.double().masked_fill(~draft, -torch.inf)
+    order = torch.argsort(conf, dim=1, descending=True, stable=True)  # (B, N)
+    k = draft.sum(1)
+    if max_draft is not None:
+        k = k.clamp(max=max_draft)
+    width = int(k.max()) if b else 0
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(n, device=device).expand(b, n))
+    m = torch.arange(1, width + 1, device=device)
+    in_prefix = (ranks[:, None, :] < m[None, :, None]) & draft[:, None, :]  # (B, K, N)
+    valid = m[None, :] <= k[:, None]  # (B, K)
+    seqs = torch.where(in_prefix, state.x0[:, None, :], state.tokens[:, None, :])
+    need = valid & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
+
+    real = state.model.model.real_token_mask.to(device)
+    noise = state.gumbel(0, tuple(state.log_probs.shape[1:])) if state.temperature > 0 else None
+    proposed = torch.full((b, width, n), -1, dtype=torch.long, device=device)
+    confidence = torch.zeros(b, width, n, dtype=torch.float64, device=device)
+    prefix_entropy = torch.zeros(b, width, n, dtype=torch.float64, device=device)
+    calls: list[tuple[slice, ModelOutput]] = []
+    per_row = need.sum(1).tolist()
+    start = 0
+    while start < b:
+        # whole rows per call, up to max_sequences sequences; rows that need nothing join the
+        # call before them, so calls cover the rows in order (none at all when none needs one)
+        stop, total = start + 1, per_row[start]
+        while stop < b and (total == 0 or per_row[stop] == 0
+                            or total + per_row[stop] <= max_sequences):
+            total += per_row[stop]
+            stop += 1
+        if not total:
+            break
+        rows, here = slice(start, stop), need[start:stop]
+        out = state.model(seqs[rows][here], state.row_ids[rows, None].expand(-1, width)[here],
+                          output_hidden_layers=output_hidden_layers)
+        lp = real_log_probs(out.logits, real)
+        tok = propose(lp, state.temperature,
+                      None if noise is None else noise[rows, None].expand(-1, width, -1, -1)[here])
+        proposed[rows][here] = tok
+        prefix_entropy[rows][here] = entropy_from_log_probs(lp).double()
+        if tolerance < 1.0:
+            confidence[rows][here] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
+        calls.append((rows, out))
+        start = stop
+
+    # d_{l+1} (rank l) is checked under P_l (prefix index l - 1)
+    pos = order[:, :width]  # (B, K)
+    check = proposed[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)  # (B, K - 1)
+    drafted_tok = state.x0.gather(1, pos[:, 1:])
+    ok = torch.ones(b, width, dtype=torch.bool, device=device)
+    ok[:, 1:] = check == drafted_tok
+    if tolerance < 1.0:
+        # the surest eligible position under each prefix, as sequential decoding would see it
+        open_ = state.eligible[:, None, :] & ~in_prefix
+        surest = confidence.masked_fill(~open_, -1.0).amax(-1)  # (B, K)
+        mine = confidence[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)
+        ok[:, 1:] &= mine >= surest[:, :-1] - tolerance - 1e-12
+    ok &= valid
+    accepted = ok.long().cumprod(1).sum(1).clamp(min=1)  # (B,), d_1 always
+    reveal = (ranks < accepted[:, None]) & draft
+    # d_1 pays its entropy on the current state, d_{l+1} its entropy under P_l
+    paid = torch.zeros(b, width, dtype=torch.float64, device=device)
+    paid[:, 0] = state.entropy.double().gather(1, pos[:, :1]).squeeze(1)
+    paid[:, 1:] = prefix_entropy[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)
+    entropy = torch.zeros(b, n, dtype=torch.float64, device=device)
+    entropy.scatter_(1, pos, torch.where(m[None, :] <= accepted[:, None], paid, 0.0))
+
+    # the next pass is the model on each row's accepted prefix
+    next_output = (ModelOutput.cat([out.pick(need[rows], accepted[rows] - 1)
+                                    for rows, out in calls]) if calls else None)
+    return VerifiedReveal(reveal=reveal, next_output=next_output, entropy=entropy,
+                          rejected=k - accepted)
+
+
+@dataclass
+class Verified(Sampler):
+    """A sampler whose every pass's set is verified against sequential decoding.
+
+    The inner sampler chooses a set; only its longest prefix (in confidence order) whose
+    tokens its own earlier members would not change is revealed (module docstring). The model
+    call that checks the prefixes is the next pass's (``Selection.next_output``): one model
+    call per pass, ``sequences`` counts the prefixes. Reports ``stats["rejected"]`` (B,):
+    positions the inner sampler chose that verification held back for a later pass.
+
+    Args:
+        inner: the sampler whose sets are verified; not one that evaluates its next state
+            itself (lookahead), nor one that writes its own tokens.
+        tolerance: in [0, 1]; below 1 a position is also accepted only if, given the pass's
+            positions before it, its confidence is within this of the surest eligible
+            position's (0: sequential confidence decoding's order; 1: tokens only).
+        max_draft: verify (and reveal) at most this many positions per pass, the most
+            confident of the set (None: the whole set); bounds sequences per pass.
+    """
+
+    name: ClassVar[str] = "verified"
+    evaluates_next_state: ClassVar[bool] = True
+
+    inner: Sampler = field(default=None)
+    tolerance: float = 1.0
+    max_draft: int | None = None
+
+    def __post_init__(self):
+        require(isinstance(self.inner, Sampler),
+                f"inner: expected a Sampler, got {type(self.inner).__name__}")
+        if self.inner.evaluates_next_state:
+            raise UnmaskError(f"verify: sampler {self.inner.label!r} evaluates its next state "
+                              "itself (lookahead); verify the sets of samplers that do not")
+        require(isinstance(self.tolerance, (int, float)) and not isinstance(self.tolerance, bool)
+                and 0.0 <= self.tolerance <= 1.0,
+                f"verify_tolerance: must be in [0, 1], got {self.tolerance!r}")
+        require(self.max_draft is None or (isinstance(self.max_draft, int)
+                                           and not isinstance(self.max_draft, bool)
+                                           and self.max_draft >= 1),
+                f"verify max_draft: must be None or an integer >= 1, got {self.max_draft!r}")
+        self._rejected = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.inner.label}+verify"
+
+    @property
+    def needs_hidden_layers(self) -> bool:
+        return self.inner.needs_hidden_layers
+
+    @property
+    def needs_attentions(self) -> bool:
+        return self.inner.needs_attentions
+
+    def prepare(self, model: MaskedModel) -> None:
+        self.inner.prepare(model)
+
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        self.inner.begin(batch_size, seq_len)
+        self._batch_size, self._rejected = batch_size, None
+
+    def select(self, state: StepState) -> Selection:
+        sel = self.inner.select(state)
+        if sel.tokens is not None:
+            raise RuntimeError(f"sampler {self.inner.label!r}: verification checks the loop's "
+                               "proposals; a sampler with its own tokens cannot be verified")
+        checked = verify_reveal(state, sel.reveal, max_draft=self.max_draft,
+                                tolerance=self.tolerance,
+                                output_hidden_layers=self.needs_hidden_layers)
+        if self._rejected is None:
+            self._rejected = torch.zeros(self._batch_size, dtype=torch.long,
+                                         device=state.tokens.device)
+        self._rejected.index_add_(0, state.row_ids, checked.rejected)
+        return Selection(checked.reveal, next_output=checked.next_output,
+                         entropy=checked.entropy)
+
+    def stats(self) -> dict[str, torch.Tensor]:
+        rejected = self._rejected
+        if rejected is None:
+            rejected = torch.zeros(getattr(self, "_batch_size", 0), dtype=torch.long)
+        return {"rejected": rejected}

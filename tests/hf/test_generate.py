@@ -1,0 +1,155 @@
+"""unmask.generate and `unmask generate` against LLaDA's generate (written out here as the
+reference) on a tiny LLaDA-style model whose code sits in its folder."""
+
+import json
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from unmask import UnmaskError
+from unmask.cli import main
+from unmask.generate import generate
+from unmask.models.auto import load_model
+
+
+def llada_reference(model, prompt, steps, gen_length, block_length, mask_id):
+    """LLaDA's generate (arXiv:2502.09992, its reference code) at temperature 0 without
+    classifier-free guidance: per block, a fixed number of tokens per step (the block's
+    masks split evenly, remainder first), the most confident ones (low-confidence
+    remasking). The model is the raw transformers module, called on the unpadded row."""
+    x = torch.full((1, len(prompt) + gen_length), mask_id, dtype=torch.long)
+    x[0, :len(prompt)] = torch.tensor(prompt)
+    p_len = len(prompt)
+    n_blocks = gen_length // block_length
+    per_block = steps // n_blocks
+    for nb in range(n_blocks):
+        lo, hi = p_len + nb * block_length, p_len + (nb + 1) * block_length
+        m = int((x[0, lo:hi] == mask_id).sum())
+        counts = [m // per_block + (1 if i < m % per_block else 0) for i in range(per_block)]
+        for i in range(per_block):
+            mask_index = x == mask_id
+            with torch.no_grad():
+                logits = model(input_ids=x).logits
+            x0 = logits.argmax(-1)
+            p = F.softmax(logits.double(), dim=-1)
+            x0_p = p.gather(-1, x0[..., None]).squeeze(-1)
+            x0_p[:, hi:] = -float("inf")
+            x0 = torch.where(mask_index, x0, x)
+            conf = torch.where(mask_index, x0_p, -float("inf"))
+            idx = torch.topk(conf[0], k=counts[i]).indices
+            x[0, idx] = x0[0, idx]
+    return x[0, p_len:].tolist()
+
+
+PROMPTS = ["the cat sat", "hello world and the big red sun", "a dog"]
+
+
+@pytest.mark.parametrize("gen_length, block_length, steps", [(8, 4, 4), (12, 4, 9), (8, 8, 8)])
+def test_low_confidence_equals_llada_generate(llada_dir, gen_length, block_length, steps):
+    model = load_model(llada_dir, trust_remote_code=True)
+    tok = model.tokenizer
+    out = generate(model, tok, PROMPTS, sampler="low_confidence", gen_length=gen_length,
+                   block_length=block_length, steps=steps, stop_at_eos=False)
+    for prompt, got in zip(PROMPTS, out, strict=True):
+        want = llada_reference(model.hf, tok(prompt)["input_ids"], steps, gen_length,
+                               block_length, model.mask_id)
+        assert got.token_ids == want
+        assert got.nfe == steps and got.tokens_per_forward == gen_length / steps
+
+
+@pytest.mark.parametrize("spec, prompts", [
+    ("confidence", PROMPTS), ("eb:gamma=0.5", PROMPTS), ("margin", PROMPTS),
+    ("threshold:tau=0.5", PROMPTS),
+    # random draws are per absolute position: equal when the padded widths are equal
+    ("uniform:k=2", PROMPTS[::2])])
+def test_batched_equals_one_at_a_time(llada_dir, spec, prompts):
+    model = load_model(llada_dir, trust_remote_code=True)
+    batch = generate(model, None, prompts, sampler=spec, gen_length=8, block_length=4,
+                     seed=5, stop_at_eos=False)
+    for i, p in enumerate(prompts):
+        (alone,) = generate(model, None, p, sampler=spec, gen_length=8, block_length=4,
+                            seed=5 + i, stop_at_eos=False)
+        assert alone.token_ids == batch[i].token_ids and alone.nfe == batch[i].nfe
+
+
+def test_a_block_of_only_eos_ends_the_row(tmp_path):
+    import tiny_models
+
+    model = load_model(tiny_models.write_llada(tmp_path / "eos", layers=1),
+                       trust_remote_code=True)
+    with torch.no_grad():
+        model.hf.head.bias[2] += 50.0  # every position now predicts EOS
+    (r,) = generate(model, None, "the cat", gen_length=16, block_length=4, steps=16)
+    assert r.token_ids == [2] * 16 and r.text == ""
+    assert r.nfe == 4 + 3  # the first block by the schedule, then one pass per block
+    (full,) = generate(model, None, "the cat", gen_length=16, block_length=4, steps=16,
+                       stop_at_eos=False)
+    assert full.nfe == 16
+
+
+def test_bad_generate_arguments(llada_dir):
+    model = load_model(llada_dir, trust_remote_code=True)
+    with pytest.raises(UnmaskError, match="block_length: 3 does not divide gen_length 8"):
+        generate(model, None, "a", gen_length=8, block_length=3)
+    with pytest.raises(UnmaskError, match="prompt 0: .* exceed the model's max_length 128"):
+        generate(model, None, "a " * 130, gen_length=8)
+    with pytest.raises(UnmaskError, match="steps: 5 is not a multiple of the 2 blocks"):
+        generate(model, None, "a", gen_length=8, block_length=4, steps=5)
+    with pytest.raises(UnmaskError, match="sampler 'eb' chooses how many"):
+        generate(model, None, "a", gen_length=8, sampler="eb", steps=8)
+    with pytest.raises(UnmaskError, match="sampler: unknown name 'nope'"):
+        generate(model, None, "a", gen_length=8, sampler="nope")
+
+
+def test_cli_json_and_one_line_refusals(llada_dir, bert_dir, tmp_path, capsys):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('"the cat"\n{"prompt": "a dog ran"}\n\n')
+    assert main(["generate", "--model", str(llada_dir), "--trust-remote-code", "--file",
+                 str(prompts), "--gen-length", "8", "--block-length", "4", "--json"]) == 0
+    lines = [json.loads(s) for s in capsys.readouterr().out.splitlines()]
+    assert [d["prompt"] for d in lines] == ["the cat", "a dog ran"]
+    assert all(d["nfe"] >= 1 and d["tokens_per_forward"] == 8 / d["nfe"] for d in lines)
+    assert main(["generate", "--model", str(bert_dir), "--prompt", "the cat", "--gen-length",
+                 "4", "--sampler", "low_confidence", "--steps", "2"]) == 0
+    assert "[nfe 2, 2.00 tokens/forward" in capsys.readouterr().out
+
+    no_tok = tmp_path / "notok"
+    shutil.copytree(bert_dir, no_tok)
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        (no_tok / f).unlink(missing_ok=True)
+    no_w = tmp_path / "now"
+    shutil.copytree(bert_dir, no_w)
+    (no_w / "model.safetensors").unlink()
+    code_gone = tmp_path / "gone"
+    shutil.copytree(llada_dir, code_gone)
+    (code_gone / "modeling_tinyllada.py").unlink()
+    bad = {
+        "has no weights": ["--model", str(no_w), "--prompt", "a"],
+        "has no tokenizer": ["--model", str(no_tok),
+                                                                "--prompt", "a"],
+        "exceed the model's max_length 64": ["--model", str(bert_dir), "--prompt", "a " * 70],
+        "does not divide gen_length": ["--model", str(bert_dir), "--prompt", "a",
+                                       "--gen-length", "8", "--block-length", "3"],
+        "runs its own modelling code": ["--model", str(llada_dir), "--prompt", "a"],
+        "modeling_tinyllada.py that is not in the folder": ["--model", str(code_gone),
+                                                            "--trust-remote-code",
+                                                            "--prompt", "a"],
+        "is not a folder": ["--model", str(tmp_path / "missing"), "--prompt", "a"],
+        "is a sudoku model, not a text model": ["--model", "sudoku", "--prompt", "a"],
+        "--file: line 1 is not JSON": ["--model", str(bert_dir), "--file", str(no_tok /
+                                                                            "config.json")],
+    }
+    for message, argv in bad.items():
+        assert main(["generate", *argv]) == 2, message
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and message in err and "\n" not in err, err
+
+
+def test_no_mask_token_cli(tmp_path, capsys):
+    import tiny_models
+
+    path = tiny_models.write_llada(tmp_path / "nomask", mask=False, layers=1)
+    assert main(["generate", "--model", str(path), "--trust-remote-code", "--prompt", "a"]) == 2
+    assert "has no mask token" in capsys.readouterr().err

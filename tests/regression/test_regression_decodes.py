@@ -1,0 +1,50 @@
+"""Every case of ``decode_cases`` decodes exactly as the fixture recorded: tokens, NFE,
+sequences, steps, stats and cumulative entropy per row."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from decode_cases import CASES, run_case
+
+FIXTURE = json.loads((Path(__file__).parent / "decodes.json").read_text())
+
+
+def _param(case):
+    slow = case["task"] != "selfcond" and case["id"] not in FAST
+    return pytest.param(case, id=case["id"], marks=[pytest.mark.slow] if slow else [])
+
+
+#: the default suite's share, cheap cases of every task: plain, verified, lookahead and
+#: corrected decodes (the rest run with -m slow)
+FAST = {"sudoku/eb", "sudoku/mi-guided", "sudoku/eb:gamma=0.1+corrector",
+        "sudoku/topk:k=7+corrector[ban_remasked=True,max_remasks=3,remask_threshold=0.2]",
+        "protein/topk:k=10+verify", "arithmetic/topk:k=8+verify=0.0", "arithmetic/info-gain",
+        "arithmetic/pc", "arithmetic/eb:gamma=0.5[prompt=generate,temperature=1.0]"}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The fixture was recorded on one thread: the same float reductions."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_fixture_covers_every_case():
+    assert set(FIXTURE) == {c["id"] for c in CASES}
+    assert FAST <= set(FIXTURE)
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_decode_matches_fixture(case):
+    got, want = run_case(case), FIXTURE[case["id"]]
+    for key in ("tokens", "nfe", "sequences", "steps", "remasked", "rejected"):
+        assert got[key] == want[key], key
+    for a, b in zip(got["cumulative_entropy"], want["cumulative_entropy"], strict=True):
+        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)

@@ -13,6 +13,12 @@ from pathlib import Path
 
 from unmask.bench import BenchEntry
 from unmask.errors import UnmaskError
+from unmask.io import (  # noqa: F401  (re-exported for the commands)
+    IMAGE_SUFFIXES,
+    JSON_SUFFIXES,
+    JSONL_SUFFIXES,
+    output_path,
+)
 from unmask.models.transformer import TransformerConfig
 
 # ------------------------------------------------------------------ argument types
@@ -200,44 +206,6 @@ def existing_dir(path: str | Path, what: str) -> Path:
     path = Path(path)
     if not path.is_dir():
         raise UnmaskError(f"{what}: {path} is not a directory")
-    return path
-
-
-#: the formats an output flag may write, by the extensions that name them
-JSON_SUFFIXES = (".json",)
-JSONL_SUFFIXES = (".jsonl", ".json")
-IMAGE_SUFFIXES = (".png", ".pdf", ".svg")
-
-
-def output_path(path: str | Path | None, what: str,
-                suffixes: tuple[str, ...] | None = None) -> Path | None:
-    """``path`` checked as a file the command will write (before any work): its folder
-    exists, is a folder and is writable, the path is not a folder, and its extension is one
-    of ``suffixes`` (None: any); otherwise :class:`UnmaskError` naming ``what``. None (the
-    flag not given) stays None; an empty path is refused."""
-    if path is None:
-        return None
-    if str(path).strip() == "":
-        raise UnmaskError(f"{what}: empty path")
-    path = Path(path)
-    if path.name in ("", ".", ".."):
-        raise UnmaskError(f"{what}: {str(path)!r} is not a file name")
-    if suffixes is not None and path.suffix.lower() not in suffixes:
-        names = ", ".join(suffixes[:-1]) + (" or " if len(suffixes) > 1 else "") + suffixes[-1]
-        raise UnmaskError(f"{what}: {path}: the extension must be {names} (the format "
-                          "written)")
-    folder = path.parent
-    for above in (folder, *folder.parents):  # the nearest part of the path that exists
-        if above.exists():
-            break
-    if above.exists() and not above.is_dir():
-        raise UnmaskError(f"{what}: {above} is a file, not a folder")
-    if above != folder or not folder.is_dir():
-        raise UnmaskError(f"{what}: folder {folder} does not exist")
-    if path.is_dir():
-        raise UnmaskError(f"{what}: {path} is a folder, not a file")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UnmaskError(f"{what}: folder {folder} is not writable")
     return path
 
 

@@ -160,7 +160,7 @@ def test_resume_with_other_settings_is_refused_unless_overridden(tiny_run, capsy
 
     run = tmp_path / "est"
     shutil.copytree(tiny_run / "est", run)
-    args = ["train", "mi-estimator", "--model", str(tiny_run / "model"), "--labels",
+    args = ["mi", "train", "--model", str(tiny_run / "model"), "--labels",
             str(tiny_run / "labels"), "--out", str(run), "--epochs", "3", "--batch-size", "8",
             "--held-out", "0.25", "--d", "16", "--pair-rank", "4", "--resume"]
     one_line_error(capsys, args + ["--lr", "0.01", "--seed", "2"],

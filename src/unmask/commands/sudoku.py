@@ -71,11 +71,11 @@ def solve_batches(model, puzzles, sampler, config: DecodeConfig, *, seed: int = 
 
 
 def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_size=500,
-                  show_progress=False, corrector=None, remask_threshold=0.3, verify=False,
+                  show_progress=False, corrector=None, remask_threshold=None, verify=False,
                   verify_tolerance=1.0):
     """Decode puzzles (P, 81) int8 -> (grids (P, 81) int8, solved (P,), nfe (P,)), with an
-    optional corrector (:func:`unmask.hooks.corrector_hooks`) or verification
-    (:class:`unmask.samplers.verified.Verified`)."""
+    optional corrector (:func:`unmask.hooks.corrector_hooks`; ``remask_threshold`` None: its
+    default) or verification (:class:`unmask.samplers.verified.Verified`)."""
     import numpy as np
 
     from unmask.samplers.verified import Verified
@@ -83,8 +83,8 @@ def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_siz
     cfg = DecodeConfig(temperature=temperature)
     if verify:
         sampler = Verified(sampler, tolerance=verify_tolerance)
-    hooks = (() if corrector is None
-             else corrector_hooks(corrector, threshold=remask_threshold))
+    threshold = {} if remask_threshold is None else {"threshold": remask_threshold}
+    hooks = () if corrector is None else corrector_hooks(corrector, **threshold)
     grids, solved, nfe = [], [], []
     with progress_bar(len(puzzles), "solving", enabled=show_progress) as update:
         for i, g, s, n in solve_batches(model, puzzles, sampler, cfg, seed=seed,

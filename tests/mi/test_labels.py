@@ -364,7 +364,7 @@ def test_cli_unwritable_or_odd_output_is_one_line(tiny_sudoku, tmp_path, capsys,
     a_file = tmp_path / "file"
     a_file.write_text("x")
     assert main(base + ["--out", str(a_file)]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "is not a folder" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [

@@ -377,5 +377,5 @@ def test_cli_engine_options_are_checked(tiny_sudoku, tmp_path, capsys, args, mes
             str(tmp_path / "o")]
     assert main(base + args) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: {message}") and "\n" not in err
+    assert err.startswith("error: ") and message in err and "\n" not in err
     assert not (tmp_path / "o").exists()

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # A stronger Sudoku MDM on a lent GPU, as one prepared run (about 10 minutes of device time):
 #   1. train a deeper, wider MDM from scratch; the learning-rate schedule ends with the time
-#      budget, whatever the machine's speed                  (unmask train sudoku --decay-by-time)
-#   2. all 1,000 hard puzzles: sequential, threshold, EB      (unmask bench sudoku --device)
+#      budget, whatever the machine's speed                  (unmask sudoku train --decay-by-time)
+#   2. all 1,000 hard puzzles: sequential, threshold, EB      (unmask sudoku bench --device)
 #   3. ground-truth MI labels for its estimator               (unmask mi label --device)
 # Everything lands under OUT: model/best (the weights), train.log, bench.json, bench.log and
 # mi/labels-FINGERPRINT. Back on the CPU machine, with OUT's files copied to runs/gpu:
 #   CONTEXTS=2048 scripts/train_sudoku_estimator.sh runs/gpu/model/best runs/gpu/mi
 # finds the labels complete, trains and evaluates the estimator; then
-#   unmask bench sudoku --model runs/gpu/model/best --estimator runs/gpu/mi/estimator-FP/best
+#   unmask sudoku bench --model runs/gpu/model/best --estimator runs/gpu/mi/estimator-FP/best
 # gives the MI-guided rows.
 #
 # Usage (on the device machine, from the repository root): OUT=DIR scripts/gpu_sudoku.sh
@@ -46,19 +46,19 @@ stamp() { date +%s; }
 
 RUN=$OUT/model
 mkdir -p "$RUN/cache"
-POOL_FILE=sudoku-pool-$POOL-1000.npz  # train sudoku's cache name for --seed 0
+POOL_FILE=sudoku-pool-$POOL-1000.npz  # sudoku train's cache name for --seed 0
 if [[ -f $ROOT/runs/sudoku/cache/$POOL_FILE && ! -f $RUN/cache/$POOL_FILE ]]; then
     cp "$ROOT/runs/sudoku/cache/$POOL_FILE" "$RUN/cache/"
 fi
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 
 t0=$(stamp)
-unmask train sudoku --device "$DEVICE" --out "$RUN" --model-config "$CONFIG" \
+unmask sudoku train --device "$DEVICE" --out "$RUN" --model-config "$CONFIG" \
     --steps "$STEPS" --batch-size "$BATCH" --lr "$LR" --warmup "$WARMUP" --eval-every 2000 \
     --max-time "$TRAIN_S" --decay-by-time --pool "$POOL" 2>&1 | tee "$OUT/train.log"
 t1=$(stamp)
 
-unmask bench sudoku --device "$DEVICE" --model "$RUN/best" --limit "$LIMIT" --quiet \
+unmask sudoku bench --device "$DEVICE" --model "$RUN/best" --limit "$LIMIT" --quiet \
     --json "$OUT/bench.json" --samplers confidence threshold:tau=0.999 \
     eb:gamma=0.1,order=confidence eb:gamma=0.3,order=confidence topk:k=7 \
     2>&1 | tee "$OUT/bench.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Sudoku MI estimator for one Sudoku MDM, end to end and reproducible:
 #   1. ground-truth labels by perturbation probing   (unmask mi label)
-#   2. training on the frozen MDM's hidden states    (unmask train mi-estimator)
+#   2. training on the frozen MDM's hidden states    (unmask mi train)
 #   3. held-out evaluation and cost                  (unmask mi eval)
 #   4. an MI map of a hard puzzle, both sources      (unmask mi map)
 #   5. shipping into src/unmask/pretrained/sudoku_mi_estimator/ (shipped model only)
@@ -45,7 +45,7 @@ t1=$(stamp)
 
 RESUME=()
 [[ -f $RUN/checkpoint.pt ]] && RESUME=(--resume)
-unmask train mi-estimator --model "$MODEL" --labels "$LABELS" --out "$RUN" \
+unmask mi train --model "$MODEL" --labels "$LABELS" --out "$RUN" \
     --threads "$THREADS" --pair-prior --augment 4 --max-time 2100 "${RESUME[@]}"
 t2=$(stamp)
 

@@ -96,6 +96,13 @@ def test_plot_writes_a_png(two_sets, tmp_path, x):
     assert n == 5 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("suffix, magic", [(".pdf", b"%PDF"), (".svg", b"<?xml")])
+def test_plot_format_follows_the_extension(two_sets, tmp_path, capsys, suffix, magic):
+    out = tmp_path / f"p{suffix}"
+    assert main(["results", "plot", two_sets[0], "--out", str(out), "--threads", "1"]) == 0
+    assert out.read_bytes().startswith(magic)
+
+
 def test_plot_of_a_pooled_file(two_sets, tmp_path, capsys):
     pooled = tmp_path / "pooled.json"
     pool_bench(list(two_sets), pooled, quiet=True)
@@ -112,9 +119,9 @@ def test_plot_tags_keep_both_files_rows(tmp_path):
 
 
 @pytest.mark.parametrize("out, argv, message", [
-    ("p.svg", [], "must end in .png"),
+    ("p.bmp", [], "the extension must be .png, .pdf or .svg"),
     ("missing/p.png", [], "does not exist"),
-    ("a.json", [], "must end in .png"),
+    ("a.json", [], "the extension must be .png, .pdf or .svg"),
     ("p.png", ["--target", "5", "--samplers", "eb gamma=0.1"], "no 'confidence' row"),
     ("p.png", ["--xlim", "10", "1"], "--xlim"),
     ("p.png", ["--x", "wall", "--references"], "--references"),

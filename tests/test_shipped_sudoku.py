@@ -50,7 +50,7 @@ def test_shipped_estimator_belongs_to_the_shipped_model(model):
 @pytest.mark.slow
 def test_bench_on_a_hard_slice(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert main(["bench", "sudoku", "--limit", "20", "--quiet", "--samplers", "confidence",
+    assert main(["sudoku", "bench", "--limit", "20", "--quiet", "--samplers", "confidence",
                  "topk:k=7", "eb:gamma=0.1,order=confidence",
                  "mi-guided:gamma=0.3,order=confidence",
                  "mi-guided:gamma=1.0,order=confidence+verify=0.01", "--json", str(out)]) == 0

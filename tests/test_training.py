@@ -333,7 +333,7 @@ TINY_ARITH = ["--batch-size", "8", "--eval-every", "2", "--eval-prompts", "4", "
 def _train_arith(out, *extra):
     from unmask.cli import main
 
-    return main(["train", "arithmetic", "--out", str(out), *TINY_ARITH, *extra])
+    return main(["arithmetic", "train", "--out", str(out), *TINY_ARITH, *extra])
 
 
 def test_the_seed_seeds_the_weights(tmp_path, capsys):
@@ -380,7 +380,7 @@ def test_sigint_during_training_saves_a_checkpoint_and_exits_130(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "unmask", "train", "arithmetic", "--out", str(out),
+        [sys.executable, "-m", "unmask", "arithmetic", "train", "--out", str(out),
          "--steps", "1000000", *[a if a != "2" else "1" for a in TINY_ARITH]],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

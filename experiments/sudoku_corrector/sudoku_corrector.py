@@ -5,7 +5,7 @@ Four measurements, printed as tables:
 0. The MDM itself as a corrector: how well its own probability of the current token, at the
    revealed positions of the states a sampler visits, separates wrong tokens from right ones
    (it is trained on masked positions only).
-1. The learned corrector on its held-out decoding states (from ``unmask train corrector``'s
+1. The learned corrector on its held-out decoding states (from ``unmask corrector train``'s
    ``OUT/states.pt``, the same split): AUC, and precision / recall at several thresholds.
 2. A *perfect* corrector (it knows the solution: exactly the wrong decoded tokens are flagged,
    at every pass) on the boards a sampler fails: how many of them the decode loop repairs,
@@ -190,7 +190,7 @@ def backtracking_table(model, puzzles, spec, below: float, attempts: int = 4) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--run", default=None, help="unmask train corrector run folder (table 1)")
+    ap.add_argument("--run", default=None, help="unmask corrector train run folder (table 1)")
     ap.add_argument("--limit", type=int, default=100, help="first N hard puzzles (tables 2-3)")
     ap.add_argument("--gamma", type=float, default=0.3, help="EB budget (confidence order)")
     ap.add_argument("--below", type=float, nargs="+", default=[0.9, 0.8])

@@ -143,7 +143,8 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
                 xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None,
                 guides: list[tuple[str, float, str]] = ()) -> None:
     """Scatter of ``y`` (as %) against ``x`` per sampler family, Pareto front drawn, saved
-    atomically as PNG. references: extra (label, x, y%) points drawn hollow (published).
+    atomically, in the format its extension names (.png, .pdf, .svg).
+    references: extra (label, x, y%) points drawn hollow (published).
     xlim / ylim: the axes' ranges (a zoom; y in %). guides: ("h" | "v", value, label) lines
     drawn across the plot (a target accuracy in %, a pass budget)."""
     import matplotlib
@@ -209,5 +210,5 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
+        fig.savefig(tmp, format=Path(path).suffix.lower().lstrip(".") or "png")
     plt.close(fig)

@@ -8,8 +8,18 @@ from collections.abc import Callable
 
 from unmask.errors import UnmaskError
 
-#: name path (e.g. ("train", "sudoku")) -> (help, add_arguments, run)
+#: name path (e.g. ("sudoku", "train")) -> (help, add_arguments, run)
 COMMANDS: dict[tuple[str, ...], tuple[str, Callable, Callable]] = {}
+
+#: help of each noun (the first word of ``unmask NOUN VERB``)
+GROUPS = {
+    "sudoku": "Sudoku: solve puzzles, train the MDM, benchmark samplers",
+    "mi": "pairwise mutual information: label by probing, train/evaluate the estimator, maps",
+    "corrector": "the corrector that finds wrong decoded tokens",
+    "protein": "protein generation: train the MDM, benchmark samplers",
+    "arithmetic": "the multiplication task: train the MDM, benchmark samplers",
+    "results": "bench result files: plot, pool",
+}
 
 
 def command(*path: str, help: str):
@@ -47,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         help_text, add_args, run = COMMANDS[path]
         parent = groups.get(path[:-1])
         if parent is None:
-            grp = groups[path[:-2]].add_parser(path[-2], help=f"{path[-2]} commands")
+            text = GROUPS.get(path[-2], f"{path[-2]} commands")
+            grp = groups[path[:-2]].add_parser(path[-2], help=text, description=text)
             parent = groups[path[:-1]] = grp.add_subparsers(dest=f"cmd_{len(path)}",
                                                             required=True, parser_class=_Parser)
         # help strings are %-formatted by argparse, descriptions are printed as they are
@@ -59,16 +70,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; the exit status: 0 done, 2 refused (one line on stderr), 130
+    interrupted. Argument errors and ``--help`` return their status instead of exiting."""
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a bad argument (2, already printed)
+        return e.code if isinstance(e.code, int) else 2
+    from unmask.commands.common import apply_threads, thread_counts
+
+    before = thread_counts()
+    try:
+        if hasattr(args, "threads"):  # before any work: numba's pool must not reset torch's
+            apply_threads(args.threads)
         return int(args._run(args) or 0)
     except UnmaskError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `unmask ... | head`: the reader left
+        sys.stderr.close()
+        return 0
+    except OSError as e:  # a user path the system refused (disk full, permissions, ...)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {_one_line(where + (e.strerror or str(e)))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:  # a caller in the same process keeps its own thread counts
+        thread_counts(before)
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks folded, so a refusal is always one line."""
+    return " ".join(text.split()) if "\n" in text or "\r" in text else text
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ class DecodedStates:
 
 def load_decoded_states(path: str | Path, what: str = "states"
                         ) -> tuple[dict, DecodedStates]:
-    """The states file ``unmask train corrector`` keeps (OUT/states.pt): its key (the model's
+    """The states file ``unmask corrector train`` keeps (OUT/states.pt): its key (the model's
     fingerprint, the puzzle pool's size and seed, the samplers) and the states. Read with
     ``weights_only=True``; :class:`UnmaskError` naming ``what`` when it is not such a file."""
     try:
@@ -173,7 +173,7 @@ def load_decoded_states(path: str | Path, what: str = "states"
         raise UnmaskError(f"{what}: {path} is not a states file of tensors and plain data "
                           "(refused, nothing in it was run)") from None
     except (OSError, RuntimeError, EOFError, KeyError, TypeError, ValueError) as e:
-        raise UnmaskError(f"{what}: {path} is not a states file of `unmask train corrector` "
+        raise UnmaskError(f"{what}: {path} is not a states file of `unmask corrector train` "
                           f"({type(e).__name__})") from None
 
 

@@ -8,6 +8,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from unmask.errors import UnmaskError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -40,3 +42,41 @@ def _umask() -> int:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+#: the formats an output flag may write, by the extensions that name them
+JSON_SUFFIXES = (".json",)
+JSONL_SUFFIXES = (".jsonl", ".json")
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def output_path(path: str | Path | None, what: str,
+                suffixes: tuple[str, ...] | None = None) -> Path | None:
+    """``path`` checked as a file the command will write (before any work): its folder
+    exists, is a folder and is writable, the path is not a folder, and its extension is one
+    of ``suffixes`` (None: any); otherwise :class:`UnmaskError` naming ``what``. None (the
+    flag not given) stays None; an empty path is refused."""
+    if path is None:
+        return None
+    if str(path).strip() == "":
+        raise UnmaskError(f"{what}: empty path")
+    path = Path(path)
+    if path.name in ("", ".", ".."):
+        raise UnmaskError(f"{what}: {str(path)!r} is not a file name")
+    if suffixes is not None and path.suffix.lower() not in suffixes:
+        names = ", ".join(suffixes[:-1]) + (" or " if len(suffixes) > 1 else "") + suffixes[-1]
+        raise UnmaskError(f"{what}: {path}: the extension must be {names} (the format "
+                          "written)")
+    folder = path.parent
+    for above in (folder, *folder.parents):  # the nearest part of the path that exists
+        if above.exists():
+            break
+    if above.exists() and not above.is_dir():
+        raise UnmaskError(f"{what}: {above} is a file, not a folder")
+    if above != folder or not folder.is_dir():
+        raise UnmaskError(f"{what}: folder {folder} does not exist")
+    if path.is_dir():
+        raise UnmaskError(f"{what}: {path} is a folder, not a file")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UnmaskError(f"{what}: folder {folder} is not writable")
+    return path

@@ -15,7 +15,7 @@ import numpy as np
 
 from unmask.bench import add_paired_vs, pareto_plot, render_table
 from unmask.errors import UnmaskError
-from unmask.io import atomic_write_text
+from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
 from unmask.samplers.spec import CORRECTOR, VERIFY
 from unmask.sudoku.bench import SEED_REFERENCE
 
@@ -23,22 +23,17 @@ from unmask.sudoku.bench import SEED_REFERENCE
 X_AXES = {"passes": ("nfe", "mean forward passes (NFE)"),
           "wall": ("wall_s", "wall-clock seconds for the set")}
 #: file types :func:`plot_bench` writes
-PLOT_SUFFIXES = (".png",)
+PLOT_SUFFIXES = IMAGE_SUFFIXES
 #: the row every pooled row is paired against
 REFERENCE = "confidence"
 
 
 def check_output(out: str | Path, inputs: list[str | Path], suffixes: tuple[str, ...],
                  what: str = "--out") -> Path:
-    """``out`` as a Path, after checking that its folder exists, that it ends in one of
-    ``suffixes`` and that it is none of ``inputs``; UnmaskError naming ``what`` otherwise."""
-    out = Path(out)
-    if out.suffix.lower() not in suffixes:
-        raise UnmaskError(f"{what}: {out} must end in {' or '.join(suffixes)}")
-    if not out.parent.is_dir():
-        raise UnmaskError(f"{what}: folder {out.parent} does not exist")
-    if out.is_dir():
-        raise UnmaskError(f"{what}: {out} is a folder")
+    """``out`` checked by :func:`unmask.io.output_path` (folder exists and is writable, one
+    of ``suffixes``, not a folder) and found to be none of ``inputs``; UnmaskError naming
+    ``what`` otherwise."""
+    out = output_path(out, what, suffixes)
     for path in inputs:
         if Path(path).resolve() == out.resolve():
             raise UnmaskError(f"{what}: {out} is also an input; write elsewhere")
@@ -119,7 +114,8 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
 
     Args:
         paths: bench JSON files of one puzzle set.
-        out: the picture (.png), written atomically.
+        out: the picture (.png, .pdf or .svg: the extension names the format), written
+            atomically.
         x: ``passes`` (mean forward passes) or ``wall`` (seconds for the set).
         xlim, ylim: axis ranges (a zoom; y in %).
         target: F > 1 draws the ``confidence`` row's solved % and its x / F as guide lines.
@@ -248,7 +244,7 @@ def pool_bench(paths: list[str | Path], out: str | Path, *, quiet: bool = False)
         The pooled object: ``set`` (the sets joined by ``+``), ``puzzles``, ``sources``,
         ``rows`` (:func:`pooled_rows` with :func:`compare_pooled`'s columns).
     """
-    out = check_output(out, paths, (".json",))
+    out = check_output(out, paths, JSON_SUFFIXES)
     files = [load_bench(p) for p in paths]
     sets = list(dict.fromkeys(str(f.get("set")) for f in files))
     if len(sets) < 2:

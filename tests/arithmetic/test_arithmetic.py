@@ -98,8 +98,8 @@ def tiny_model_dir(tmp_path):
 
 def test_bench_command_prints_and_writes_every_task(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "bench.json"
-    rc = main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--prompts", "6",
-               "--samplers", "confidence,info-gain,klass", "--quiet", "--json", str(out)])
+    rc = main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--prompts", "6",
+               "--samplers", "confidence", "info-gain", "klass", "--quiet", "--json", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "product given -> factors" in text and "info-gain bypass=0.9" in text
@@ -121,8 +121,8 @@ def test_bench_command_prints_and_writes_every_task(tiny_model_dir, tmp_path, ca
 
 def test_bench_verified_rows_draft_every_position(tiny_model_dir, tmp_path):
     out = tmp_path / "bench.json"
-    assert main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--prompts", "6",
-                 "--samplers", "confidence,topk", "--quiet", "--json", str(out)]) == 0
+    assert main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--prompts", "6",
+                 "--samplers", "confidence", "topk", "--quiet", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     fmt = EquationFormat()
     n_masked = {"generate": fmt.length, "product": fmt.c_digits,
@@ -140,10 +140,10 @@ def test_bench_verified_rows_draft_every_position(tiny_model_dir, tmp_path):
 
 
 def test_bench_command_rejects_bad_input(tiny_model_dir, capsys):
-    assert main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--samplers", "nope",
+    assert main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--samplers", "nope",
                  "--quiet"]) == 2
     assert "--samplers" in capsys.readouterr().err
-    assert main(["bench", "arithmetic", "--model", str(tiny_model_dir), "--tasks", "divide",
+    assert main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--tasks", "divide",
                  "--quiet", "--prompts", "2"]) == 2
 
 

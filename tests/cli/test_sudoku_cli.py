@@ -48,22 +48,22 @@ def test_solve_json_schema(tiny_model_dir, capsys):
     (["sudoku", "solve", "11" + "." * 79], "contradict"),
     (["sudoku", "solve"], "no puzzle"),
     (["sudoku", "solve", "." * 81, "--sampler", "nope"], "nope"),
-    (["sudoku", "solve", "." * 81, "--param", "k=0"], "k"),
+    (["sudoku", "solve", "." * 81, "--sampler", "topk:k=0"], "k"),
     (["sudoku", "solve", "." * 81, "--model", "/nonexistent/model"], "model"),
-    (["bench", "sudoku", "--limit", "0"], "--limit"),
-    (["train", "sudoku", "--deepen", "2"], "--init-from"),
-    (["train", "sudoku", "--device", "nonsense"], "--device"),
-    (["train", "sudoku", "--decay-by-time"], "--max-time"),
-    (["bench", "sudoku", "--device", "cuda:99"], "--device"),
-    (["bench", "sudoku", "--device", "meta"], "only cpu and cuda"),
+    (["sudoku", "bench", "--limit", "0"], "--limit"),
+    (["sudoku", "train", "--deepen", "2"], "--init-from"),
+    (["sudoku", "train", "--device", "nonsense"], "--device"),
+    (["sudoku", "train", "--decay-by-time"], "--max-time"),
+    (["sudoku", "bench", "--device", "cuda:99"], "--device"),
+    (["sudoku", "bench", "--device", "meta"], "only cpu and cuda"),
     (["mi", "label", "--contexts", "1", "--out", "/nonexistent/labels", "--device", "cuda:99"],
      "--device"),
-    (["train", "sudoku", "--init-from", "sudoku", "--deepen", "0"], "--deepen"),
-    (["train", "sudoku", "--decoder-states", "/nonexistent/states.pt"], "--decoder-states"),
-    (["train", "sudoku", "--decoder-states", "x.pt", "--states-fraction", "0"],
+    (["sudoku", "train", "--init-from", "sudoku", "--deepen", "0"], "--deepen"),
+    (["sudoku", "train", "--decoder-states", "/nonexistent/states.pt"], "--decoder-states"),
+    (["sudoku", "train", "--decoder-states", "x.pt", "--states-fraction", "0"],
      "--states-fraction"),
-    (["bench", "sudoku", "--plot", "/nonexistent/dir/p.png"], "does not exist"),
-    (["bench", "sudoku", "--limit", "1", "--no-self-condition"], "does not self-condition"),
+    (["sudoku", "bench", "--plot", "/nonexistent/dir/p.png"], "does not exist"),
+    (["sudoku", "bench", "--limit", "1", "--no-self-condition"], "does not self-condition"),
 ])
 def test_bad_input_one_line_exit_2(args, needle, capsys):
     assert main(args) == 2
@@ -73,7 +73,7 @@ def test_bad_input_one_line_exit_2(args, needle, capsys):
 
 def test_bench_sudoku_json_and_plot(tiny_model_dir, tmp_path, capsys):
     out, plot = tmp_path / "b.json", tmp_path / "p.png"
-    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "4", "--quiet",
+    assert main(["sudoku", "bench", "--model", tiny_model_dir, "--limit", "4", "--quiet",
                  "--samplers", "confidence", "topk:k=7", "eb:gamma=0.1,order=confidence",
                  "--json", str(out), "--plot", str(plot)]) == 0
     data = json.loads(out.read_text())
@@ -115,7 +115,7 @@ def test_bench_sudoku_records_the_estimator_each_mi_guided_row_read(tiny_model_d
     (a, fa), (b, fb) = folders
     assert fa != fb
     out = tmp_path / "b.json"
-    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "2", "--quiet",
+    assert main(["sudoku", "bench", "--model", tiny_model_dir, "--limit", "2", "--quiet",
                  "--samplers", "confidence", f"mi-guided:gamma=0.3,estimator={a}",
                  f"mi-guided:gamma=0.6,estimator={b}", f"mi-guided:gamma=1.0,estimator={a}",
                  "--json", str(out)]) == 0
@@ -125,7 +125,7 @@ def test_bench_sudoku_records_the_estimator_each_mi_guided_row_read(tiny_model_d
     assert f"MI estimator: {a} (weights {fa})" in printed
     assert f"MI estimator: {b} (weights {fb})" in printed
     # --estimator gives every mi-guided row the same one: a single record
-    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "2", "--quiet",
+    assert main(["sudoku", "bench", "--model", tiny_model_dir, "--limit", "2", "--quiet",
                  "--samplers", "mi-guided:gamma=0.3", "--estimator", b, "--json",
                  str(out)]) == 0
     assert json.loads(out.read_text())["estimator"] == {"source": b, "fingerprint": fb}
@@ -134,7 +134,7 @@ def test_bench_sudoku_records_the_estimator_each_mi_guided_row_read(tiny_model_d
 def test_train_grows_a_self_conditioning_model_and_bench_can_switch_its_input_off(
         tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "sc"
-    assert main(["train", "sudoku", "--init-from", tiny_model_dir, "--self-condition",
+    assert main(["sudoku", "train", "--init-from", tiny_model_dir, "--self-condition",
                  "--out", str(out), "--steps", "2", "--eval-every", "2", "--warmup", "1",
                  "--pool", "20", "--eval-puzzles", "2"]) == 0
     meta = json.loads((out / "best" / "config.json").read_text())
@@ -143,7 +143,7 @@ def test_train_grows_a_self_conditioning_model_and_bench_can_switch_its_input_of
     assert meta["origin"]["self_condition"] is True and "origin" not in meta["origin"]["init_from"]
     for flags, fed in (([], True), (["--no-self-condition"], False)):
         bench = tmp_path / f"b{fed}.json"
-        assert main(["bench", "sudoku", "--model", str(out / "best"), "--limit", "2",
+        assert main(["sudoku", "bench", "--model", str(out / "best"), "--limit", "2",
                      "--quiet", "--samplers", "confidence", "--json", str(bench)] + flags) == 0
         assert json.loads(bench.read_text())["self_condition"] is fed
 
@@ -156,7 +156,7 @@ def test_published_points_are_drawn_only_on_the_set_they_were_measured_on(
     seen = {}
     monkeypatch.setattr(unmask.bench, "pareto_plot",
                         lambda rows, path, **kw: seen.update(kw))
-    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--set", puzzle_set, "--limit",
+    assert main(["sudoku", "bench", "--model", tiny_model_dir, "--set", puzzle_set, "--limit",
                  "2", "--quiet", "--samplers", "topk:k=7", "--plot",
                  str(tmp_path / "p.png")]) == 0
     assert bool(seen["references"]) is drawn
@@ -165,7 +165,7 @@ def test_published_points_are_drawn_only_on_the_set_they_were_measured_on(
 def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")  # the whole table, not rich's narrow fallback
     run = tmp_path / "corr"
-    assert main(["train", "corrector", "--model", tiny_model_dir, "--out", str(run),
+    assert main(["corrector", "train", "--model", tiny_model_dir, "--out", str(run),
                  "--puzzles", "20", "--epochs", "1", "--held-out", "0.2",
                  "--samplers", "topk:k=9"]) == 0
     cfg = json.loads((run / "best" / "config.json").read_text())
@@ -173,17 +173,17 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
     assert cfg["split"] == {"held_out": 0.2, "seed": 0}
     assert "reused" not in capsys.readouterr().out
     # a rerun with the same data reuses the decoded states; other data decodes anew
-    assert main(["train", "corrector", "--model", tiny_model_dir, "--out", str(run),
+    assert main(["corrector", "train", "--model", tiny_model_dir, "--out", str(run),
                  "--puzzles", "20", "--epochs", "1", "--held-out", "0.2",
                  "--samplers", "topk:k=9"]) == 0
     assert "decoded states: reused" in capsys.readouterr().out
-    assert main(["train", "corrector", "--model", tiny_model_dir, "--out", str(run),
+    assert main(["corrector", "train", "--model", tiny_model_dir, "--out", str(run),
                  "--puzzles", "20", "--epochs", "1", "--held-out", "0.2",
                  "--samplers", "topk:k=5"]) == 0
     assert "reused" not in capsys.readouterr().out
     # the decoded states are fine-tuning data for the MDM itself too
     ft = tmp_path / "ft"
-    assert main(["train", "sudoku", "--init-from", tiny_model_dir, "--decoder-states",
+    assert main(["sudoku", "train", "--init-from", tiny_model_dir, "--decoder-states",
                  str(run / "states.pt"), "--out", str(ft), "--steps", "2", "--eval-every",
                  "2", "--warmup", "1", "--pool", "20", "--eval-puzzles", "2"]) == 0
     assert "decoder states:" in capsys.readouterr().out
@@ -196,13 +196,13 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
     assert origin["decoder_states"]["file"] == str(run / "states.pt")
     assert origin["decoder_states"]["fraction"] == 0.5 and origin["decoder_states"]["states"] > 0
     ft2 = tmp_path / "ft2"
-    assert main(["train", "sudoku", "--init-from", str(ft / "best"), "--out", str(ft2),
+    assert main(["sudoku", "train", "--init-from", str(ft / "best"), "--out", str(ft2),
                  "--steps", "1", "--eval-every", "1", "--warmup", "1", "--pool", "20",
                  "--eval-puzzles", "2"]) == 0
     chained = json.loads((ft2 / "best" / "config.json").read_text())["origin"]
     assert chained["init_from"]["origin"] == origin and "decoder_states" not in chained
     out = tmp_path / "b.json"
-    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "3", "--quiet",
+    assert main(["sudoku", "bench", "--model", tiny_model_dir, "--limit", "3", "--quiet",
                  "--samplers", "topk:k=9", "topk:k=9+corrector", "--corrector",
                  str(run / "best"), "--remask-threshold", "0.3", "--json", str(out),
                  "--plot", str(tmp_path / "p.png")]) == 0
@@ -222,16 +222,18 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["bench", "sudoku", "--limit", "1", "--samplers", "confidence", "--corrector", "x"],
+    (["sudoku", "bench", "--limit", "1", "--samplers", "confidence", "--corrector", "x"],
      "+corrector"),
-    (["bench", "sudoku", "--limit", "1", "--samplers", "confidence+corrector", "--corrector",
+    (["sudoku", "bench", "--limit", "1", "--samplers", "confidence+corrector", "--corrector",
       "/nonexistent/c"], "corrector"),
-    (["bench", "sudoku", "--limit", "1", "--samplers", "confidence+corrector",
+    (["sudoku", "bench", "--limit", "1", "--samplers", "confidence+corrector",
       "--remask-threshold", "2"], "remask_threshold"),
-    (["train", "corrector", "--puzzles", "3"], "--puzzles"),
-    (["sudoku", "solve", "." * 81, "--corrector", "/nonexistent/c"], "corrector"),
-    (["sudoku", "solve", "." * 81, "--corrector", "--remask-threshold", "0"],
-     "remask_threshold"),
+    (["corrector", "train", "--puzzles", "3"], "--puzzles"),
+    (["sudoku", "solve", "." * 81, "--sampler", "confidence+corrector", "--corrector",
+      "/nonexistent/c"], "corrector"),
+    (["sudoku", "solve", "." * 81, "--corrector", "x"], "+corrector"),
+    (["sudoku", "solve", "." * 81, "--sampler", "confidence+corrector", "--remask-threshold",
+      "0"], "remask_threshold"),
 ])
 def test_corrector_bad_input_one_line_exit_2(args, needle, capsys):
     assert main(args) == 2
@@ -242,18 +244,17 @@ def test_corrector_bad_input_one_line_exit_2(args, needle, capsys):
 def test_solve_with_the_shipped_corrector(capsys):
     """Hard puzzle 74: EB gamma=0.3 fails it alone and solves it with the corrector."""
     puzzles, _ = load_set("hard")
-    args = ["sudoku", "solve", to_string(puzzles[74]), "--sampler", "eb", "--param",
-            "gamma=0.3", "--param", "order=confidence", "--json"]
-    assert main(args) == 0
+    args = ["sudoku", "solve", to_string(puzzles[74]), "--json", "--sampler"]
+    assert main(args + ["eb:gamma=0.3,order=confidence"]) == 0
     plain = json.loads(capsys.readouterr().out)
-    assert main(args + ["--corrector"]) == 0
+    assert main(args + ["eb:gamma=0.3,order=confidence+corrector"]) == 0
     fixed = json.loads(capsys.readouterr().out)
     assert not plain["solved"] and fixed["solved"] and fixed["nfe"] > plain["nfe"]
 
 
 def test_bench_and_solve_verify_a_sampler(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "v.json"
-    assert main(["bench", "sudoku", "--model", tiny_model_dir, "--limit", "3", "--quiet",
+    assert main(["sudoku", "bench", "--model", tiny_model_dir, "--limit", "3", "--quiet",
                  "--samplers", "confidence", "topk:k=9", "topk:k=9+verify",
                  "--json", str(out), "--plot", str(tmp_path / "p.png")]) == 0
     data = json.loads(out.read_text())
@@ -270,27 +271,26 @@ def test_bench_and_solve_verify_a_sampler(tiny_model_dir, tmp_path, capsys):
     assert verified["sequences"] > verified["nfe"]
     assert "held back" in capsys.readouterr().out
     puzzle = to_string(load_set("hard")[0][0])
-    assert main(["sudoku", "solve", puzzle, "--model", tiny_model_dir, "--sampler", "topk",
-                 "--param", "k=9", "--verify", "--json"]) == 0
+    assert main(["sudoku", "solve", puzzle, "--model", tiny_model_dir, "--sampler",
+                 "topk:k=9+verify", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["nfe"] > 57 / 9
     # at tolerance 0 the output is sequential decoding's
     outs = []
     for extra in (["--sampler", "confidence"],
-                  ["--sampler", "topk", "--param", "k=9", "--verify", "--verify-tolerance", "0"]):
+                  ["--sampler", "topk:k=9+verify=0"]):
         assert main(["sudoku", "solve", puzzle, "--model", tiny_model_dir, "--json", *extra]) == 0
         outs.append(json.loads(capsys.readouterr().out))
     assert outs[0]["grid"] == outs[1]["grid"] and outs[1]["nfe"] <= outs[0]["nfe"]
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["sudoku", "solve", "." * 81, "--verify", "--corrector"], "--verify, --corrector"),
-    (["sudoku", "solve", "." * 81, "--verify-tolerance", "0.1"], "only with --verify"),
-    (["sudoku", "solve", "." * 81, "--verify", "--verify-tolerance", "2"], "verify_tolerance"),
-    (["sudoku", "solve", "." * 81, "--verify", "--sampler", "info-gain"],
-     "verify: sampler 'info-gain'"),
-    (["bench", "sudoku", "--limit", "1", "--samplers", "eb+verify+corrector"],
+    (["sudoku", "solve", "." * 81, "--sampler", "eb+verify+corrector"], "cannot be combined"),
+    (["sudoku", "solve", "." * 81, "--sampler", "eb+verify=2"], "tolerance in [0, 1]"),
+    (["sudoku", "solve", "." * 81, "--sampler", "info-gain+verify"],
+     "evaluates its next state"),
+    (["sudoku", "bench", "--limit", "1", "--samplers", "eb+verify+corrector"],
      "cannot be combined"),
-    (["bench", "sudoku", "--limit", "1", "--samplers", "info-gain+verify"],
+    (["sudoku", "bench", "--limit", "1", "--samplers", "info-gain+verify"],
      "evaluates its next state"),
 ])
 def test_verify_bad_input_one_line_exit_2(args, needle, capsys):

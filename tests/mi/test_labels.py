@@ -364,7 +364,7 @@ def test_cli_unwritable_or_odd_output_is_one_line(tiny_sudoku, tmp_path, capsys,
     a_file = tmp_path / "file"
     a_file.write_text("x")
     assert main(base + ["--out", str(a_file)]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "is not a folder" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -377,5 +377,5 @@ def test_cli_engine_options_are_checked(tiny_sudoku, tmp_path, capsys, args, mes
             str(tmp_path / "o")]
     assert main(base + args) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: {message}") and "\n" not in err
+    assert err.startswith("error: ") and message in err and "\n" not in err
     assert not (tmp_path / "o").exists()

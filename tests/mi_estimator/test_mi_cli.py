@@ -72,7 +72,7 @@ def tiny_run(tmp_path_factory):
     torch.manual_seed(1)
     MDMTransformer(sudoku_model_config(d_model=16, n_layers=1, n_heads=2, d_ff=32)) \
         .save_pretrained(root / "other")
-    code = main(["train", "mi-estimator", "--model", str(root / "model"), "--labels",
+    code = main(["mi", "train", "--model", str(root / "model"), "--labels",
                  str(root / "labels"), "--out", str(root / "est"), "--epochs", "3",
                  "--batch-size", "8", "--held-out", "0.25", "--d", "16", "--pair-rank", "4"])
     assert code == 0
@@ -148,9 +148,9 @@ def test_bad_input_is_one_line_and_exit_2(tiny_run, capsys, tmp_path):
                                    other], "fingerprint")
     one_line_error(capsys, ["mi", "eval", "--model", other, "--labels", labels, "--estimator",
                             est], "labels: probed on model")
-    one_line_error(capsys, ["train", "mi-estimator", "--model", other, "--labels", labels,
+    one_line_error(capsys, ["mi", "train", "--model", other, "--labels", labels,
                             "--out", str(tmp_path / "e")], "labels: probed on model")
-    one_line_error(capsys, ["train", "mi-estimator", "--model", model, "--labels",
+    one_line_error(capsys, ["mi", "train", "--model", model, "--labels",
                             str(tmp_path / "none"), "--out", str(tmp_path / "e")],
                    "--labels")
 
@@ -160,7 +160,7 @@ def test_resume_with_other_settings_is_refused_unless_overridden(tiny_run, capsy
 
     run = tmp_path / "est"
     shutil.copytree(tiny_run / "est", run)
-    args = ["train", "mi-estimator", "--model", str(tiny_run / "model"), "--labels",
+    args = ["mi", "train", "--model", str(tiny_run / "model"), "--labels",
             str(tiny_run / "labels"), "--out", str(run), "--epochs", "3", "--batch-size", "8",
             "--held-out", "0.25", "--d", "16", "--pair-rank", "4", "--resume"]
     one_line_error(capsys, args + ["--lr", "0.01", "--seed", "2"],

@@ -87,7 +87,7 @@ def test_save_load_and_model_checks(tiny_protein, tmp_path):
 
 
 def run_train(tmp_path, *extra):
-    return main(["train", "protein", "--out", str(tmp_path / "run"), "--batch-size", "8",
+    return main(["protein", "train", "--out", str(tmp_path / "run"), "--batch-size", "8",
                  "--eval-every", "2", "--eval-size", "16", "--threads", "1",
                  "--model-config", json.dumps(TINY), *extra])
 
@@ -106,7 +106,7 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
     assert split["heldout_proteins"] == len(split["heldout_names"]) > 0
 
     out_json = tmp_path / "bench.json"
-    assert main(["bench", "protein", "--model", str(tmp_path / "run/best"), "--n", "6",
+    assert main(["protein", "bench", "--model", str(tmp_path / "run/best"), "--n", "6",
                  "--samplers", "confidence", "topk:k=12", "--json", str(out_json),
                  "--plot", str(tmp_path / "bench.png"), "--quiet", "--threads", "1"]) == 0
     assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
@@ -132,7 +132,7 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
 ])
 def test_bench_bad_input_exits_2(tmp_path, tiny_protein, args, field, capsys):
     tiny_protein.save_pretrained(tmp_path / "m")
-    code = main(["bench", "protein", "--model", str(tmp_path / "m"), "--n", "2", "--quiet",
+    code = main(["protein", "bench", "--model", str(tmp_path / "m"), "--n", "2", "--quiet",
                  "--no-natural", "--samplers", "topk:k=50", *args])
     assert code == 2
     assert field in capsys.readouterr().err
@@ -197,7 +197,7 @@ def test_mi_labels_and_estimator_on_protein_contexts(tiny_protein, tmp_path, cap
     torch.testing.assert_close(tensors["mi"], want.mi.float(), atol=1e-5, rtol=0)
     # the estimator commands find the protein model through the labels' task
     est = tmp_path / "est"
-    assert main(["train", "mi-estimator", "--labels", str(labels), "--model", str(tmp_path / "m"),
+    assert main(["mi", "train", "--labels", str(labels), "--model", str(tmp_path / "m"),
                  "--out", str(est), "--epochs", "2", "--marginals", "--held-out", "0.5"]) == 0
     cfg = json.loads((est / "best" / "config.json").read_text())["config"]
     assert cfg["marginal_size"] == 20
@@ -206,7 +206,7 @@ def test_mi_labels_and_estimator_on_protein_contexts(tiny_protein, tmp_path, cap
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["contexts"] == 3 and result["pairs"] > 0
     # proteins have no symmetry group to copy contexts by
-    assert main(["train", "mi-estimator", "--labels", str(labels), "--model", str(tmp_path / "m"),
+    assert main(["mi", "train", "--labels", str(labels), "--model", str(tmp_path / "m"),
                  "--out", str(tmp_path / "est2"), "--augment", "2"]) == 2
     assert "no known symmetry" in capsys.readouterr().err
     # the shipped Sudoku model cannot read protein labels

@@ -1,4 +1,4 @@
-"""``unmask train arithmetic`` and ``unmask bench arithmetic``: the multiplication task."""
+"""``unmask arithmetic train`` and ``unmask arithmetic bench``: the multiplication task."""
 
 from __future__ import annotations
 
@@ -7,18 +7,30 @@ import json
 from pathlib import Path
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_training_args, training_setup
+from unmask.commands.common import (
+    JSON_SUFFIXES,
+    add_seed_arg,
+    add_threads_arg,
+    add_training_args,
+    finite_float,
+    output_path,
+    positive_int,
+    sampler_entry,
+    training_setup,
+)
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
     add_training_args(p, out="runs/arithmetic", steps=30_000, batch_size=256, lr=2e-3,
                       warmup=500, eval_every=1000)
-    p.add_argument("--a-digits", type=int, default=2, help="width of the first factor")
-    p.add_argument("--b-digits", type=int, default=1, help="width of the second factor")
-    p.add_argument("--eval-prompts", type=int, default=256, help="prompts per direction")
+    p.add_argument("--a-digits", type=positive_int, default=2, help="width of the first factor")
+    p.add_argument("--b-digits", type=positive_int, default=1,
+                   help="width of the second factor")
+    p.add_argument("--eval-prompts", type=positive_int, default=256,
+                   help="prompts per direction")
 
 
-@command("train", "arithmetic", help="train the multiplication MDM (checkpoints, --resume)")
+@command("arithmetic", "train", help="train the multiplication MDM (checkpoints, --resume)")
 @arguments(_train_args)
 def train_arithmetic(args: argparse.Namespace) -> int:
 
@@ -44,48 +56,54 @@ def train_arithmetic(args: argparse.Namespace) -> int:
 def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="arithmetic",
                    help="shipped model name or a model folder (default: the shipped one)")
-    p.add_argument("--prompts", type=int, default=500, help="inputs per task")
+    p.add_argument("--prompts", type=positive_int, default=500, help="inputs per task")
     p.add_argument("--tasks", default="generate,product,factors",
                    help="comma-separated: generate, product (factors given), factors "
                         "(product given)")
-    p.add_argument("--samplers", default=None,
-                   help="comma-separated sampler names or labels to keep (default: all)")
-    p.add_argument("--temperature", type=float, default=1.0,
+    p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
+                   help="sampler specs NAME[:K=V,K=V][+verify[=T]]; a bare name or a label of "
+                        "the default comparison keeps those rows (default: all of them)")
+    p.add_argument("--temperature", type=finite_float(0.0), default=1.0,
                    help="token temperature of unconditional generation")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    add_seed_arg(p)
+    add_threads_arg(p)
+    p.add_argument("--json", default=None, metavar="OUT.json",
+                   help="also write the results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-@command("bench", "arithmetic",
+@command("arithmetic", "bench",
          help="benchmark every sampler on multiplication: accuracy, NFE, sequences, entropy")
 @arguments(_bench_args)
 def bench_arithmetic(args: argparse.Namespace) -> int:
-    import torch
-
-    from unmask.arithmetic.bench import default_entries, run_bench
+    from unmask.arithmetic.bench import TASKS, default_entries, run_bench
     from unmask.arithmetic.train import format_of
-    from unmask.commands.common import output_path, progress_bar
+    from unmask.commands.common import progress_bar
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
     from unmask.models.auto import load_model
     from unmask.pretrained import describe_source
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    json_path = output_path(args.json, "--json") if args.json else None
-    model = load_model(args.model or "arithmetic", task="arithmetic")
-    fmt = format_of(model)
+    json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    if not tasks:
+        raise UnmaskError(f"--tasks: no task given; choose from {', '.join(TASKS)}")
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise UnmaskError(f"--tasks: unknown {unknown[0]!r}; choose from {', '.join(TASKS)}")
+    model = load_model(args.model or "arithmetic", task="arithmetic")
+    task = getattr(getattr(model, "config", None), "task", None)
+    if not (isinstance(task, str) and task.startswith("multiplication-")):
+        raise UnmaskError(f"--model: a {task or 'task-less'} model, this command needs a "
+                          "multiplication model")
+    fmt = format_of(model)
     entries = default_entries(fmt)
-    if args.samplers:
-        keep = {s.strip() for s in args.samplers.split(",") if s.strip()}
-        unknown = keep - {e.name for e in entries} - {e.label for e in entries}
-        if unknown:
-            raise UnmaskError(f"--samplers: unknown {sorted(unknown)[0]!r}; choose from "
-                              f"{', '.join(sorted({e.name for e in entries}))}")
-        entries = [e for e in entries if e.name in keep or e.label in keep]
+    if args.samplers is not None:
+        chosen = []
+        for spec in args.samplers:
+            named = [e for e in entries if spec in (e.name, e.label)]
+            chosen.extend(named or [sampler_entry(spec, "--samplers")])
+        entries = [e for k, e in enumerate(chosen) if all(e is not c for c in chosen[:k])]
     with progress_bar(len(tasks) * len(entries), "decoding", enabled=not args.quiet) as update:
         rows = run_bench(model, fmt, entries, tasks, args.prompts, args.temperature, args.seed,
                          progress=update)

@@ -1,4 +1,4 @@
-"""``unmask bench sudoku``: every sampler on one puzzle set, a table and a Pareto plot."""
+"""``unmask sudoku bench``: every sampler on one puzzle set, a table and a Pareto plot."""
 
 from __future__ import annotations
 
@@ -6,48 +6,67 @@ import argparse
 import json
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_device_arg
+from unmask.commands.common import (
+    IMAGE_SUFFIXES,
+    JSON_SUFFIXES,
+    add_device_arg,
+    add_seed_arg,
+    add_threads_arg,
+    default_of,
+    distinct_outputs,
+    finite_float,
+    non_negative_int,
+    output_path,
+    positive_int,
+    require_task,
+)
+from unmask.decode import DecodeConfig
+from unmask.hooks import corrector_hooks
 
 
 def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", default="hard", help="hard | medium | a puzzle file (default hard)")
+    p.add_argument("--set", default="hard",
+                   help="hard | medium | a UTF-8 puzzle file (default hard)")
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
-                   help="NAME or NAME:K=V,K=V (default: the full comparison)")
-    p.add_argument("--limit", type=int, default=None, help="first N puzzles only")
-    p.add_argument("--model", default=None, help="model folder (default: the shipped one)")
+                   help="sampler specs NAME[:K=V,K=V][+verify[=T]][+corrector] (default: the "
+                        "full comparison)")
+    p.add_argument("--limit", type=positive_int, default=None, help="first N puzzles only")
+    p.add_argument("--model", default=None,
+                   help="shipped model name or model folder (default: the shipped one)")
     p.add_argument("--estimator", default=None,
                    help="MI estimator folder for mi-guided (default: the shipped one)")
     p.add_argument("--corrector", default=None,
                    help="corrector folder for specs ending in '+corrector' (default: the "
                         "shipped one)")
-    p.add_argument("--remask-threshold", type=float, default=0.3,
+    p.add_argument("--remask-threshold", type=finite_float(),
+                   default=default_of(corrector_hooks, "threshold"),
                    help="with a corrector: remask decoded tokens it finds wrong with a "
-                        "probability above this (default 0.3)")
-    p.add_argument("--max-remasks", type=int, default=2,
-                   help="with a corrector: times one cell may be remasked (default 2)")
+                        "probability above this (default %(default)s)")
+    p.add_argument("--max-remasks", type=non_negative_int,
+                   default=default_of(corrector_hooks, "max_remasks"),
+                   help="with a corrector: times one cell may be remasked (default "
+                        "%(default)s)")
     p.add_argument("--ban-remasked", action="store_true",
                    help="with a corrector: a token it sent back is not proposed at that cell "
                         "again")
-    p.add_argument("--batch-size", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--batch-size", type=positive_int, default=1000)
+    add_seed_arg(p)
+    add_threads_arg(p)
     add_device_arg(p)
     p.add_argument("--no-self-condition", action="store_true",
                    help="(self-conditioning models) give every pass zeros instead of the "
                         "previous pass's beliefs, to measure what they add")
-    p.add_argument("--json", default=None, metavar="OUT", help="write results as JSON")
-    p.add_argument("--plot", default=None, metavar="OUT.png", help="Pareto plot")
+    p.add_argument("--json", default=None, metavar="OUT.json", help="write results as JSON")
+    p.add_argument("--plot", default=None, metavar="OUT.png",
+                   help="Pareto plot (.png, .pdf or .svg)")
     p.add_argument("--quiet", action="store_true")
 
 
-@command("bench", "sudoku", help="solved %% vs forward passes for every sampler on Sudoku")
+@command("sudoku", "bench", help="solved %% vs forward passes for every sampler on Sudoku")
 @arguments(_bench_sudoku_args)
 def bench_sudoku_cmd(args: argparse.Namespace) -> int:
-    import torch
-
     from unmask.bench import add_nfe_vs_sequential, add_paired_vs, pareto_plot, render_table
-    from unmask.commands.common import bench_entries, output_path, progress_bar, resolve_device
-    from unmask.decode import DecodeConfig
+    from unmask.commands.common import bench_entries, progress_bar, resolve_device
     from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
     from unmask.models.auto import load_model
@@ -60,23 +79,20 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     )
     from unmask.sudoku.datasets import set_puzzles
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.limit is not None and args.limit < 1:
-        raise UnmaskError(f"--limit: must be >= 1, got {args.limit}")
     device = resolve_device(args.device)
-    json_path = output_path(args.json, "--json") if args.json else None
-    plot_path = output_path(args.plot, "--plot") if args.plot else None
+    json_path = output_path(args.json, "--json", JSON_SUFFIXES)
+    plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
+    distinct_outputs(json=json_path, plot=plot_path)
+    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     puzzles = set_puzzles(args.set)[: args.limit]
     model = load_model(args.model, task="sudoku").to(device)
+    require_task(model, "sudoku", "--model")
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
-    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     config = DecodeConfig(self_condition=not args.no_self_condition)
     corrector, hooks = None, ()
     if any(e.corrected for e in entries):
         from unmask.corrector import SHIPPED_CORRECTOR, load_corrector
-        from unmask.hooks import corrector_hooks
 
         corrector = load_corrector(args.corrector, model=model)
         hooks = corrector_hooks(corrector, threshold=args.remask_threshold,

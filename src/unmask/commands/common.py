@@ -1,19 +1,159 @@
-"""Pieces shared by CLI subcommands: sampler options, model loading, progress bars."""
+"""Pieces shared by CLI subcommands: argument types, threads, sampler options, output
+paths, progress bars."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import inspect
+import math
+import os
 from pathlib import Path
 
+from unmask.bench import BenchEntry
 from unmask.errors import UnmaskError
-from unmask.samplers.base import make_sampler, parse_param_value
+from unmask.io import (  # noqa: F401  (re-exported for the commands)
+    IMAGE_SUFFIXES,
+    JSON_SUFFIXES,
+    JSONL_SUFFIXES,
+    output_path,
+)
+from unmask.models.transformer import TransformerConfig
+
+# ------------------------------------------------------------------ argument types
+# argparse turns an ArgumentTypeError into one line "argument --x: ..." and exit 2
 
 
-def add_sampler_args(p: argparse.ArgumentParser, default: str = "confidence") -> None:
-    p.add_argument("--sampler", default=default, help=f"sampler name (default {default})")
-    p.add_argument("--param", action="append", default=[], metavar="K=V",
-                   help="sampler parameter, repeatable (e.g. --param k=3)")
+def int_at_least(low: int):
+    """An argparse type: an integer >= ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a seed, an integer in [0, 2**63)."""
+    value = non_negative_int(text)
+    if value >= 2**63:
+        raise argparse.ArgumentTypeError(f"must be < 2**63, got {value}")
+    return value
+
+
+def finite_float(low: float | None = None, high: float | None = None, *,
+                 open_low: bool = False):
+    """An argparse type: a finite float, optionally within [low, high] (``open_low``:
+    (low, high])."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if low is not None and (value <= low if open_low else value < low):
+            raise argparse.ArgumentTypeError(
+                f"must be {'>' if open_low else '>='} {low:g}, got {value:g}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high:g}, got {value:g}")
+        return value
+
+    parse.__name__ = "finite number"
+    return parse
+
+
+def default_of(cls, name: str):
+    """The default of field ``name`` of dataclass ``cls``, or of keyword parameter ``name``
+    of function ``cls`` (so a flag's default is read from what it configures, never
+    copied)."""
+    if not dataclasses.is_dataclass(cls):
+        param = inspect.signature(cls).parameters.get(name)
+        if param is None or param.default is inspect.Parameter.empty:
+            raise KeyError(f"{cls.__name__} has no defaulted parameter {name!r}")
+        return param.default
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+    raise KeyError(f"{cls.__name__} has no defaulted field {name!r}")
+
+
+# ------------------------------------------------------------------ threads and seeds
+
+
+def threads_int(text: str) -> int:
+    """An argparse type: a thread count, from 1 to the CPUs of this machine."""
+    value = positive_int(text)
+    cpus = os.cpu_count() or 1
+    if value > cpus:
+        raise argparse.ArgumentTypeError(f"must be <= {cpus} (the CPUs of this machine), "
+                                         f"got {value}")
+    return value
+
+
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=threads_int, default=None, metavar="N",
+                   help="CPU threads of torch and numba (default: torch's default, which "
+                        "follows OMP_NUM_THREADS)")
+
+
+def add_seed_arg(p: argparse.ArgumentParser, help: str = "random seed (default 0)") -> None:
+    p.add_argument("--seed", type=seed_int, default=0, help=help)
+
+
+def apply_threads(threads: int | None) -> int:
+    """Give torch and numba ``threads`` CPU threads (None: torch's current count, for both);
+    returns the count. numba's OpenMP pool sets the process's OpenMP thread count when it
+    starts, which is torch's too: it is started here, before any work, and torch's count set
+    after it."""
+    import numba
+    import torch
+
+    n = threads if threads is not None else torch.get_num_threads()
+    if threads is not None and threads < 1:
+        raise UnmaskError(f"--threads: must be >= 1, got {threads}")
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))  # starts numba's pool
+    torch.set_num_threads(n)
+    return n
+
+
+def thread_counts(counts: tuple[int, int | None] | None = None) -> tuple[int, int | None]:
+    """(torch's, numba's) thread counts (numba's None while its pool has not started); with
+    ``counts``, set them back to those first."""
+    import numba
+    import torch
+
+    if counts is not None:
+        if counts[1] is not None:
+            numba.set_num_threads(counts[1])
+        torch.set_num_threads(counts[0])
+    started = getattr(numba.np.ufunc.parallel, "_is_initialized", True)
+    return torch.get_num_threads(), (numba.get_num_threads() if started else None)
+
+
+# ------------------------------------------------------------------ samplers
+
+
+def add_sampler_arg(p: argparse.ArgumentParser, default: str = "confidence") -> None:
+    p.add_argument("--sampler", default=default, metavar="SPEC",
+                   help="sampler spec NAME[:K=V,K=V][+verify[=T]][+corrector], e.g. "
+                        f"eb:gamma=0.1 or topk:k=9+verify=0 (default {default})")
 
 
 def add_device_arg(p: argparse.ArgumentParser) -> None:
@@ -42,18 +182,24 @@ def resolve_device(name: str):
     return device
 
 
-def parse_params(items: list[str]) -> dict:
-    params = {}
-    for item in items:
-        if "=" not in item:
-            raise UnmaskError(f"--param: expected K=V, got {item!r}")
-        k, v = item.split("=", 1)
-        params[k.strip()] = parse_param_value(v.strip())
-    return params
+def sampler_entry(spec: str, flag: str = "--sampler"):
+    """The :class:`~unmask.bench.BenchEntry` a sampler spec names, validated now; errors name
+    ``flag``."""
+    try:
+        return BenchEntry.parse(spec)
+    except (UnmaskError, TypeError, ValueError) as e:  # a value of the wrong type, too
+        raise UnmaskError(f"{flag}: {spec!r}: {e}" if not isinstance(e, UnmaskError)
+                          else f"{flag}: {e}") from None
 
 
-def sampler_from_args(args: argparse.Namespace):
-    return make_sampler(args.sampler, **parse_params(args.param))
+def require_task(model, task: str, flag: str = "--model") -> None:
+    """Refuse a model of another task (its config's ``task``): a protein model's token ids
+    mean nothing on a Sudoku board."""
+    config = getattr(model, "config", None)
+    found = config.get("task") if isinstance(config, dict) else getattr(config, "task", None)
+    if found != task:
+        raise UnmaskError(f"{flag}: a {found or 'task-less'} model, this command needs a "
+                          f"{task} model")
 
 
 def existing_dir(path: str | Path, what: str) -> Path:
@@ -63,11 +209,36 @@ def existing_dir(path: str | Path, what: str) -> Path:
     return path
 
 
-def output_path(path: str | Path, what: str) -> Path:
+def output_folder(path: str | Path, what: str) -> Path:
+    """``path`` checked as a folder the command will create or fill (before any work): it is
+    a folder or does not exist yet, and the nearest existing folder above it is writable."""
     path = Path(path)
-    if not path.parent.is_dir():
-        raise UnmaskError(f"{what}: folder {path.parent} does not exist")
+    if str(path) == "":
+        raise UnmaskError(f"{what}: empty path")
+    if path.exists() and not path.is_dir():
+        raise UnmaskError(f"{what}: {path} exists and is not a folder")
+    for above in (path, *path.parents):
+        if above.exists():
+            break
+    if not above.is_dir():
+        raise UnmaskError(f"{what}: {above} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UnmaskError(f"{what}: folder {above} is not writable")
     return path
+
+
+def distinct_outputs(**paths: Path | None) -> None:
+    """Refuse two output flags naming the same file (one would overwrite the other);
+    keys are flag names with ``_`` for ``-`` (``json``, ``plot``)."""
+    seen: dict[str, str] = {}
+    for flag, path in paths.items():
+        if path is None:
+            continue
+        key = os.path.normcase(os.path.abspath(path))
+        if key in seen:
+            raise UnmaskError(f"--{flag.replace('_', '-')}: same file as --{seen[key]} "
+                              f"({path}); give two different paths")
+        seen[key] = flag.replace("_", "-")
 
 
 @contextlib.contextmanager
@@ -88,23 +259,25 @@ def progress_bar(total: int, description: str, enabled: bool = True):
 
 def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch_size: int,
                       lr: float, warmup: int, eval_every: int) -> None:
-    """The flags every ``unmask train TASK`` shares, with the task's defaults."""
-    p.add_argument("--out", default=out, help="run folder (checkpoints, best/)")
+    """The flags every ``unmask TASK train`` shares, with the task's defaults."""
+    p.add_argument("--out", default=out, help=f"run folder (checkpoints, best/; default {out})")
     add_resume_args(p)
-    p.add_argument("--steps", type=int, default=steps, help="total optimiser steps")
-    p.add_argument("--batch-size", type=int, default=batch_size)
-    p.add_argument("--lr", type=float, default=lr)
-    p.add_argument("--warmup", type=int, default=warmup)
-    p.add_argument("--eval-every", type=int, default=eval_every)
-    p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--steps", type=positive_int, default=steps,
+                   help=f"total optimiser steps (default {steps})")
+    p.add_argument("--batch-size", type=positive_int, default=batch_size)
+    p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=lr)
+    p.add_argument("--warmup", type=non_negative_int, default=warmup)
+    p.add_argument("--eval-every", type=positive_int, default=eval_every)
+    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=None,
+                   help="stop after this many seconds")
     p.add_argument("--decay-by-time", action="store_true",
                    help="with --max-time: the learning rate reaches its floor when either "
                         "--steps or --max-time (counted over resumes) runs out, for runs "
                         "whose speed is not known in advance")
-    p.add_argument("--threads", type=int, default=None)
+    add_threads_arg(p)
     add_device_arg(p)
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the weight initialisation and the training batches")
+    add_seed_arg(p, help="seed of the weight initialisation and the training batches "
+                          "(default 0)")
     p.add_argument("--model-config", default=None,
                    help="JSON object overriding the architecture (e.g. '{\"n_layers\": 6}')")
     p.add_argument("--no-bf16", action="store_true")
@@ -126,17 +299,16 @@ def check_resume_args(args: argparse.Namespace) -> None:
 
 
 def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
-    """Apply ``--threads`` and seed torch with ``--seed`` (the weight initialisation); return
-    (architecture overrides from ``--model-config``, the
-    :class:`~unmask.training.TrainConfig` the flags describe, plus ``config``)."""
+    """Seed torch with ``--seed`` (the weight initialisation); return (architecture
+    overrides from ``--model-config``, the :class:`~unmask.training.TrainConfig` the flags
+    describe, plus ``config``); the output folder is checked first."""
     import json
 
     import torch
 
     from unmask.training import TrainConfig
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    output_folder(args.out, "--out")
     resolve_device(args.device)
     check_resume_args(args)
     if args.decay_by_time and not args.max_time:
@@ -147,6 +319,7 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
         raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
     if not isinstance(overrides, dict):
         raise UnmaskError("--model-config: not a JSON object")
+    check_config_overrides(overrides, "--model-config")
     cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
                       total_steps=args.steps, eval_every=args.eval_every,
                       max_time_s=args.max_time, decay_by_time=args.decay_by_time,
@@ -156,13 +329,55 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
     return overrides, cfg
 
 
+def check_config_overrides(overrides: dict, flag: str) -> None:
+    """Refuse keys that are not :class:`~unmask.models.transformer.TransformerConfig` fields
+    and values of the wrong JSON type (``"d_model": "128"``); ranges are the config's to
+    check."""
+    import typing
+
+    hints = typing.get_type_hints(TransformerConfig)
+    for key, value in overrides.items():
+        if key not in hints:
+            raise UnmaskError(f"{flag}: unknown field {key!r}; fields: {', '.join(hints)}")
+        kind = hints[key]
+        args = typing.get_args(kind) if type(None) in typing.get_args(kind) else ()
+        if args and value is None:  # an optional field
+            continue
+        base = next(a for a in args if a is not type(None)) if args else kind
+        origin = typing.get_origin(base) or base
+        if origin is bool:
+            ok = isinstance(value, bool)
+        elif origin is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif origin is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif origin is list:
+            ok = isinstance(value, list) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value)
+        else:
+            ok = isinstance(value, origin) if isinstance(origin, type) else True
+        if not ok:
+            name = getattr(base, "__name__", str(base))
+            raise UnmaskError(f"{flag}: {key} must be {name}, got {json_type(value)} "
+                              f"{value!r}")
+
+
+def json_type(value) -> str:
+    """The JSON name of a decoded value's type (for messages)."""
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "an object", type(None): "null"}.get(type(value),
+                                                                    type(value).__name__)
+
+
 def bench_entries(specs: list[str] | None, defaults: list[str], estimator: str | None = None):
     """The :class:`~unmask.bench.BenchEntry` list of a bench command: ``specs`` (or the
     command's ``defaults``), each validated now; ``estimator`` (a folder, from --estimator) is
     given to every ``mi-guided`` entry."""
-    from unmask.bench import BenchEntry
-
-    entries = [BenchEntry.parse(s) for s in (specs or defaults)]
+    if specs is not None and not specs:
+        raise UnmaskError("--samplers: no sampler spec given")
+    entries = []
+    for spec in specs or defaults:
+        entries.append(sampler_entry(spec, "--samplers"))
     if estimator:
         for e in entries:
             if e.name == "mi-guided":

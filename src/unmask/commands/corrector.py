@@ -1,4 +1,4 @@
-"""``unmask train corrector``: the head that finds wrong decoded tokens (Sudoku model)."""
+"""``unmask corrector train``: the head that finds wrong decoded tokens (Sudoku model)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,18 @@ import argparse
 from pathlib import Path
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_resume_args, check_resume_args, progress_bar
+from unmask.commands.common import (
+    add_resume_args,
+    add_seed_arg,
+    add_threads_arg,
+    check_resume_args,
+    finite_float,
+    output_folder,
+    positive_int,
+    progress_bar,
+    require_task,
+    seed_int,
+)
 
 DEFAULT_STATE_SAMPLERS = ["eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=confidence",
                           "topk:k=4", "topk:k=7"]
@@ -16,28 +27,33 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="runs/corrector",
                    help="run folder (best/, history.jsonl, states.pt: the decoded states, "
                         "reused by a rerun with the same data); default runs/corrector")
-    p.add_argument("--model", default=None, help="Sudoku model folder (default: the shipped one)")
-    p.add_argument("--puzzles", type=int, default=4000,
+    p.add_argument("--model", default=None,
+                   help="shipped Sudoku model name or model folder (default: the shipped one)")
+    p.add_argument("--puzzles", type=positive_int, default=4000,
                    help="generated training puzzles to decode (never a test-set solution)")
-    p.add_argument("--pool-seed", type=int, default=5000, help="seed of the generated puzzles")
+    p.add_argument("--pool-seed", type=seed_int, default=5000,
+                   help="seed of the generated puzzles")
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
                    help="samplers whose decoding states are the training data, each on its "
                         f"share of the puzzles (default: {' '.join(DEFAULT_STATE_SAMPLERS)})")
-    p.add_argument("--epochs", type=int, default=30)
-    p.add_argument("--patience", type=int, default=4,
+    p.add_argument("--epochs", type=positive_int, default=30)
+    p.add_argument("--patience", type=positive_int, default=4,
                    help="epochs without a lower held-out loss before stopping")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--d", type=int, default=64, help="width of the head")
-    p.add_argument("--layers", type=int, default=2, help="transformer blocks of the head")
-    p.add_argument("--held-out", type=float, default=0.1, help="share of puzzles held out")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=2e-3)
+    p.add_argument("--d", type=positive_int, default=64, help="width of the head")
+    p.add_argument("--layers", type=positive_int, default=2,
+                   help="transformer blocks of the head")
+    p.add_argument("--held-out", type=finite_float(0.0, 1.0, open_low=True), default=0.1,
+                   help="share of puzzles held out")
+    add_seed_arg(p)
+    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=None,
+                   help="stop after this many seconds")
+    add_threads_arg(p)
     add_resume_args(p)
 
 
-@command("train", "corrector",
+@command("corrector", "train",
          help="train the corrector (finds wrong decoded tokens) on the states a decoder visits")
 @arguments(_train_args)
 def train_corrector_cmd(args: argparse.Namespace) -> int:
@@ -45,7 +61,7 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
 
     import torch
 
-    from unmask.bench import BenchEntry
+    from unmask.commands.common import bench_entries
     from unmask.corrector import (
         Corrector,
         CorrectorConfig,
@@ -62,16 +78,14 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     from unmask.sudoku.tokens import grid_to_tokens
     from unmask.sudoku.train import SudokuPool
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     check_resume_args(args)
     if args.puzzles < 10:
         raise UnmaskError(f"--puzzles: need at least 10, got {args.puzzles}")
+    output_folder(args.out, "--out")
+    specs = bench_entries(args.samplers, DEFAULT_STATE_SAMPLERS)
     model = load_model(args.model or "sudoku", task="sudoku")
-    if getattr(model.config, "task", None) != "sudoku":
-        raise UnmaskError("--model: the corrector is trained on Sudoku states (known answers); "
-                          f"{args.model} is not a Sudoku model")
-    specs = [BenchEntry.parse(s) for s in (args.samplers or DEFAULT_STATE_SAMPLERS)]
+    # the corrector is trained on Sudoku states (known answers)
+    require_task(model, "sudoku", "--model")
     cfg = CorrectorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
                                patience=args.patience, held_out=args.held_out, seed=args.seed,
                                max_time_s=args.max_time)

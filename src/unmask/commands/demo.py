@@ -6,6 +6,7 @@ import argparse
 import time
 
 from unmask.cli import arguments, command
+from unmask.commands.common import add_threads_arg, positive_int
 
 #: (sampler, params, verify tolerance or None: ``Verified(tolerance=)``)
 DEMO_SAMPLERS = [
@@ -26,12 +27,16 @@ def _label(params: dict, tolerance: float | None) -> str:
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--puzzles", type=int, default=100, help="hard puzzles to solve")
+    p.add_argument("--puzzles", type=positive_int, default=100,
+                   help="hard puzzles to solve (default %(default)s)")
+    add_threads_arg(p)
 
 
 @command("demo", help="solve hard Sudokus with several samplers on the shipped model")
 @arguments(_demo_args)
 def demo(args: argparse.Namespace) -> int:
+    import sys
+
     from rich.console import Console
     from rich.table import Table
 
@@ -42,9 +47,11 @@ def demo(args: argparse.Namespace) -> int:
 
     console = Console()
     try:
-        model = load_model("sudoku", task="sudoku")
+        model = load_model("sudoku", task="sudoku")  # a bare name: the shipped asset
     except UnmaskError as e:
-        console.print(f"the shipped Sudoku model did not load ({e}); showing the toy model")
+        # said on stderr, so a missing asset is never mistaken for the demo itself
+        print(f"demo: the shipped Sudoku model cannot be loaded ({e}); showing the exact toy "
+              "MDM instead", file=sys.stderr)
         return _toy_demo(console)
     from unmask.commands.sudoku import solve_puzzles
     from unmask.sudoku.datasets import load_set

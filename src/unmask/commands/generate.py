@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_device_arg, resolve_device
+from unmask.commands.common import (
+    add_device_arg,
+    add_seed_arg,
+    add_threads_arg,
+    finite_float,
+    positive_int,
+    resolve_device,
+)
 from unmask.errors import UnmaskError, require
 
 
@@ -18,24 +25,24 @@ def _args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--prompt", nargs="+", help="prompt text(s)")
     src.add_argument("--file", help="JSONL of prompts: a JSON string or {\"prompt\": ...} a line"
                                     " ('-' = stdin)")
-    p.add_argument("--gen-length", type=int, default=128, help="tokens to generate (128)")
-    p.add_argument("--block-length", type=int, default=None,
+    p.add_argument("--gen-length", type=positive_int, default=128, help="tokens to generate (128)")
+    p.add_argument("--block-length", type=positive_int, default=None,
                    help="semi-autoregressive block; divides --gen-length (default: one block)")
-    p.add_argument("--steps", type=int, default=None,
+    p.add_argument("--steps", type=positive_int, default=None,
                    help="total steps, split over the blocks (count samplers only)")
     p.add_argument("--sampler", default="confidence",
                    help="NAME[:K=V,...] (e.g. eb:gamma=0.1; LLaDA's low_confidence, random, "
                         "topk_margin, entropy are accepted)")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=None, help="prompts per batch (all)")
+    p.add_argument("--temperature", type=finite_float(0.0), default=0.0)
+    add_seed_arg(p)
+    p.add_argument("--batch-size", type=positive_int, default=None, help="prompts per batch (all)")
     p.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template")
     p.add_argument("--no-eos-stop", action="store_true",
                    help="do not end a row at a block of only EOS")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run modelling code shipped inside the model folder (only from there)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    add_threads_arg(p)
     p.add_argument("--json", action="store_true", help="one JSON object per prompt")
     add_device_arg(p)
 
@@ -66,14 +73,9 @@ def read_prompts(path: str) -> list[str]:
 @command("generate", help="generate text with a Hugging Face masked or diffusion LM folder")
 @arguments(_args)
 def generate_cmd(args: argparse.Namespace) -> int:
-    import torch
-
     from unmask.generate import generate
     from unmask.models.auto import load_model
 
-    if args.threads is not None:
-        require(args.threads >= 1, f"--threads: must be >= 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
     prompts = args.prompt if args.prompt is not None else read_prompts(args.file)
     device = resolve_device(args.device)
     options = {"trust_remote_code": args.trust_remote_code, "device": device}

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_device_arg, resolve_device
+from unmask.commands.common import (
+    add_device_arg,
+    add_seed_arg,
+    output_folder,
+    positive_int,
+    resolve_device,
+    threads_int,
+)
 from unmask.engine import ENGINES, LocalEngine, make_engine
 from unmask.errors import UnmaskError
 
@@ -29,24 +36,27 @@ def _label_args(p: argparse.ArgumentParser) -> None:
                    help="model folder or shipped name (default: the task's shipped model)")
     p.add_argument("--task", default="sudoku", choices=sorted(CONTEXT_TASKS),
                    help="where contexts come from (default sudoku)")
-    p.add_argument("--contexts", type=int, required=True, help="number of contexts to label")
+    p.add_argument("--contexts", type=positive_int, required=True,
+                   help="number of contexts to label")
     p.add_argument("--mask-ratio", default="0.05:1.0", metavar="LO:HI",
                    help="share of masked cells, uniform in [LO, HI) (default 0.05:1.0)")
     p.add_argument("--out", required=True, help="label folder (created; resumable)")
-    p.add_argument("--shard-size", type=int, default=256, help="contexts per shard")
-    p.add_argument("--seed", type=int, default=0, help="context seed")
+    p.add_argument("--shard-size", type=positive_int, default=256, help="contexts per shard")
+    add_seed_arg(p, help="context seed (default 0)")
     # 1e-3 keeps the measured max |error| near 1e-3 nats (benchmarks/probe_mi.py), far below
     # what an estimator resolves, while skipping most probes of confident positions
     p.add_argument("--eps", type=float, default=1e-3,
                    help="skip probes with p_i(v) < EPS (default 1e-3; 0 = exact)")
-    p.add_argument("--batch-size", type=int, default=4096, help="sequences per model call")
+    p.add_argument("--batch-size", type=positive_int, default=4096,
+                   help="sequences per model call")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (per worker with --engine ray)")
+    p.add_argument("--threads", type=threads_int, default=None, metavar="N",
+                   help="CPU threads of torch and numba (per worker with --engine ray; "
+                        "default: torch's default, which follows OMP_NUM_THREADS)")
     p.add_argument("--engine", default="local", choices=ENGINES,
                    help="local: this process (default); ray: Ray actors, one model each, on "
                         "the cluster at RAY_ADDRESS or a local one (pip install 'unmask[ray]')")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=positive_int, default=None,
                    help="Ray workers (default 1), each reserving --threads CPUs and, with "
                         "--device cuda, one GPU")
     add_device_arg(p)
@@ -55,6 +65,7 @@ def _label_args(p: argparse.ArgumentParser) -> None:
 @command("mi", "label", help="write ground-truth pairwise MI labels (perturbation probing)")
 @arguments(_label_args)
 def mi_label(args: argparse.Namespace) -> int:
+    import math
     import time
 
     import torch
@@ -66,20 +77,15 @@ def mi_label(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--contexts: must be >= 1, got {args.contexts}")
     if args.shard_size < 1:
         raise UnmaskError(f"--shard-size: must be >= 1, got {args.shard_size}")
-    if not 0.0 <= args.eps < 1.0:
+    if not (math.isfinite(args.eps) and 0.0 <= args.eps < 1.0):
         raise UnmaskError(f"--eps: must be in [0, 1), got {args.eps}")
     if args.batch_size < 1:
         raise UnmaskError(f"--batch-size: must be >= 1, got {args.batch_size}")
-    if args.threads is not None and args.threads < 1:
-        raise UnmaskError(f"--threads: must be >= 1, got {args.threads}")
-    if args.workers is not None and args.workers < 1:
-        raise UnmaskError(f"--workers: must be >= 1, got {args.workers}")
+    output_folder(args.out, "--out")
     if args.engine == "local":
         if args.workers not in (None, 1):
             raise UnmaskError(f"--workers: the local engine runs 1 worker, got {args.workers}; "
                               "add --engine ray")
-        if args.threads:
-            torch.set_num_threads(args.threads)
         device = resolve_device(args.device)
         model = ModelLoader(args.task, args.model, str(device), bool(args.bf16))
         engine = LocalEngine()

@@ -1,4 +1,4 @@
-"""``unmask train mi-estimator``, ``unmask mi eval``, ``unmask mi map``: the neural MI
+"""``unmask mi train``, ``unmask mi eval``, ``unmask mi map``: the neural MI
 estimator's training, evaluation and the MI maps of Sudoku puzzles."""
 
 from __future__ import annotations
@@ -7,7 +7,21 @@ import argparse
 import json
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_resume_args, check_resume_args, progress_bar
+from unmask.commands.common import (
+    IMAGE_SUFFIXES,
+    add_resume_args,
+    add_seed_arg,
+    add_threads_arg,
+    check_resume_args,
+    finite_float,
+    non_negative_int,
+    output_folder,
+    output_path,
+    positive_int,
+    progress_bar,
+    require_task,
+    seed_int,
+)
 from unmask.errors import UnmaskError
 
 
@@ -42,31 +56,33 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                    help="model folder or shipped name the labels were probed on "
                         "(default: the shipped model of the labels' task)")
     add_resume_args(p)
-    p.add_argument("--epochs", type=int, default=200, help="at most this many epochs")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=5e-3)
-    p.add_argument("--patience", type=int, default=15,
+    p.add_argument("--epochs", type=positive_int, default=200, help="at most this many epochs")
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=5e-3)
+    p.add_argument("--patience", type=positive_int, default=15,
                    help="held-out evaluations without improvement before stopping")
-    p.add_argument("--eval-every", type=int, default=0,
+    p.add_argument("--eval-every", type=non_negative_int, default=0,
                    help="steps between held-out evaluations (0 = every epoch)")
-    p.add_argument("--held-out", type=float, default=0.1, help="share of puzzles held out")
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--layer", type=int, default=None,
+    p.add_argument("--held-out", type=finite_float(0.0, 1.0, open_low=True), default=0.1,
+                   help="share of puzzles held out")
+    p.add_argument("--split-seed", type=seed_int, default=0)
+    add_seed_arg(p)
+    p.add_argument("--layer", type=non_negative_int, default=None,
                    help="hidden layer to read (0 = embeddings; default: the final hidden states)")
     p.add_argument("--extra-layers", type=_layer_list, default=(), metavar="L1,L2,...",
                    help="further hidden layers whose states are concatenated to the features")
-    p.add_argument("--d", type=int, default=64, help="estimator width")
-    p.add_argument("--mixer-layers", type=int, default=1)
-    p.add_argument("--pair-hidden", type=int, default=8, help="pair MLP units")
-    p.add_argument("--pair-rank", type=int, default=16, help="rank of each unit's bilinear form")
-    p.add_argument("--two-hop", type=int, default=0, metavar="H",
+    p.add_argument("--d", type=positive_int, default=64, help="estimator width")
+    p.add_argument("--mixer-layers", type=non_negative_int, default=1)
+    p.add_argument("--pair-hidden", type=positive_int, default=8, help="pair MLP units")
+    p.add_argument("--pair-rank", type=positive_int, default=16,
+                   help="rank of each unit's bilinear form")
+    p.add_argument("--two-hop", type=non_negative_int, default=0, metavar="H",
                    help="compose the first H pair units over the masked positions between a "
                         "pair (dependence through a third position); default 0")
     p.add_argument("--pair-prior", action="store_true",
                    help="learn a prior per pair of positions (for fixed-meaning positions such "
                         "as Sudoku cells)")
-    p.add_argument("--augment", type=int, default=0,
+    p.add_argument("--augment", type=non_negative_int, default=0,
                    help="symmetry copies of each training context (tasks with a known symmetry "
                         "group, e.g. Sudoku); held-out contexts are never moved")
     p.add_argument("--marginals", action="store_true",
@@ -80,14 +96,15 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                         "the squared error (sqrt weighs errors on weak pairs more, log counts "
                         "errors on strong pairs relative to their value; predictions stay in "
                         "nats)")
-    p.add_argument("--rank-weight", type=float, default=0.0,
+    p.add_argument("--rank-weight", type=finite_float(0.0), default=0.0,
                    help="add this weight times a within-context ranking loss (default 0: MSE "
                         "only)")
-    p.add_argument("--max-time", type=float, default=None, help="stop after this many seconds")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=None,
+                   help="stop after this many seconds")
+    add_threads_arg(p)
 
 
-@command("train", "mi-estimator", help="train the neural MI estimator on ground-truth labels")
+@command("mi", "train", help="train the neural MI estimator on ground-truth labels")
 @arguments(_train_args)
 def train_mi_estimator(args: argparse.Namespace) -> int:
     import time
@@ -103,8 +120,7 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
         train_estimator,
     )
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    output_folder(args.out, "--out")
     check_resume_args(args)
     labels, model, task = _load_labels(args.labels, args.model)
     est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer,
@@ -158,10 +174,11 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=("auto", "held-out", "all"), default="auto",
                    help="contexts to score: the estimator's held-out split, all, or auto (the "
                         "held-out split when these are its training labels, else all)")
-    p.add_argument("--cost-batch", type=int, default=256,
+    p.add_argument("--cost-batch", type=positive_int, default=256,
                    help="batch size of the cost measurement")
-    p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--json", action="store_true",
+                   help="print the metrics as one JSON object (undefined values as null)")
+    add_threads_arg(p)
 
 
 def select_contexts(labels, estimator, split: str):
@@ -236,8 +253,6 @@ def format_metrics(result: dict) -> str:
 @command("mi", "eval", help="score the MI estimator against ground-truth labels, and its cost")
 @arguments(_eval_args)
 def mi_eval(args: argparse.Namespace) -> int:
-    import torch
-
     from unmask.mi.estimator import load_estimator
     from unmask.mi.estimator_train import (
         compute_features,
@@ -246,10 +261,6 @@ def mi_eval(args: argparse.Namespace) -> int:
         predict,
     )
 
-    if args.cost_batch < 1:
-        raise UnmaskError(f"--cost-batch: must be >= 1, got {args.cost_batch}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     labels, model, _ = _load_labels(args.labels, args.model)
     model.autocast_bf16 = False
     estimator = load_estimator(args.estimator, model)
@@ -266,7 +277,7 @@ def mi_eval(args: argparse.Namespace) -> int:
     reps = -(-args.cost_batch // len(tokens))
     result["cost"] = cost_fraction(model, estimator, tokens.repeat(reps, 1)[:args.cost_batch])
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
     else:
         print(f"{split} contexts of {args.labels}: {int(sel.sum())} of {len(labels)}")
         print(format_metrics(result))
@@ -286,12 +297,35 @@ def _map_args(p: argparse.ArgumentParser) -> None:
                    help="model folder or shipped name (default: the shipped Sudoku model)")
     p.add_argument("--estimator", default=None,
                    help="estimator folder or shipped name (default: the shipped Sudoku one)")
-    p.add_argument("--eps", type=float, default=1e-4,
+    p.add_argument("--eps", type=finite_float(0.0, 1.0), default=1e-4,
                    help="ground truth: skip probes with p_i(v) < EPS (0 = exact)")
-    p.add_argument("--json", action="store_true", help="print the structure scores as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the structure scores as JSON (undefined values as null)")
+    add_threads_arg(p)
 
 
 SOURCES = ("gt", "estimator")
+
+
+def json_safe(value):
+    """``value`` with every NaN or infinite float (and 0-d tensor/array) as None: JSON has
+    no NaN, and a metric without data (a constant column, no pairs) is undefined."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def json_text(value) -> str:
+    """One line of strict JSON (NaN and infinities as null)."""
+    return json.dumps(json_safe(value), allow_nan=False)
 
 
 @command("mi", "map", help="draw the pairwise MI map of a Sudoku puzzle (ground truth and/or "
@@ -299,7 +333,7 @@ SOURCES = ("gt", "estimator")
 @arguments(_map_args)
 def mi_map(args: argparse.Namespace) -> int:
     from unmask.mi.estimator import estimate_mi, load_estimator
-    from unmask.mi.maps import cell_name, check_image_path, parse_cell, plot_mi_maps
+    from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
     from unmask.mi.probe import perturbation_mi
     from unmask.models.auto import load_model
     from unmask.sudoku.parse import parse_puzzle
@@ -317,8 +351,9 @@ def mi_map(args: argparse.Namespace) -> int:
                           "cell")
     if not (grid == 0).sum() >= 2:
         raise UnmaskError("PUZZLE: needs at least two blank cells to have pairs")
-    out = check_image_path(args.out)
+    out = output_path(args.out, "--out", IMAGE_SUFFIXES)
     model = load_model(args.model, task="sudoku")
+    require_task(model, "sudoku", "--model")
     model.autocast_bf16 = False
     tokens = grid_to_tokens(grid)[None]
     maps = {}
@@ -334,7 +369,7 @@ def mi_map(args: argparse.Namespace) -> int:
     scores = plot_mi_maps(grid, maps, cell, out, title=f"{int((grid > 0).sum())} clues, "
                           f"{int((grid == 0).sum())} blanks; model {model.fingerprint()}")
     if args.json:
-        print(json.dumps({"cell": cell_name(cell), "out": str(out), "scores": scores}))
+        print(json_text({"cell": cell_name(cell), "out": str(out), "scores": scores}))
         return 0
     for name, s in scores.items():
         print(f"{name}: {100 * s['mass_share']:.1f}% of MI mass and {100 * s['top_share']:.1f}% "

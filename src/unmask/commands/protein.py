@@ -1,4 +1,4 @@
-"""``unmask train protein`` and ``unmask bench protein``: protein generation at a given length."""
+"""``unmask protein train`` and ``unmask protein bench``: protein generation at a given length."""
 
 from __future__ import annotations
 
@@ -7,15 +7,29 @@ import json
 from pathlib import Path
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_training_args, training_setup
+from unmask.commands.common import (
+    IMAGE_SUFFIXES,
+    JSON_SUFFIXES,
+    add_seed_arg,
+    add_threads_arg,
+    add_training_args,
+    distinct_outputs,
+    finite_float,
+    output_path,
+    positive_int,
+    seed_int,
+    training_setup,
+)
+from unmask.errors import UnmaskError
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fasta", default=None,
                    help="protein FASTA file (default: the proteome shipped with pyhmmer)")
-    p.add_argument("--heldout-fraction", type=float, default=None,
+    p.add_argument("--heldout-fraction", type=finite_float(0.0, 1.0, open_low=True),
+                   default=None,
                    help="share of proteins held out (default 0.1, or the model's split.json)")
-    p.add_argument("--split-seed", type=int, default=None,
+    p.add_argument("--split-seed", type=seed_int, default=None,
                    help="seed of the train/held-out split (default 0, or the model's split.json)")
 
 
@@ -23,7 +37,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     add_training_args(p, out="runs/protein", steps=2400, batch_size=64, lr=1.5e-3, warmup=200,
                       eval_every=200)
     _data_args(p)
-    p.add_argument("--eval-size", type=int, default=512, help="held-out crops per evaluation")
+    p.add_argument("--eval-size", type=positive_int, default=512,
+                   help="held-out crops per evaluation")
 
 
 def split_from_args(args: argparse.Namespace, model_dir: str | Path | None = None):
@@ -32,7 +47,13 @@ def split_from_args(args: argparse.Namespace, model_dir: str | Path | None = Non
 
     recorded = {}
     if model_dir is not None and (Path(model_dir) / "split.json").is_file():
-        recorded = json.loads((Path(model_dir) / "split.json").read_text())
+        path = Path(model_dir) / "split.json"
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise UnmaskError(f"{path}: not a JSON file ({e})") from None
+        if not isinstance(recorded, dict):
+            raise UnmaskError(f"{path}: expected a JSON object")
     fraction = args.heldout_fraction
     fraction = fraction if fraction is not None else recorded.get("heldout_fraction", 0.1)
     seed = args.split_seed if args.split_seed is not None else recorded.get("split_seed", 0)
@@ -45,11 +66,10 @@ def split_record(split, fraction: float, seed: int) -> dict:
             "skipped": split.skipped, "heldout_names": split.heldout_names}
 
 
-@command("train", "protein", help="train the protein MDM (checkpoints, --resume)")
+@command("protein", "train", help="train the protein MDM (checkpoints, --resume)")
 @arguments(_train_args)
 def train_protein(args: argparse.Namespace) -> int:
 
-    from unmask.errors import UnmaskError
     from unmask.io import atomic_write_text
     from unmask.protein.data import training_batch
     from unmask.protein.model import (
@@ -95,54 +115,54 @@ def train_protein(args: argparse.Namespace) -> int:
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=int, default=500, help="proteins generated per sampler")
+    p.add_argument("--n", type=positive_int, default=500, help="proteins generated per sampler")
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
-                   help="NAME or NAME:K=V,K=V (default: the full comparison)")
+                   help="sampler specs NAME[:K=V,K=V][+verify[=T]] (default: the full "
+                        "comparison)")
     p.add_argument("--model", default=None,
                    help="model folder (ours or an EsmForMaskedLM checkpoint; default: the "
                         "shipped protein MDM)")
     p.add_argument("--estimator", default=None, help="MI estimator folder for mi-guided")
     _data_args(p)
-    p.add_argument("--temperature", type=float, default=1.0, help="token temperature")
-    p.add_argument("--min-length", type=int, default=50, help="shortest generated protein")
-    p.add_argument("--max-length", type=int, default=100, help="longest generated protein")
-    p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--temperature", type=finite_float(0.0), default=1.0,
+                   help="token temperature")
+    p.add_argument("--min-length", type=positive_int, default=50,
+                   help="shortest generated protein")
+    p.add_argument("--max-length", type=positive_int, default=100,
+                   help="longest generated protein")
+    p.add_argument("--batch-size", type=positive_int, default=500)
+    add_seed_arg(p)
+    add_threads_arg(p)
     p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
     p.add_argument("--no-natural", action="store_true",
                    help="leave out the natural-crop reference rows")
-    p.add_argument("--json", default=None, metavar="OUT", help="write results as JSON")
-    p.add_argument("--plot", default=None, metavar="OUT.png", help="Pareto plot")
+    p.add_argument("--json", default=None, metavar="OUT.json", help="write results as JSON")
+    p.add_argument("--plot", default=None, metavar="OUT.png",
+                   help="Pareto plot (.png, .pdf or .svg)")
     p.add_argument("--quiet", action="store_true")
 
 
-@command("bench", "protein",
+@command("protein", "bench",
          help="composition JSD vs forward passes for every sampler on protein generation")
 @arguments(_bench_args)
 def bench_protein_cmd(args: argparse.Namespace) -> int:
-    import torch
-
     from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
-    from unmask.commands.common import bench_entries, output_path, progress_bar
-    from unmask.errors import UnmaskError
+    from unmask.commands.common import bench_entries, progress_bar
     from unmask.io import atomic_write_text
     from unmask.models.auto import load_protein_model
     from unmask.pretrained import describe_source
     from unmask.protein.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_protein
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.n < 1:
-        raise UnmaskError(f"--n: must be >= 1, got {args.n}")
-    if args.batch_size < 1:
-        raise UnmaskError(f"--batch-size: must be >= 1, got {args.batch_size}")
-    json_path = output_path(args.json, "--json") if args.json else None
-    plot_path = output_path(args.plot, "--plot") if args.plot else None
+    if args.min_length > args.max_length:
+        raise UnmaskError(f"--min-length, --max-length: lengths from {args.min_length} to "
+                          f"{args.max_length} is an empty range")
+    json_path = output_path(args.json, "--json", JSON_SUFFIXES)
+    plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
+    distinct_outputs(json=json_path, plot=plot_path)
+    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     model = load_protein_model(args.model)
     model.autocast_bf16 = bool(args.bf16)
     split = split_from_args(args, model.source)
-    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows, lengths = bench_protein(
             model, split, entries, n=args.n, seed=args.seed, temperature=args.temperature,

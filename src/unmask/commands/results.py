@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 
 from unmask.cli import arguments, command
+from unmask.commands.common import add_threads_arg, finite_float
 from unmask.report import X_AXES, plot_bench, pool_bench
 
 
 def _plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("json", nargs="+", help="bench JSON files of one puzzle set "
                    "(unmask sudoku bench --json, or unmask results pool)")
-    p.add_argument("--out", required=True, help="picture to write (.png)")
+    p.add_argument("--out", required=True, help="picture to write (.png, .pdf or .svg)")
     p.add_argument("--x", choices=list(X_AXES), default="passes",
                    help="x axis: mean forward passes or wall-clock seconds (default passes)")
-    p.add_argument("--xlim", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+    p.add_argument("--xlim", nargs=2, type=finite_float(), default=None, metavar=("LO", "HI"),
                    help="zoom: the range of the x axis drawn")
-    p.add_argument("--ylim", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+    p.add_argument("--ylim", nargs=2, type=finite_float(), default=None, metavar=("LO", "HI"),
                    help="zoom: the range of solved %% drawn")
-    p.add_argument("--target", type=float, default=None, metavar="F",
+    p.add_argument("--target", type=finite_float(0.0, open_low=True), default=None, metavar="F",
                    help="draw the 'confidence' row's solved %% and its x / F as lines "
                         "(sequential accuracy at 1/F of its passes)")
     p.add_argument("--samplers", nargs="+", default=None, metavar="LABEL",
@@ -28,6 +29,7 @@ def _plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--references", action="store_true",
                    help="draw the published Sudoku points (passes only)")
     p.add_argument("--title", default=None)
+    add_threads_arg(p)
 
 
 @command("results", "plot", help="Pareto plot (solved %% against passes or wall-clock time) "
@@ -48,6 +50,7 @@ def _pool_args(p: argparse.ArgumentParser) -> None:
                    "(files of one set are merged, the first row of a label kept)")
     p.add_argument("--out", required=True, help="pooled bench JSON to write (.json)")
     p.add_argument("--quiet", action="store_true", help="do not print the table")
+    add_threads_arg(p)
 
 
 @command("results", "pool", help="pool bench JSON files of different puzzle sets: outcomes "

@@ -6,67 +6,117 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_sampler_args, progress_bar, sampler_from_args
+from unmask.commands.common import (
+    add_sampler_arg,
+    add_seed_arg,
+    add_threads_arg,
+    default_of,
+    finite_float,
+    positive_int,
+    progress_bar,
+    require_task,
+    sampler_entry,
+)
+from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
+from unmask.hooks import corrector_hooks
 
 
 def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("puzzles", nargs="*", metavar="PUZZLE",
                    help="81 characters, digits with 0 or . for blanks")
-    p.add_argument("--file", help="a file of puzzles, one per line (or 9-line grids)")
-    add_sampler_args(p)
-    p.add_argument("--model", default=None, help="model folder (default: the shipped one)")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument("--corrector", nargs="?", const="sudoku_corrector", default=None,
-                   metavar="PATH",
-                   help="take back the decoded digits a corrector finds wrong (no PATH: the "
-                        "shipped one); costs a few passes")
-    p.add_argument("--remask-threshold", type=float, default=0.3,
-                   help="with --corrector: remask digits it finds wrong with a probability "
-                        "above this (default 0.3)")
-    p.add_argument("--verify", action="store_true",
-                   help="verify every pass's set against sequential decoding in one batched "
-                        "call (same passes; more sequences per pass); not with --corrector")
-    p.add_argument("--verify-tolerance", type=float, default=None, metavar="T",
-                   help="with --verify: also hold the order to sequential decoding's, accepting "
-                        "a position only within T of the surest one's confidence (0: exactly "
-                        "sequential decoding's output; default 1: tokens only)")
-    p.add_argument("--json", action="store_true", help="one JSON object per puzzle per line")
+    p.add_argument("--file", metavar="PATH",
+                   help="a UTF-8 file of puzzles, one per line (or 9-line grids); - reads "
+                        "standard input")
+    add_sampler_arg(p)
+    p.add_argument("--model", default=None,
+                   help="shipped model name or model folder (default: the shipped one)")
+    p.add_argument("--temperature", type=finite_float(0.0),
+                   default=default_of(DecodeConfig, "temperature"),
+                   help="token temperature (default %(default)s: the argmax)")
+    add_seed_arg(p)
+    p.add_argument("--batch-size", type=positive_int, default=500,
+                   help="puzzles per decode call; results are printed batch by batch "
+                        "(default %(default)s)")
+    p.add_argument("--corrector", default=None, metavar="PATH",
+                   help="corrector folder for a sampler spec ending in '+corrector' "
+                        "(default: the shipped one)")
+    p.add_argument("--remask-threshold", type=finite_float(),
+                   default=default_of(corrector_hooks, "threshold"),
+                   help="with '+corrector': remask digits it finds wrong with a probability "
+                        "above this (default %(default)s)")
+    add_threads_arg(p)
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per puzzle per line, written as each batch finishes")
+
+
+def solve_batches(model, puzzles, sampler, config: DecodeConfig, *, seed: int = 0,
+                  batch_size: int = 500, hooks=()
+                  ) -> Iterator[tuple[int, object, object, object]]:
+    """Decode puzzles (P, 81) int8 batch by batch with decode ``hooks`` (e.g.
+    :func:`unmask.hooks.corrector_hooks`); yields (first index, grids (b, 81) int8, solved (b,)
+    bool, nfe (b,)) as each batch finishes."""
+    from unmask.decode import decode
+    from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
+
+    for i in range(0, len(puzzles), batch_size):
+        chunk = puzzles[i:i + batch_size]
+        res = decode(model, grid_to_tokens(chunk), sampler, config, seed=seed + i,
+                     hooks=hooks)
+        grids = tokens_to_grid(res.tokens)
+        yield i, grids, is_valid_solution(grids, chunk), res.nfe.numpy()
 
 
 def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_size=500,
-                  show_progress=False, corrector=None, remask_threshold=0.3, verify=False,
+                  show_progress=False, corrector=None, remask_threshold=None, verify=False,
                   verify_tolerance=1.0):
     """Decode puzzles (P, 81) int8 -> (grids (P, 81) int8, solved (P,), nfe (P,)), with an
-    optional corrector (:func:`unmask.hooks.corrector_hooks`) or verification
-    (:class:`unmask.samplers.verified.Verified`)."""
+    optional corrector (:func:`unmask.hooks.corrector_hooks`; ``remask_threshold`` None: its
+    default) or verification (:class:`unmask.samplers.verified.Verified`)."""
     import numpy as np
 
-    from unmask.decode import DecodeConfig, decode
-    from unmask.hooks import corrector_hooks
     from unmask.samplers.verified import Verified
-    from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
 
     cfg = DecodeConfig(temperature=temperature)
     if verify:
         sampler = Verified(sampler, tolerance=verify_tolerance)
-    hooks = (() if corrector is None
-             else corrector_hooks(corrector, threshold=remask_threshold))
-    grids, nfe = [], []
+    threshold = {} if remask_threshold is None else {"threshold": remask_threshold}
+    hooks = () if corrector is None else corrector_hooks(corrector, **threshold)
+    grids, solved, nfe = [], [], []
     with progress_bar(len(puzzles), "solving", enabled=show_progress) as update:
-        for i in range(0, len(puzzles), batch_size):
-            chunk = puzzles[i:i + batch_size]
-            res = decode(model, grid_to_tokens(chunk), sampler, cfg, seed=seed + i,
-                         hooks=hooks)
-            grids.append(tokens_to_grid(res.tokens))
-            nfe.append(res.nfe.numpy())
-            update(i + len(chunk))
-    grids_all = np.concatenate(grids) if grids else np.zeros((0, 81), np.int8)
-    return grids_all, is_valid_solution(grids_all, puzzles), np.concatenate(nfe) if nfe else []
+        for i, g, s, n in solve_batches(model, puzzles, sampler, cfg, seed=seed,
+                                        batch_size=batch_size, hooks=hooks):
+            grids.append(g)
+            solved.append(s)
+            nfe.append(n)
+            update(i + len(g))
+    if not grids:
+        return np.zeros((0, 81), np.int8), np.zeros(0, bool), np.zeros(0, np.int64)
+    return np.concatenate(grids), np.concatenate(solved), np.concatenate(nfe)
+
+
+def read_puzzle_args(texts: list[str], file: str | None):
+    """(P, 81) int8: the PUZZLE arguments then the puzzles of ``file`` (``-``: standard
+    input); a bad one is named by its argument position or its file and line."""
+    import numpy as np
+
+    from unmask.sudoku.parse import SudokuParseError, parse_puzzle, read_puzzles
+
+    items = []
+    for k, text in enumerate(texts, start=1):
+        try:
+            items.append(parse_puzzle(text))
+        except SudokuParseError as e:
+            raise UnmaskError(f"PUZZLE {k}: {e}" if len(texts) > 1 else f"PUZZLE: {e}"
+                              ) from None
+    if file is not None:
+        items.extend(read_puzzles(file))
+    if not items:
+        raise UnmaskError("no puzzle given: pass PUZZLE arguments or --file")
+    return np.stack(items).astype(np.int8)
 
 
 @command("sudoku", "solve", help="solve Sudoku puzzles with the MDM and a sampler")
@@ -75,50 +125,54 @@ def solve(args: argparse.Namespace) -> int:
     import numpy as np
 
     from unmask.models.auto import load_model
-    from unmask.sudoku.parse import format_grid, parse_puzzle, read_puzzles, to_string
+    from unmask.sudoku.parse import format_grid, to_string
 
-    if args.batch_size < 1:
-        raise UnmaskError(f"--batch-size: must be >= 1, got {args.batch_size}")
-    if args.verify_tolerance is not None and not args.verify:
-        raise UnmaskError("--verify-tolerance: only with --verify")
-    if args.verify and args.corrector:
-        raise UnmaskError("--verify, --corrector: choose one (the corrector may change the "
-                          "state after a verified pass)")
-    sampler = sampler_from_args(args)
-    items = [parse_puzzle(p) for p in args.puzzles]
-    if args.file:
-        items.extend(read_puzzles(args.file))
-    if not items:
-        raise UnmaskError("no puzzle given: pass PUZZLE arguments or --file")
-    puzzles = np.stack(items).astype(np.int8)
+    entry = sampler_entry(args.sampler)
+    if args.corrector and not entry.corrected:
+        raise UnmaskError("--corrector: the sampler spec does not end in '+corrector'")
+    config = DecodeConfig(temperature=args.temperature)
+    puzzles = read_puzzle_args(args.puzzles, args.file)
     model = load_model(args.model, task="sudoku")
+    require_task(model, "sudoku", "--model")
     model.autocast_bf16 = False
-    corrector = None
-    if args.corrector:
+    hooks = ()
+    if entry.corrected:
         from unmask.corrector import load_corrector
 
-        corrector = load_corrector(args.corrector, model=model)
-    t0 = time.perf_counter()
-    grids, solved, nfe = solve_puzzles(model, puzzles, sampler, temperature=args.temperature,
-                                       seed=args.seed, batch_size=args.batch_size,
-                                       show_progress=not args.json and len(puzzles) > 50,
-                                       corrector=corrector,
-                                       remask_threshold=args.remask_threshold,
-                                       verify=args.verify,
-                                       verify_tolerance=(1.0 if args.verify_tolerance is None
-                                                         else args.verify_tolerance))
-    wall = time.perf_counter() - t0
-    if args.json:
-        for p, g, s, n in zip(puzzles, grids, solved, nfe, strict=True):
-            print(json.dumps({"puzzle": to_string(p), "grid": to_string(g), "solved": bool(s),
-                              "nfe": int(n)}))
-        return 0
+        hooks = corrector_hooks(load_corrector(args.corrector, model=model),
+                                threshold=args.remask_threshold)
+    sampler = entry.build()
     out = sys.stdout
-    if len(puzzles) <= 10:
-        for k, (g, s, n) in enumerate(zip(grids, solved, nfe, strict=True)):
-            out.write(f"puzzle {k + 1}: {'solved' if s else 'NOT solved'} in {int(n)} passes\n")
-            out.write(format_grid(g) + "\n\n")
-    out.write(f"{int(solved.sum())}/{len(puzzles)} solved ({100 * solved.mean():.1f}%), "
-              f"mean {np.mean(nfe):.1f} forward passes, {wall:.2f} s "
-              f"({len(puzzles) / wall:.1f} puzzles/s), sampler {sampler.name}\n")
+    pictures = len(puzzles) <= 10 and not args.json
+    done, solved_n, nfe_sum = 0, 0, 0
+    t0 = time.perf_counter()
+    try:
+        with progress_bar(len(puzzles), "solving",
+                          enabled=not args.json and len(puzzles) > 50) as update:
+            for i, grids, solved, nfe in solve_batches(model, puzzles, sampler, config,
+                                                       seed=args.seed,
+                                                       batch_size=args.batch_size,
+                                                       hooks=hooks):
+                for k, (g, s, n) in enumerate(zip(grids, solved, nfe, strict=True)):
+                    if args.json:
+                        out.write(json.dumps({"puzzle": to_string(puzzles[i + k]),
+                                              "grid": to_string(g), "solved": bool(s),
+                                              "nfe": int(n)}) + "\n")
+                    elif pictures:
+                        out.write(f"puzzle {i + k + 1}: {'solved' if s else 'NOT solved'} in "
+                                  f"{int(n)} passes\n{format_grid(g)}\n\n")
+                out.flush()  # each finished batch is out before the next one starts
+                done += len(grids)
+                solved_n += int(np.sum(solved))
+                nfe_sum += int(np.sum(nfe))
+                update(done)
+    except KeyboardInterrupt:
+        print(f"interrupted: {done} of {len(puzzles)} puzzles finished and written",
+              file=sys.stderr)
+        return 130
+    if not args.json:
+        wall = time.perf_counter() - t0
+        out.write(f"{solved_n}/{done} solved ({100 * solved_n / done:.1f}%), "
+                  f"mean {nfe_sum / done:.1f} forward passes, {wall:.2f} s "
+                  f"({done / wall:.1f} puzzles/s), sampler {entry.label}\n")
     return 0

@@ -1,12 +1,18 @@
-"""``unmask train sudoku``: train the Sudoku MDM with checkpoints and --resume."""
+"""``unmask sudoku train``: train the Sudoku MDM with checkpoints and --resume."""
 
 from __future__ import annotations
 
 import argparse
+import pickle
 from pathlib import Path
 
 from unmask.cli import arguments, command
-from unmask.commands.common import add_training_args, training_setup
+from unmask.commands.common import (
+    add_training_args,
+    finite_float,
+    positive_int,
+    training_setup,
+)
 
 
 def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
@@ -15,7 +21,7 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="start from these weights (e.g. 'sudoku', the shipped model) with a "
                         "fresh optimiser: how a later run continues the shipped model")
-    p.add_argument("--deepen", type=int, default=1, metavar="K",
+    p.add_argument("--deepen", type=positive_int, default=1, metavar="K",
                    help="with --init-from: K times the layers, each new layer a copy of the "
                         "one before it that starts as the identity (the same function to "
                         "begin with); resume such a run with --model-config "
@@ -24,15 +30,17 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
                    help="the model also reads the previous pass's predictions (with "
                         "--init-from: added as a map that starts at zero, the same function "
                         "to begin with); resume such a run with --resume --self-condition")
-    p.add_argument("--pool", type=int, default=100_000, help="generated training puzzles")
-    p.add_argument("--puzzle-fraction", type=float, default=0.5,
+    p.add_argument("--pool", type=positive_int, default=100_000,
+                   help="generated training puzzles")
+    p.add_argument("--puzzle-fraction", type=finite_float(0.0, 1.0), default=0.5,
                    help="share of samples masked like a puzzle (the rest uniformly)")
-    p.add_argument("--eval-puzzles", type=int, default=100, help="hard puzzles per evaluation")
+    p.add_argument("--eval-puzzles", type=positive_int, default=100,
+                   help="hard puzzles per evaluation")
     p.add_argument("--decoder-states", default=None, metavar="STATES.pt",
                    help="also learn from the states a decoder visited (the states.pt that "
-                        "`unmask train corrector` keeps), wrong tokens back at MASK: a "
+                        "`unmask corrector train` keeps), wrong tokens back at MASK: a "
                         "fine-tune on the decoder's own state distribution")
-    p.add_argument("--states-fraction", type=float, default=0.5,
+    p.add_argument("--states-fraction", type=finite_float(), default=0.5,
                    help="with --decoder-states: share of each batch drawn from them")
 
 
@@ -49,7 +57,7 @@ def _initial_model(args: argparse.Namespace, overrides: dict):
         if args.self_condition:
             overrides = {**overrides, "self_condition": True}
         return MDMTransformer(sudoku_model_config(**overrides)), {}
-    parent = load_model(args.init_from)
+    parent = load_model(args.init_from, task="sudoku")
     # the parent's own origin goes along, so a chain of fine-tunes stays readable
     parent_origin = read_model_config(parent.source).get("origin")
     origin = {"init_from": {"model": describe_source(parent.source),
@@ -64,7 +72,7 @@ def _initial_model(args: argparse.Namespace, overrides: dict):
     return model, origin
 
 
-@command("train", "sudoku", help="train the Sudoku MDM (checkpoints every few minutes)")
+@command("sudoku", "train", help="train the Sudoku MDM (checkpoints every few minutes)")
 @arguments(_train_sudoku_args)
 def train_sudoku(args: argparse.Namespace) -> int:
     from unmask.errors import UnmaskError
@@ -83,7 +91,15 @@ def train_sudoku(args: argparse.Namespace) -> int:
         raise UnmaskError("--deepen: needs --init-from (the model whose layers it copies)")
     if not 0.0 < args.states_fraction <= 1.0:
         raise UnmaskError(f"--states-fraction: must be in (0, 1], got {args.states_fraction}")
-    states = DecoderStatePool.load(args.decoder_states) if args.decoder_states else None
+    states = None
+    if args.decoder_states:
+        try:
+            states = DecoderStatePool.load(args.decoder_states)
+        except (pickle.UnpicklingError, EOFError, ValueError) as e:
+            if isinstance(e, UnmaskError):
+                raise
+            raise UnmaskError(f"--decoder-states: {args.decoder_states} is not a states file "
+                              f"of `unmask corrector train` ({type(e).__name__})") from None
     model, origin = _initial_model(args, overrides)
     out = Path(args.out)
     print(f"generating {args.pool:,} training puzzles (cached under {out})", flush=True)

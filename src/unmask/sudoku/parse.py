@@ -10,11 +10,15 @@ Accepted forms:
 * files or texts with several puzzles, either form, where blank lines and lines starting with
   ``#`` are skipped.
 
+Files are UTF-8 text (a leading byte-order mark is dropped; CRLF or LF line ends); the path
+``-`` reads standard input. Errors in a file name the file and the line.
+
 Errors raise :class:`SudokuParseError` (a ``ValueError``) with a one-line message.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +137,7 @@ def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
     puzzles: list[np.ndarray] = []
     contexts: list[str] = []
     pending: list[tuple[int, str]] = []
+    text = text.removeprefix(BOM)
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#") or _is_separator_line(line):
@@ -170,7 +175,9 @@ def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
 
 def parse_puzzle(text: str, check: bool = True) -> np.ndarray:
     """One puzzle (81,) int8 from an 81-cell line or a 9-line grid."""
-    stripped = text.strip()
+    stripped = text.removeprefix(BOM).strip()
+    if not stripped:
+        raise SudokuParseError("empty puzzle: expected 81 cells")
     if "\n" not in stripped:
         grid = grid_from_cells(stripped)
         if check:
@@ -182,22 +189,48 @@ def parse_puzzle(text: str, check: bool = True) -> np.ndarray:
     return grids[0]
 
 
+#: the UTF-8 byte-order mark some editors put at the start of a text file
+BOM = "\ufeff"
+
+#: the path that names standard input
+STDIN = "-"
+
+
 def read_text(path: str | Path) -> str:
-    """The text of a puzzle file; a missing or unreadable file raises SudokuParseError."""
+    """The text of a puzzle file (``-``: standard input), UTF-8 with an optional byte-order
+    mark dropped; a missing, unreadable, binary or non-UTF-8 file raises SudokuParseError."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise SudokuParseError(f"{path}: cannot read: {reason}") from None
+        if str(path) == STDIN:
+            stream = sys.stdin
+            raw = stream.buffer.read() if hasattr(stream, "buffer") else \
+                stream.read().encode("utf-8", errors="surrogateescape")
+            path = "<stdin>"
+        else:
+            raw = Path(path).read_bytes()
+    except OSError as err:
+        raise SudokuParseError(f"{path}: cannot read: {err.strerror or err}") from None
+    if b"\0" in raw:
+        raise SudokuParseError(f"{path}: binary file (NUL bytes), not a text of puzzles")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise SudokuParseError(f"{path}: line {line}: not UTF-8 text (byte "
+                               f"0x{raw[err.start]:02x})") from None
 
 
 def read_puzzles(path: str | Path, check: bool = True) -> np.ndarray:
-    """All puzzles in a file, (n, 81) int8; see :func:`parse_puzzles`."""
+    """All puzzles in a file (``-``: standard input), (n, 81) int8; see
+    :func:`parse_puzzles`. A file without a puzzle raises SudokuParseError."""
     text = read_text(path)
+    shown = "<stdin>" if str(path) == STDIN else path
     try:
-        return parse_puzzles(text, check=check)
+        grids = parse_puzzles(text, check=check)
     except SudokuParseError as err:
-        raise SudokuParseError(f"{path}: {err}") from None
+        raise SudokuParseError(f"{shown}: {err}") from None
+    if not len(grids):
+        raise SudokuParseError(f"{shown}: no puzzle in file")
+    return grids
 
 
 def to_string(grid, blank: str = ".") -> str:

@@ -111,14 +111,14 @@ class DecoderStatePool:
 
     @classmethod
     def load(cls, path: str | Path) -> DecoderStatePool:
-        """From the states file ``unmask train corrector`` keeps (OUT/states.pt); the
+        """From the states file ``unmask corrector train`` keeps (OUT/states.pt); the
         solutions are regenerated from the puzzle pool it records."""
         key, st = load_decoded_states(path, "--decoder-states")
         try:
             n, seed = int(key["puzzles"]), int(key["pool_seed"])
         except (KeyError, TypeError, ValueError) as e:
             raise UnmaskError(f"--decoder-states: {path} is not a states file of `unmask "
-                              f"train corrector` ({type(e).__name__})") from None
+                              f"corrector train` ({type(e).__name__})") from None
         sols = grid_to_tokens(SudokuPool.generate(n, seed=seed).solutions)
         return cls.from_decoded(st.tokens, st.wrong, st.groups, sols)
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 from unmask.engine import Engine, LocalEngine, RayEngine
-from unmask.mi.labels import ModelLoader, read_labels, write_labels
+from unmask.labels import ModelLoader, write_labels
+from unmask.mi.label_files import read_labels
 
 
 class Timed(Engine):

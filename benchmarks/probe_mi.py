@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
+from unmask.labels import sudoku_contexts
 from unmask.mi import floor_sequences, naive_sequences, perturbation_mi
-from unmask.mi.labels import sudoku_contexts
 from unmask.models import MDMTransformer, TransformerConfig
 from unmask.models.auto import load_model
 

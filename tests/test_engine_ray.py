@@ -17,7 +17,8 @@ from unmask import UnmaskError
 from unmask.cli import main
 from unmask.engine import LocalEngine, RayEngine, make_engine
 from unmask.errors import require
-from unmask.mi.labels import read_labels, write_labels
+from unmask.labels import write_labels
+from unmask.mi.label_files import read_labels
 from unmask.models import MDMTransformer
 from unmask.sudoku.train import sudoku_model_config
 

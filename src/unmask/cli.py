@@ -4,40 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
+from unmask import commands  # noqa: F401  (importing the package registers every command)
+from unmask.commands.common import apply_threads, thread_counts
+from unmask.commands.registry import COMMANDS, GROUPS
 from unmask.errors import UnmaskError
-
-#: name path (e.g. ("sudoku", "train")) -> (help, add_arguments, run)
-COMMANDS: dict[tuple[str, ...], tuple[str, Callable, Callable]] = {}
-
-#: help of each noun (the first word of ``unmask NOUN VERB``)
-GROUPS = {
-    "sudoku": "Sudoku: solve puzzles, train the MDM, benchmark samplers",
-    "mi": "pairwise mutual information: label by probing, train/evaluate the estimator, maps",
-    "corrector": "the corrector that finds wrong decoded tokens",
-    "protein": "protein generation: train the MDM, benchmark samplers",
-    "arithmetic": "the multiplication task: train the MDM, benchmark samplers",
-    "results": "bench result files: plot, pool",
-}
-
-
-def command(*path: str, help: str):
-    """Register ``run(args)`` as a subcommand; ``add_arguments(parser)`` is set via .args."""
-
-    def wrap(run: Callable) -> Callable:
-        COMMANDS[path] = (help, getattr(run, "_add_args", lambda p: None), run)
-        return run
-
-    return wrap
-
-
-def arguments(add: Callable[[argparse.ArgumentParser], None]):
-    def wrap(run: Callable) -> Callable:
-        run._add_args = add
-        return run
-
-    return wrap
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,8 +18,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from unmask import commands  # noqa: F401  (registers the subcommands)
-
     parser = _Parser(prog="unmask", description="Dependency-aware decoding of masked "
                      "diffusion models.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -77,8 +46,6 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a bad argument (2, already printed)
         return e.code if isinstance(e.code, int) else 2
-    from unmask.commands.common import apply_threads, thread_counts
-
     before = thread_counts()
     try:
         if hasattr(args, "threads"):  # before any work: numba's pool must not reset torch's

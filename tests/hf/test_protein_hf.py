@@ -5,7 +5,7 @@ import json
 import pytest
 
 from unmask.cli import main
-from unmask.mi.labels import read_labels
+from unmask.mi.label_files import read_labels
 
 
 @pytest.fixture(scope="module")

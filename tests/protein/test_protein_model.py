@@ -178,7 +178,7 @@ def test_mi_labels_and_estimator_on_protein_contexts(tiny_protein, tmp_path, cap
     """`unmask mi label --task protein` probes held-out crops (PAD never probed) with the
     protein model, and the estimator trains and evaluates on those labels."""
     from unmask.mi import perturbation_mi
-    from unmask.mi.labels import read_labels
+    from unmask.mi.label_files import read_labels
     from unmask.protein.data import label_contexts
 
     tiny_protein.save_pretrained(tmp_path / "m")

@@ -4,5 +4,5 @@ import importlib
 import pkgutil
 
 for _mod in pkgutil.iter_modules(__path__):
-    if _mod.name != "common":
+    if _mod.name not in ("common", "registry"):
         importlib.import_module(f"{__name__}.{_mod.name}")

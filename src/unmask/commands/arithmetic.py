@@ -6,7 +6,15 @@ import argparse
 import json
 from pathlib import Path
 
-from unmask.cli import arguments, command
+from unmask.arithmetic.bench import TASKS, default_entries, run_bench
+from unmask.arithmetic.format import EquationFormat
+from unmask.arithmetic.train import (
+    arithmetic_model_config,
+    format_of,
+    training_batch,
+    training_metrics,
+)
+from unmask.bench import wide_console
 from unmask.commands.common import (
     JSON_SUFFIXES,
     add_seed_arg,
@@ -15,9 +23,17 @@ from unmask.commands.common import (
     finite_float,
     output_path,
     positive_int,
+    progress_bar,
     sampler_entry,
     training_setup,
 )
+from unmask.commands.registry import arguments, command
+from unmask.errors import UnmaskError
+from unmask.io import atomic_write_text
+from unmask.models.auto import load_model
+from unmask.models.transformer import MDMTransformer
+from unmask.pretrained import describe_source
+from unmask.training import train
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -34,10 +50,6 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 @arguments(_train_args)
 def train_arithmetic(args: argparse.Namespace) -> int:
 
-    from unmask.arithmetic.format import EquationFormat
-    from unmask.arithmetic.train import arithmetic_model_config, training_batch, training_metrics
-    from unmask.models.transformer import MDMTransformer
-    from unmask.training import train
 
     overrides, cfg = training_setup(args)
     fmt = EquationFormat(args.a_digits, args.b_digits)
@@ -76,13 +88,6 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
          help="benchmark every sampler on multiplication: accuracy, NFE, sequences, entropy")
 @arguments(_bench_args)
 def bench_arithmetic(args: argparse.Namespace) -> int:
-    from unmask.arithmetic.bench import TASKS, default_entries, run_bench
-    from unmask.arithmetic.train import format_of
-    from unmask.commands.common import progress_bar
-    from unmask.errors import UnmaskError
-    from unmask.io import atomic_write_text
-    from unmask.models.auto import load_model
-    from unmask.pretrained import describe_source
 
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
@@ -122,7 +127,6 @@ TASK_TITLES = {"generate": "unconditional generation", "product": "factors given
 def print_tables(rows: list[dict], source: str) -> None:
     from rich.table import Table
 
-    from unmask.bench import wide_console
 
     for task in dict.fromkeys(r["task"] for r in rows):
         part = [r for r in rows if r["task"] == task]

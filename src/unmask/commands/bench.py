@@ -5,23 +5,35 @@ from __future__ import annotations
 import argparse
 import json
 
-from unmask.cli import arguments, command
+from unmask.bench import add_nfe_vs_sequential, add_paired_vs, pareto_plot, render_table
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
     add_device_arg,
     add_seed_arg,
     add_threads_arg,
+    bench_entries,
     default_of,
     distinct_outputs,
     finite_float,
     non_negative_int,
     output_path,
     positive_int,
+    progress_bar,
     require_task,
+    resolve_device,
 )
+from unmask.commands.registry import arguments, command
+from unmask.corrector import SHIPPED_CORRECTOR, load_corrector
 from unmask.decode import DecodeConfig
+from unmask.errors import UnmaskError
 from unmask.hooks import corrector_hooks
+from unmask.io import atomic_write_text
+from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
+from unmask.models.auto import load_model
+from unmask.pretrained import describe_source
+from unmask.sudoku.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_sudoku, singles_reference
+from unmask.sudoku.datasets import set_puzzles
 
 
 def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
@@ -65,19 +77,6 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
 @command("sudoku", "bench", help="solved %% vs forward passes for every sampler on Sudoku")
 @arguments(_bench_sudoku_args)
 def bench_sudoku_cmd(args: argparse.Namespace) -> int:
-    from unmask.bench import add_nfe_vs_sequential, add_paired_vs, pareto_plot, render_table
-    from unmask.commands.common import bench_entries, progress_bar, resolve_device
-    from unmask.errors import UnmaskError
-    from unmask.io import atomic_write_text
-    from unmask.models.auto import load_model
-    from unmask.pretrained import describe_source
-    from unmask.sudoku.bench import (
-        DEFAULT_SPECS,
-        SEED_REFERENCE,
-        bench_sudoku,
-        singles_reference,
-    )
-    from unmask.sudoku.datasets import set_puzzles
 
     device = resolve_device(args.device)
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
@@ -92,14 +91,12 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     config = DecodeConfig(self_condition=not args.no_self_condition)
     corrector, hooks = None, ()
     if any(e.corrected for e in entries):
-        from unmask.corrector import SHIPPED_CORRECTOR, load_corrector
 
         corrector = load_corrector(args.corrector, model=model)
         hooks = corrector_hooks(corrector, threshold=args.remask_threshold,
                                 max_remasks=args.max_remasks, ban_remasked=args.ban_remasked)
     elif args.corrector:
         raise UnmaskError("--corrector: no sampler spec ends in '+corrector'")
-    from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
 
     # the estimators the mi-guided rows read, one record per distinct source: each entry's
     # own (--estimator or a spec's estimator=FOLDER; None: the shipped one)

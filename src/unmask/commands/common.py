@@ -20,6 +20,7 @@ from unmask.io import (  # noqa: F401  (re-exported for the commands)
     output_path,
 )
 from unmask.models.transformer import TransformerConfig
+from unmask.training import TrainConfig
 
 # ------------------------------------------------------------------ argument types
 # argparse turns an ArgumentTypeError into one line "argument --x: ..." and exit 2
@@ -306,7 +307,6 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
 
     import torch
 
-    from unmask.training import TrainConfig
 
     output_folder(args.out, "--out")
     resolve_device(args.device)

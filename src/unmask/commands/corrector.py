@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.cli import arguments, command
 from unmask.commands.common import (
     add_resume_args,
     add_seed_arg,
     add_threads_arg,
+    bench_entries,
     check_resume_args,
     finite_float,
     output_folder,
@@ -18,6 +18,22 @@ from unmask.commands.common import (
     require_task,
     seed_int,
 )
+from unmask.commands.registry import arguments, command
+from unmask.corrector import (
+    Corrector,
+    CorrectorConfig,
+    CorrectorTrainConfig,
+    compute_corrector_features,
+    decoded_states,
+    load_decoded_states,
+    train_corrector,
+)
+from unmask.errors import UnmaskError
+from unmask.io import atomic_path
+from unmask.models.auto import load_model
+from unmask.pretrained import describe_source
+from unmask.sudoku.tokens import grid_to_tokens
+from unmask.sudoku.train import SudokuPool
 
 DEFAULT_STATE_SAMPLERS = ["eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=confidence",
                           "topk:k=4", "topk:k=7"]
@@ -61,22 +77,6 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
 
     import torch
 
-    from unmask.commands.common import bench_entries
-    from unmask.corrector import (
-        Corrector,
-        CorrectorConfig,
-        CorrectorTrainConfig,
-        compute_corrector_features,
-        decoded_states,
-        load_decoded_states,
-        train_corrector,
-    )
-    from unmask.errors import UnmaskError
-    from unmask.io import atomic_path
-    from unmask.models.auto import load_model
-    from unmask.pretrained import describe_source
-    from unmask.sudoku.tokens import grid_to_tokens
-    from unmask.sudoku.train import SudokuPool
 
     check_resume_args(args)
     if args.puzzles < 10:

@@ -5,8 +5,18 @@ from __future__ import annotations
 import argparse
 import time
 
-from unmask.cli import arguments, command
+from unmask.bench import verify_suffix
 from unmask.commands.common import add_threads_arg, positive_int
+from unmask.commands.registry import arguments, command
+from unmask.commands.sudoku import solve_puzzles
+from unmask.decode import DecodeConfig, decode
+from unmask.errors import UnmaskError
+from unmask.models import ExactJointMDM
+from unmask.models.auto import load_model
+from unmask.pretrained import describe_source
+from unmask.samplers import make_sampler
+from unmask.samplers.verified import Verified
+from unmask.sudoku.datasets import load_set
 
 #: (sampler, params, verify tolerance or None: ``Verified(tolerance=)``)
 DEMO_SAMPLERS = [
@@ -20,7 +30,6 @@ DEMO_SAMPLERS = [
 
 
 def _label(params: dict, tolerance: float | None) -> str:
-    from unmask.bench import verify_suffix
 
     text = " ".join(f"{k}={v}" for k, v in params.items()) or "k=1"
     return text if tolerance is None else f"{text} {verify_suffix(tolerance)}"
@@ -40,10 +49,6 @@ def demo(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from unmask.errors import UnmaskError
-    from unmask.models.auto import load_model
-    from unmask.pretrained import describe_source
-    from unmask.samplers import make_sampler
 
     console = Console()
     try:
@@ -53,8 +58,6 @@ def demo(args: argparse.Namespace) -> int:
         print(f"demo: the shipped Sudoku model cannot be loaded ({e}); showing the exact toy "
               "MDM instead", file=sys.stderr)
         return _toy_demo(console)
-    from unmask.commands.sudoku import solve_puzzles
-    from unmask.sudoku.datasets import load_set
 
     puzzles, _ = load_set("hard")
     puzzles = puzzles[: args.puzzles]
@@ -77,10 +80,6 @@ def _toy_demo(console) -> int:
     import torch
     from rich.table import Table
 
-    from unmask.decode import DecodeConfig, decode
-    from unmask.models import ExactJointMDM
-    from unmask.samplers import make_sampler
-    from unmask.samplers.verified import Verified
 
     model = ExactJointMDM(n=5, v=3, seed=1, concentration=0.3)
     x = torch.full((1000, 5), model.mask_id)

@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-from unmask.cli import arguments, command
 from unmask.commands.common import (
     add_device_arg,
     add_seed_arg,
@@ -16,7 +15,10 @@ from unmask.commands.common import (
     positive_int,
     resolve_device,
 )
+from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError, require
+from unmask.generate import generate
+from unmask.models.auto import load_model
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -73,8 +75,6 @@ def read_prompts(path: str) -> list[str]:
 @command("generate", help="generate text with a Hugging Face masked or diffusion LM folder")
 @arguments(_args)
 def generate_cmd(args: argparse.Namespace) -> int:
-    from unmask.generate import generate
-    from unmask.models.auto import load_model
 
     prompts = args.prompt if args.prompt is not None else read_prompts(args.file)
     device = resolve_device(args.device)

@@ -5,8 +5,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.cli import arguments, command
-from unmask.commands.common import add_training_args, training_setup
+from unmask.bench import wide_console
+from unmask.commands.common import add_training_args, output_path, progress_bar, training_setup
+from unmask.commands.registry import arguments, command
+from unmask.errors import UnmaskError
+from unmask.image.bench import (
+    bench_entries,
+    check_grid_path,
+    frequencies_of,
+    run_image_bench,
+    write_grid,
+)
+from unmask.image.classifier import DigitClassifier, train_classifier
+from unmask.image.data import DEFAULT_LEVELS, image_model_config, levels_of, load_digits_split
+from unmask.image.model import DigitsMDM
+from unmask.image.train import SELECT_METRIC, train_image_mdm
+from unmask.io import atomic_write_text
+from unmask.pretrained import describe_source, model_folder
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -19,9 +34,6 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 @command("image", "train", help="train the class-conditional digits MDM (checkpoints, --resume)")
 @arguments(_train_args)
 def train_image(args: argparse.Namespace) -> int:
-    from unmask.image.data import DEFAULT_LEVELS, image_model_config, load_digits_split
-    from unmask.image.model import DigitsMDM
-    from unmask.image.train import SELECT_METRIC, train_image_mdm
 
     overrides, cfg = training_setup(args, select_metric=SELECT_METRIC)
     levels = args.levels or DEFAULT_LEVELS
@@ -53,9 +65,6 @@ def _classifier_args(p: argparse.ArgumentParser) -> None:
 def train_digit_classifier(args: argparse.Namespace) -> int:
     import torch
 
-    from unmask.errors import UnmaskError
-    from unmask.image.classifier import train_classifier
-    from unmask.image.data import DEFAULT_LEVELS, load_digits_split
 
     if args.epochs < 1:
         raise UnmaskError(f"--epochs: must be >= 1, got {args.epochs}")
@@ -94,7 +103,6 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 
 
 def _temperatures(text: str) -> tuple[float, ...]:
-    from unmask.errors import UnmaskError
 
     try:
         values = tuple(float(t) for t in text.split(",") if t.strip())
@@ -115,20 +123,6 @@ def bench_image(args: argparse.Namespace) -> int:
 
     import torch
 
-    from unmask.commands.common import output_path, progress_bar
-    from unmask.errors import UnmaskError
-    from unmask.image.bench import (
-        bench_entries,
-        check_grid_path,
-        frequencies_of,
-        run_image_bench,
-        write_grid,
-    )
-    from unmask.image.classifier import DigitClassifier
-    from unmask.image.data import levels_of
-    from unmask.image.model import DigitsMDM
-    from unmask.io import atomic_write_text
-    from unmask.pretrained import describe_source, model_folder
 
     if args.n < 2:
         raise UnmaskError(f"--n: must be >= 2, got {args.n}")
@@ -167,7 +161,6 @@ def bench_image(args: argparse.Namespace) -> int:
 def print_table(rows: list[dict], real: dict, title: str) -> None:
     from rich.table import Table
 
-    from unmask.bench import wide_console
 
     table = Table(title=f"class-conditional digits — {title}")
     table.add_column("sampler", no_wrap=True)

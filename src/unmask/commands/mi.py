@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.cli import arguments, command
 from unmask.commands.common import (
     add_device_arg,
     add_seed_arg,
@@ -14,8 +13,10 @@ from unmask.commands.common import (
     resolve_device,
     threads_int,
 )
+from unmask.commands.registry import arguments, command
 from unmask.engine import ENGINES, LocalEngine, make_engine
 from unmask.errors import UnmaskError
+from unmask.labels import CONTEXT_TASKS, ModelLoader, write_labels
 
 
 def parse_ratio_range(text: str) -> tuple[float, float]:
@@ -30,7 +31,6 @@ def parse_ratio_range(text: str) -> tuple[float, float]:
 
 
 def _label_args(p: argparse.ArgumentParser) -> None:
-    from unmask.mi.labels import CONTEXT_TASKS
 
     p.add_argument("--model", default=None,
                    help="model folder or shipped name (default: the task's shipped model)")
@@ -70,7 +70,6 @@ def mi_label(args: argparse.Namespace) -> int:
 
     import torch
 
-    from unmask.mi.labels import ModelLoader, write_labels
 
     mask_ratio = parse_ratio_range(args.mask_ratio)
     if args.contexts < 1:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from unmask.cli import arguments, command
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     add_resume_args,
     add_seed_arg,
     add_threads_arg,
     check_resume_args,
+    existing_dir,
     finite_float,
     non_negative_int,
     output_folder,
@@ -22,16 +22,33 @@ from unmask.commands.common import (
     require_task,
     seed_int,
 )
+from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
+from unmask.labels import get_task
+from unmask.mi.estimator import EstimatorConfig, MIEstimator, estimate_mi, load_estimator
+from unmask.mi.estimator_train import (
+    EstimatorTrainConfig,
+    LabelSet,
+    augmented_training_set,
+    compute_features,
+    cost_fraction,
+    evaluate_predictions,
+    held_out_mask,
+    planned_steps,
+    predict,
+    train_estimator,
+)
+from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
+from unmask.mi.probe import perturbation_mi
+from unmask.models.auto import load_model
+from unmask.sudoku.parse import parse_puzzle
+from unmask.sudoku.tokens import grid_to_tokens
 
 
 def _load_labels(path: str, model_arg: str | None):
     """(labels, model, task): the label set at ``path``, its :class:`ContextTask`, and the
     model it was probed on: ``model_arg``, or by default the shipped model of the labels'
     task; an error unless the labels and the model belong together."""
-    from unmask.commands.common import existing_dir
-    from unmask.mi.estimator_train import LabelSet
-    from unmask.mi.labels import get_task
 
     labels = LabelSet.from_dir(existing_dir(path, "--labels"))
     task = get_task(labels.identity.get("task", "sudoku"))
@@ -111,14 +128,6 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
 
     import torch
 
-    from unmask.mi.estimator import EstimatorConfig, MIEstimator
-    from unmask.mi.estimator_train import (
-        EstimatorTrainConfig,
-        augmented_training_set,
-        compute_features,
-        planned_steps,
-        train_estimator,
-    )
 
     output_folder(args.out, "--out")
     check_resume_args(args)
@@ -185,7 +194,6 @@ def select_contexts(labels, estimator, split: str):
     """(M,) bool contexts to evaluate, and the split used ('held-out' or 'all')."""
     import torch
 
-    from unmask.mi.estimator_train import held_out_mask
 
     meta = getattr(estimator, "metadata", {})
     trained_on = meta.get("labels", {}).get("identity")
@@ -253,13 +261,6 @@ def format_metrics(result: dict) -> str:
 @command("mi", "eval", help="score the MI estimator against ground-truth labels, and its cost")
 @arguments(_eval_args)
 def mi_eval(args: argparse.Namespace) -> int:
-    from unmask.mi.estimator import load_estimator
-    from unmask.mi.estimator_train import (
-        compute_features,
-        cost_fraction,
-        evaluate_predictions,
-        predict,
-    )
 
     labels, model, _ = _load_labels(args.labels, args.model)
     model.autocast_bf16 = False
@@ -332,12 +333,6 @@ def json_text(value) -> str:
                            "estimator) with its structure score")
 @arguments(_map_args)
 def mi_map(args: argparse.Namespace) -> int:
-    from unmask.mi.estimator import estimate_mi, load_estimator
-    from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
-    from unmask.mi.probe import perturbation_mi
-    from unmask.models.auto import load_model
-    from unmask.sudoku.parse import parse_puzzle
-    from unmask.sudoku.tokens import grid_to_tokens
 
     sources = [s.strip() for s in args.source.split(",") if s.strip()]
     bad = [s for s in sources if s not in SOURCES]

@@ -6,21 +6,31 @@ import argparse
 import json
 from pathlib import Path
 
-from unmask.cli import arguments, command
+from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
     add_seed_arg,
     add_threads_arg,
     add_training_args,
+    bench_entries,
     distinct_outputs,
     finite_float,
     output_path,
     positive_int,
+    progress_bar,
     seed_int,
     training_setup,
 )
+from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
+from unmask.io import atomic_write_text
+from unmask.models.auto import load_protein_model
+from unmask.pretrained import describe_source
+from unmask.protein.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_protein
+from unmask.protein.data import load_split, training_batch
+from unmask.protein.model import ProteinMDM, heldout_eval_set, masked_loss, protein_model_config
+from unmask.training import train
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:
@@ -43,7 +53,6 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 
 def split_from_args(args: argparse.Namespace, model_dir: str | Path | None = None):
     """The train/held-out split the flags (or the model's split.json) name."""
-    from unmask.protein.data import load_split
 
     recorded = {}
     if model_dir is not None and (Path(model_dir) / "split.json").is_file():
@@ -70,15 +79,6 @@ def split_record(split, fraction: float, seed: int) -> dict:
 @arguments(_train_args)
 def train_protein(args: argparse.Namespace) -> int:
 
-    from unmask.io import atomic_write_text
-    from unmask.protein.data import training_batch
-    from unmask.protein.model import (
-        ProteinMDM,
-        heldout_eval_set,
-        masked_loss,
-        protein_model_config,
-    )
-    from unmask.training import train
 
     overrides, cfg = training_setup(args, select_metric="score")
     if args.eval_size < 1:
@@ -146,12 +146,6 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
          help="composition JSD vs forward passes for every sampler on protein generation")
 @arguments(_bench_args)
 def bench_protein_cmd(args: argparse.Namespace) -> int:
-    from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
-    from unmask.commands.common import bench_entries, progress_bar
-    from unmask.io import atomic_write_text
-    from unmask.models.auto import load_protein_model
-    from unmask.pretrained import describe_source
-    from unmask.protein.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_protein
 
     if args.min_length > args.max_length:
         raise UnmaskError(f"--min-length, --max-length: lengths from {args.min_length} to "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from unmask.cli import arguments, command
 from unmask.commands.common import add_threads_arg, finite_float
+from unmask.commands.registry import arguments, command
 from unmask.report import X_AXES, plot_bench, pool_bench
 
 

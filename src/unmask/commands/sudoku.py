@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Iterator
 
-from unmask.cli import arguments, command
 from unmask.commands.common import (
     add_sampler_arg,
     add_seed_arg,
@@ -20,9 +19,15 @@ from unmask.commands.common import (
     require_task,
     sampler_entry,
 )
-from unmask.decode import DecodeConfig
+from unmask.commands.registry import arguments, command
+from unmask.corrector import load_corrector
+from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError
 from unmask.hooks import corrector_hooks
+from unmask.models.auto import load_model
+from unmask.samplers.verified import Verified
+from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
+from unmask.sudoku.parse import SudokuParseError, format_grid, parse_puzzle, read_puzzles, to_string
 
 
 def _solve_args(p: argparse.ArgumentParser) -> None:
@@ -59,8 +64,6 @@ def solve_batches(model, puzzles, sampler, config: DecodeConfig, *, seed: int = 
     """Decode puzzles (P, 81) int8 batch by batch with decode ``hooks`` (e.g.
     :func:`unmask.hooks.corrector_hooks`); yields (first index, grids (b, 81) int8, solved (b,)
     bool, nfe (b,)) as each batch finishes."""
-    from unmask.decode import decode
-    from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
 
     for i in range(0, len(puzzles), batch_size):
         chunk = puzzles[i:i + batch_size]
@@ -78,7 +81,6 @@ def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_siz
     default) or verification (:class:`unmask.samplers.verified.Verified`)."""
     import numpy as np
 
-    from unmask.samplers.verified import Verified
 
     cfg = DecodeConfig(temperature=temperature)
     if verify:
@@ -103,7 +105,6 @@ def read_puzzle_args(texts: list[str], file: str | None):
     input); a bad one is named by its argument position or its file and line."""
     import numpy as np
 
-    from unmask.sudoku.parse import SudokuParseError, parse_puzzle, read_puzzles
 
     items = []
     for k, text in enumerate(texts, start=1):
@@ -124,8 +125,6 @@ def read_puzzle_args(texts: list[str], file: str | None):
 def solve(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from unmask.models.auto import load_model
-    from unmask.sudoku.parse import format_grid, to_string
 
     entry = sampler_entry(args.sampler)
     if args.corrector and not entry.corrected:
@@ -137,7 +136,6 @@ def solve(args: argparse.Namespace) -> int:
     model.autocast_bf16 = False
     hooks = ()
     if entry.corrected:
-        from unmask.corrector import load_corrector
 
         hooks = corrector_hooks(load_corrector(args.corrector, model=model),
                                 threshold=args.remask_threshold)

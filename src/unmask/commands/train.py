@@ -6,13 +6,27 @@ import argparse
 import pickle
 from pathlib import Path
 
-from unmask.cli import arguments, command
 from unmask.commands.common import (
     add_training_args,
     finite_float,
     positive_int,
     training_setup,
 )
+from unmask.commands.registry import arguments, command
+from unmask.errors import UnmaskError
+from unmask.models.auto import load_model
+from unmask.models.base import read_model_config
+from unmask.models.transformer import MDMTransformer
+from unmask.pretrained import describe_source
+from unmask.sudoku.datasets import load_set
+from unmask.sudoku.train import (
+    DecoderStatePool,
+    SudokuPool,
+    mixed_batch,
+    solve_rate,
+    sudoku_model_config,
+)
+from unmask.training import train
 
 
 def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
@@ -47,11 +61,6 @@ def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
 def _initial_model(args: argparse.Namespace, overrides: dict):
     """(model, origin): a fresh Sudoku MDM, or with --init-from the parent's weights (deepened,
     with a self-conditioning map) and what it was grown from."""
-    from unmask.models.auto import load_model
-    from unmask.models.base import read_model_config
-    from unmask.models.transformer import MDMTransformer
-    from unmask.pretrained import describe_source
-    from unmask.sudoku.train import sudoku_model_config
 
     if not args.init_from:
         if args.self_condition:
@@ -75,10 +84,6 @@ def _initial_model(args: argparse.Namespace, overrides: dict):
 @command("sudoku", "train", help="train the Sudoku MDM (checkpoints every few minutes)")
 @arguments(_train_sudoku_args)
 def train_sudoku(args: argparse.Namespace) -> int:
-    from unmask.errors import UnmaskError
-    from unmask.sudoku.datasets import load_set
-    from unmask.sudoku.train import DecoderStatePool, SudokuPool, mixed_batch, solve_rate
-    from unmask.training import train
 
     overrides, cfg = training_setup(args)
     if args.init_from and args.resume:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.mi.labels import read_labels
+from unmask.mi.label_files import read_labels
 from unmask.models.base import MaskedModel
 
 

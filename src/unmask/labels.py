@@ -30,20 +30,29 @@ import hashlib
 import json
 import math
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import safetensors
 import torch
 
-import unmask
 from unmask.engine import Engine, LocalEngine
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path
+from unmask.mi.label_files import (
+    FORMAT,
+    MANIFEST,
+    META_KEY,
+    SHARD_RE,
+    checked_manifest,
+    file_sha256,
+    mismatch,
+    shard_metadata,
+    shard_name,
+    versions,
+)
 from unmask.mi.probe import perturbation_mi
 from unmask.models.auto import load_model, load_protein_model
 from unmask.models.base import MaskedModel
@@ -52,11 +61,6 @@ from unmask.protein.model import check_protein_model
 from unmask.sudoku.datasets import training_grids
 from unmask.sudoku.symmetry import sample_symmetry
 from unmask.sudoku.tokens import MASK_ID, grid_to_tokens
-
-FORMAT = "unmask-mi-labels/1"
-MANIFEST = "manifest.json"
-_META_KEY = "unmask_mi_labels"
-_SHARD_RE = re.compile(r"^shard-(\d{5,})\.safetensors$")
 
 
 @dataclass(frozen=True)
@@ -203,71 +207,6 @@ class LabelSpec:
                 "precision": self.precision}
 
 
-def versions() -> dict:
-    return {"unmask": unmask.__version__, "torch": torch.__version__,
-            "safetensors": safetensors.__version__, "numpy": np.__version__}
-
-
-def shard_name(index: int) -> str:
-    return f"shard-{index:05d}.safetensors"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def shard_metadata(path: Path) -> dict:
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-    except Exception as e:  # noqa: BLE001 - any unreadable file is reported the same way
-        raise UnmaskError(f"out: {path} is not a readable label shard ({e})") from None
-    if _META_KEY not in meta:
-        raise UnmaskError(f"out: {path} is not an unmask MI label shard")
-    return json.loads(meta[_META_KEY])
-
-
-def _mismatch(found: dict, expected: dict) -> str | None:
-    for key, value in expected.items():
-        if found.get(key) != value:
-            return f"{key}={found.get(key)!r}, not {value!r}"
-    return None
-
-
-_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-def _checked_manifest(path: Path, where: str) -> dict:
-    """The manifest at ``path``, refused with one line unless it has the structure
-    :func:`write_labels` writes (identity dict, shard entries with file/start/count/sha256)."""
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UnmaskError(f"{where}: {path} is not valid JSON") from None
-    except OSError as e:
-        raise UnmaskError(f"{where}: cannot read {path} ({e.strerror})") from None
-    ok = (isinstance(manifest, dict) and isinstance(manifest.get("identity"), dict)
-          and isinstance(manifest.get("shards"), list))
-    require(ok, f"{where}: {path} is not a label manifest (identity and shards expected)")
-    for k, entry in enumerate(manifest["shards"]):
-        good = (isinstance(entry, dict) and isinstance(entry.get("file"), str)
-                and _SHARD_RE.match(entry["file"]) is not None
-                and all(isinstance(entry.get(key), int) and not isinstance(entry[key], bool)
-                        for key in ("start", "count"))
-                and entry["start"] >= 0 and entry["count"] >= 1
-                and isinstance(entry.get("sha256"), str)
-                and _SHA_RE.match(entry["sha256"]) is not None)
-        require(good, f"{where}: {path} has a damaged shard entry #{k}; restore the file or "
-                      f"use another folder")
-    return manifest
-
-
 def _prepare_folder(out: Path) -> None:
     """Create ``out`` or refuse with one line if it cannot hold labels."""
     if out.exists() and not out.is_dir():
@@ -299,12 +238,12 @@ def _open_folder(out: Path, spec: LabelSpec) -> dict:
     identity = spec.identity()
     manifest_path = out / MANIFEST
     if manifest_path.is_file():
-        manifest = _checked_manifest(manifest_path, "out")
-        diff = _mismatch(manifest["identity"], identity)
+        manifest = checked_manifest(manifest_path, "out")
+        diff = mismatch(manifest["identity"], identity)
         if diff:
             raise UnmaskError(f"out: {out} holds labels with {diff}; use another folder")
     else:
-        if any(_SHARD_RE.match(p.name) for p in out.iterdir()):
+        if any(SHARD_RE.match(p.name) for p in out.iterdir()):
             raise UnmaskError(f"out: {out} holds label shards but no {MANIFEST}")
         manifest = {"identity": identity, "versions": versions(), "contexts": 0, "shards": []}
         _write_manifest(out, manifest)
@@ -328,13 +267,13 @@ def _verified_entry(path: Path, entry: dict | None, identity: dict, start: int,
         return None, "listed in the manifest but missing" if entry else ""
     if entry is None:
         return None, "not listed in the manifest"
-    if _sha256(path) != entry["sha256"]:
+    if file_sha256(path) != entry["sha256"]:
         return None, f"does not match its sha256 in {MANIFEST}"
     try:
         meta = shard_metadata(path)
     except UnmaskError:
         return None, "is not a readable label shard"
-    diff = _mismatch(meta, identity)
+    diff = mismatch(meta, identity)
     if diff:
         raise UnmaskError(f"out: {path} was written with {diff}")
     if (meta.get("start"), meta.get("count")) != (entry["start"], entry["count"]):
@@ -386,7 +325,7 @@ def label_shard(model: MaskedModel, job: ShardJob) -> dict:
                             job.batch_size)
     meta = {**job.spec.identity(), "shard": job.index, "start": job.start, "count": job.count,
             "versions": versions()}
-    data = save(tensors, metadata={_META_KEY: json.dumps(meta, sort_keys=True)})
+    data = save(tensors, metadata={META_KEY: json.dumps(meta, sort_keys=True)})
     return {"data": data, "sequences": int(tensors["sequences"].sum()),
             "seconds": time.perf_counter() - t0}
 
@@ -516,44 +455,3 @@ def _write_shards(engine: Engine, spec: LabelSpec, out: Path, contexts: int,
             log(f"shard {job.index + 1}/{n_shards}: {job.count} contexts, {seqs:,} sequences, "
                 f"{seconds:.1f} s ({seqs / max(seconds, 1e-9):,.0f} sequences/s)")
     return manifest
-
-
-def _header_metadata(data: bytes) -> dict:
-    """The metadata in a safetensors file's header (``data`` already checked by sha256)."""
-    n = int.from_bytes(data[:8], "little")
-    return json.loads(data[8:8 + n]).get("__metadata__") or {}
-
-
-def read_labels(out: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
-    """(tensors concatenated over the manifest's shards in order, manifest).
-
-    Every shard must hash to its sha256 in the manifest and carry the manifest's identity,
-    start and count; otherwise :class:`UnmaskError` names the shard (rerunning
-    ``unmask mi label`` with the same arguments recomputes it).
-    """
-    from safetensors.torch import load
-
-    out = Path(out)
-    manifest_path = out / MANIFEST
-    if not manifest_path.is_file():
-        raise UnmaskError(f"labels: {out} has no {MANIFEST}")
-    manifest = _checked_manifest(manifest_path, "labels")
-    parts: dict[str, list[torch.Tensor]] = {}
-    expected_start = 0
-    for entry in manifest["shards"]:
-        require(entry["start"] == expected_start,
-                f"labels: {out} is missing contexts from {expected_start}")
-        path = out / entry["file"]
-        require(path.is_file(), f"labels: {path} is missing")
-        data = path.read_bytes()
-        require(hashlib.sha256(data).hexdigest() == entry["sha256"],
-                f"labels: {path} does not match its sha256 in {MANIFEST} (changed or "
-                f"corrupted); rerun `unmask mi label` with the same arguments to recompute it")
-        meta = json.loads(_header_metadata(data).get(_META_KEY, "{}"))
-        diff = _mismatch(meta, {**manifest["identity"], "start": entry["start"],
-                                "count": entry["count"]})
-        require(diff is None, f"labels: {path} disagrees with {MANIFEST}: {diff}")
-        for key, value in load(data).items():
-            parts.setdefault(key, []).append(value)
-        expected_start += entry["count"]
-    return {k: torch.cat(v) for k, v in parts.items()}, manifest

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 
 from unmask.bench import wide_console
-from unmask.commands.common import add_training_args, output_path, progress_bar, training_setup
+from unmask.commands.common import (
+    add_seed_arg,
+    add_threads_arg,
+    add_training_args,
+    output_path,
+    progress_bar,
+    training_setup,
+)
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
 from unmask.image.bench import (
@@ -55,21 +62,18 @@ def _classifier_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--levels", type=int, default=None,
                    help="grey levels of the held-out check (default: the data module's)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
+    add_seed_arg(p)
+    add_threads_arg(p)
 
 
 @command("image", "train-classifier",
          help="train the digit classifier whose features the image metrics use")
 @arguments(_classifier_args)
 def train_digit_classifier(args: argparse.Namespace) -> int:
-    import torch
 
 
     if args.epochs < 1:
         raise UnmaskError(f"--epochs: must be >= 1, got {args.epochs}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     levels = args.levels or DEFAULT_LEVELS
     train_part, heldout = load_digits_split(levels)
     model = train_classifier(train_part.images(), train_part.labels, epochs=args.epochs,
@@ -94,8 +98,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperatures", default="1.0",
                    help="comma-separated token temperatures (default: 1.0)")
     p.add_argument("--rounds", type=int, default=200, help="bootstrap resamples")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
+    add_seed_arg(p)
+    add_threads_arg(p)
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     p.add_argument("--grid", default=None, metavar="F.png",
                    help="write a PNG with one row of samples per sampler")
@@ -121,15 +125,12 @@ def _temperatures(text: str) -> tuple[float, ...]:
 def bench_image(args: argparse.Namespace) -> int:
     import json
 
-    import torch
 
 
     if args.n < 2:
         raise UnmaskError(f"--n: must be >= 2, got {args.n}")
     if args.rounds < 2:
         raise UnmaskError(f"--rounds: must be >= 2, got {args.rounds}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     temperatures = _temperatures(args.temperatures)
     json_path = output_path(args.json, "--json") if args.json else None
     grid_path = check_grid_path(args.grid) if args.grid else None

@@ -13,20 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from unmask.bench import (
-    CORRECTED_SUFFIX,
-    VERIFIED_SUFFIX,
-    add_paired_vs,
-    pareto_plot,
-    render_table,
-)
+from unmask.bench import CORRECTOR, VERIFY, add_paired_vs, pareto_plot, render_table
 from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
 from unmask.sudoku.bench import SEED_REFERENCE
 
 #: x-axis choices of :func:`plot_bench`: name -> (row key, axis label)
 X_AXES = {"passes": ("nfe", "mean forward passes (NFE)"),
-          "wall": ("wall_s", "wall-clock seconds for the set")}
+          "wall": ("wall_s", "wall-clock seconds for the set"),
+          "sequences": ("sequences", "mean sequences evaluated per puzzle")}
 #: file types :func:`plot_bench` writes
 PLOT_SUFFIXES = (".png",)
 #: the row every pooled row is paired against
@@ -77,8 +72,8 @@ def load_bench(path: str | Path) -> dict:
 
 def _flags(row: dict) -> dict:
     """The row's corrector/verify marks (older files record them in the label only)."""
-    return {"corrected": row.get("corrected", CORRECTED_SUFFIX in row["label"]),
-            "verified": row.get("verified", VERIFIED_SUFFIX in row["label"]),
+    return {"corrected": row.get("corrected", CORRECTOR in row["label"]),
+            "verified": row.get("verified", VERIFY in row["label"]),
             "verify_tolerance": row.get("verify_tolerance", 1.0)}
 
 
@@ -125,7 +120,8 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
     Args:
         paths: bench JSON files of one puzzle set.
         out: the picture (.png), written atomically.
-        x: ``passes`` (mean forward passes) or ``wall`` (seconds for the set).
+        x: ``passes`` (mean forward passes), ``wall`` (seconds for the set) or
+            ``sequences`` (mean sequences evaluated per puzzle).
         xlim, ylim: axis ranges (a zoom; y in %).
         target: F > 1 draws the ``confidence`` row's solved % and its x / F as guide lines.
         references: also draw the published Sudoku points (passes only).

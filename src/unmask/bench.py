@@ -94,7 +94,7 @@ def aup(rows: list[dict], *, x: str = "tokens_per_pass", y: str = "solved",
         return min(math.exp(-alpha * (1.0 - acc / y_max)), 1.0) if y_max > 0 else 0.0
 
     total = pts[0][0] * pts[0][1]
-    for (r0, a0), (r1, a1) in zip(pts, pts[1:]):
+    for (r0, a0), (r1, a1) in zip(pts[:-1], pts[1:], strict=True):
         total += (r1 - r0) * (a1 * w(a1) + a0 * w(a0)) / 2.0
     return total
 

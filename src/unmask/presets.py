@@ -1,0 +1,80 @@
+"""Named decoding configurations: ``lossless``, ``fast`` and ``quality``.
+
+A preset is a sampler spec (:mod:`unmask.samplers.spec`) and, for verified specs, the prefixes
+a verified pass evaluates (:class:`~unmask.samplers.verified.Verified`); ``preset_sampler``
+builds it. The choices and their measurements on the shipped Sudoku model are in
+``experiments/wallclock/README.md``.
+
+* ``quality``: sequential confidence decoding, one position per pass.
+* ``lossless``: verified parallel decoding whose accuracy stays at sequential decoding's while
+  taking the least wall-clock time.
+* ``fast``: the most accurate rule at about an eighth of sequential decoding's passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from unmask.errors import UnmaskError
+from unmask.samplers.base import Sampler
+from unmask.samplers.spec import parse_spec
+from unmask.samplers.verified import PREFIXES, Verified
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One named configuration.
+
+    spec: the sampler spec.
+    prefixes: for a verified spec, the prefixes each pass evaluates (``"all"`` or
+        ``"doubling"``); ignored otherwise.
+    doc: one line on what it is for.
+    """
+
+    spec: str
+    doc: str
+    prefixes: str = "all"
+
+    def __post_init__(self):
+        if self.prefixes not in PREFIXES:
+            raise UnmaskError(f"prefixes: expected one of {PREFIXES}, got {self.prefixes!r}")
+
+    @property
+    def text(self) -> str:
+        """The spec, with the prefix scheme when it is not the default (for tables)."""
+        return self.spec + ("" if self.prefixes == "all" else f" (prefixes={self.prefixes})")
+
+
+PRESETS: dict[str, Preset] = {
+    "quality": Preset("confidence", "sequential confidence decoding: one position per pass"),
+    "lossless": Preset("eb:gamma=1.0,order=confidence+verify=0.01",
+                       "verified EB drafts, doubling prefixes: sequential decoding's accuracy "
+                       "at the least wall-clock time", prefixes="doubling"),
+    "fast": Preset("eb:gamma=1.0,order=confidence+verify",
+                   "verified EB drafts checked for tokens only, doubling prefixes: the best "
+                   "accuracy at about an eighth of sequential decoding's passes",
+                   prefixes="doubling"),
+}
+
+
+def preset(name: str) -> Preset:
+    """The :class:`Preset` called ``name``; UnmaskError naming ``preset`` for unknown names."""
+    if name not in PRESETS:
+        raise UnmaskError(f"preset: unknown {name!r}; choose from {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def preset_spec(name: str) -> str:
+    """The sampler spec of preset ``name`` (:func:`preset`)."""
+    return preset(name).spec
+
+
+def preset_sampler(name: str) -> Sampler:
+    """A fresh sampler of preset ``name``: its spec built, with the preset's prefix scheme
+    when the spec is verified."""
+    p = preset(name)
+    sampler = parse_spec(p.spec).build()
+    if isinstance(sampler, Verified) and p.prefixes != "all":
+        sampler = Verified(sampler.inner, tolerance=sampler.tolerance,
+                           max_draft=sampler.max_draft, prefixes=p.prefixes)
+    return sampler

@@ -54,7 +54,8 @@ NAMED = {
 DEFAULT_RULES = ["confidence", "eb:gamma=1.0,order=confidence+verify=0.002",
                  "eb1+verify=0.002 doubling", "eb1+verify=0.01 doubling",
                  "eb1+verify=0.03 doubling", "eb1+verify doubling",
-                 "topk:k=7", "eb:gamma=0.1,order=confidence", "info-gain"]
+                 "topk:k=7", "eb:gamma=0.1,order=confidence", "info-gain",
+                 "info-gain:keep=2", "info-gain:prune=0.05,keep=2"]
 
 
 def build(rule: str):

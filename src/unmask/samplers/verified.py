@@ -24,6 +24,16 @@ sequential confidence decoding on P_l would reveal it or one no more than t sure
 (temperature 0, a set that holds the most confident position, as every confidence-ordered
 sampler's does) the decode is sequential confidence decoding's, token for token, up to exact
 ties; t = 1 checks tokens only.
+
+Evaluating every prefix costs K sequences a pass. With ``prefixes="doubling"`` a pass
+evaluates only P_m for m in E = {1, 2, 4, 8, ...} and m = K (about log2(K) + 1 sequences),
+checks d_{l+1} under P_s, s the longest evaluated prefix with s <= l (its proposal, and with
+t < 1 its confidence against the surest position open in P_l, all under P_s), and reveals
+the longest prefix in E whose members all pass. A token is then the proposal given the
+pass's first s members rather than all l: where the draft's members are independent of one
+another given the state the two agree, elsewhere ``doubling`` may accept a token sequential
+decoding would have changed. Drafts of at most two positions are checked the same way by
+both.
 """
 
 from __future__ import annotations

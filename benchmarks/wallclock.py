@@ -76,7 +76,8 @@ def run(model, x, puzzles, rule: str, batch: int) -> dict:
     return {"label": rule, "solved": float(solved.mean()), "nfe": float(nfe.mean()),
             "sequences": float(seqs.mean()), "revealed": blanks, "wall_s": wall,
             "passes_total": float(nfe.sum()), "n_items": len(puzzles),
-            "n_solved": int(solved.sum())}
+            "n_solved": int(solved.sum()),
+            "solved_each": "".join("1" if v else "0" for v in solved)}
 
 
 def plain_pass_seconds(model, x, batch: int, repeats: int = 5) -> float:

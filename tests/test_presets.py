@@ -4,8 +4,10 @@ import pytest
 import torch
 
 from unmask import decode
+from unmask.bench import timed_decode
+from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
-from unmask.presets import PRESETS, Preset, preset_sampler, preset_spec
+from unmask.presets import PRESETS, Preset, preset_entry, preset_sampler, preset_spec
 from unmask.samplers.spec import parse_spec
 from unmask.samplers.verified import Verified
 
@@ -51,3 +53,13 @@ def test_unknown_names_are_refused():
         preset_sampler("")
     with pytest.raises(UnmaskError, match="prefixes: expected one of"):
         Preset("confidence", "x", prefixes="some")
+
+
+def test_a_preset_entry_benches_like_its_sampler(tiny_transformer):
+    m = tiny_transformer
+    x = torch.full((3, 12), m.mask_id)
+    entry = preset_entry("lossless")
+    assert "preset=lossless" in entry.label and entry.verified
+    res, wall = timed_decode(m, x, entry, DecodeConfig(), batch_size=2)
+    direct = decode(m, x[:2], preset_sampler("lossless"))
+    assert torch.equal(res.tokens[:2], direct.tokens) and wall > 0

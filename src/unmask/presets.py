@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from unmask.errors import UnmaskError
 from unmask.samplers.base import Sampler
-from unmask.samplers.spec import parse_spec
+from unmask.samplers.spec import SamplerSpec, parse_spec
 from unmask.samplers.verified import PREFIXES, Verified
 
 
@@ -69,12 +69,35 @@ def preset_spec(name: str) -> str:
     return preset(name).spec
 
 
+@dataclass
+class PresetSpec(SamplerSpec):
+    """A :class:`SamplerSpec` that builds its verified sampler with a prefix scheme: what a
+    bench takes as an entry for a preset (``timed_decode``, ``bench_sudoku``).
+
+    prefixes: ``"all"`` or ``"doubling"`` (:class:`~unmask.samplers.verified.Verified`).
+    """
+
+    prefixes: str = "all"
+
+    def build(self) -> Sampler:
+        sampler = super().build()
+        if isinstance(sampler, Verified) and self.prefixes != "all":
+            sampler = Verified(sampler.inner, tolerance=sampler.tolerance,
+                               max_draft=sampler.max_draft, prefixes=self.prefixes)
+        return sampler
+
+
+def preset_entry(name: str) -> PresetSpec:
+    """Preset ``name`` as a bench entry, labelled ``preset=NAME`` and its spec's label."""
+    p = preset(name)
+    spec = parse_spec(p.spec)
+    label = f"{spec.label} preset={name}" + ("" if p.prefixes == "all"
+                                             else f" prefixes={p.prefixes}")
+    return PresetSpec(spec.name, dict(spec.params), spec.verify, spec.corrected, label,
+                      prefixes=p.prefixes)
+
+
 def preset_sampler(name: str) -> Sampler:
     """A fresh sampler of preset ``name``: its spec built, with the preset's prefix scheme
     when the spec is verified."""
-    p = preset(name)
-    sampler = parse_spec(p.spec).build()
-    if isinstance(sampler, Verified) and p.prefixes != "all":
-        sampler = Verified(sampler.inner, tolerance=sampler.tolerance,
-                           max_draft=sampler.max_draft, prefixes=p.prefixes)
-    return sampler
+    return preset_entry(name).build()

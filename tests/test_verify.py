@@ -230,3 +230,62 @@ def test_calls_split_by_rows_change_nothing(tiny_transformer, monkeypatch):
         assert torch.equal(getattr(one, key), getattr(split, key)), key
     assert torch.equal(one.stats["rejected"], split.stats["rejected"])
     assert int(one.stats["rejected"].sum()) > 0
+
+
+def _largest_power_of_two_at_most(j: int) -> int:
+    return 1 << (j.bit_length() - 1)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+@pytest.mark.parametrize("seed", range(4))
+def test_doubling_checks_each_token_under_the_last_evaluated_prefix(temperature, seed):
+    model = ExactJointMDM(n=7, v=3, seed=seed, concentration=0.3)
+    x = torch.full((1, 7), model.mask_id)
+    cfg = DecodeConfig(temperature=temperature, record_history=True)
+    sampler = Verified(make_sampler("topk", k=7), prefixes="doubling")
+    res = decode(model, x, sampler, cfg, seed=seed)
+    prev = x[0]
+    for t, state in enumerate(res.history):
+        state = state[0]
+        new = (state != prev).nonzero().squeeze(1)
+        if not new.numel():
+            break
+        masked = int((prev == model.mask_id).sum())
+        # the pass reveals an evaluated prefix: a power of two long, or the whole draft
+        assert new.numel() == masked or new.numel() == _largest_power_of_two_at_most(
+            new.numel())
+        x0, conf = _proposal(model, prev, temperature, seed, t)
+        order = new[torch.argsort(conf[new].double(), descending=True, stable=True)].tolist()
+        for j in range(2, len(order) + 1):  # d_j under P_s, s = the largest power of 2 < j
+            s = _largest_power_of_two_at_most(j - 1)
+            cur = prev.clone()
+            cur[order[:s]] = state[order[:s]]
+            here, _ = _proposal(model, cur, temperature, seed, t)
+            assert int(here[order[j - 1]]) == int(state[order[j - 1]]), (t, j)
+        assert all(int(x0[p]) == int(state[p]) for p in order)
+        prev = state
+
+
+def test_doubling_evaluates_about_log2_of_the_draft(tiny_transformer):
+    m = tiny_transformer
+    x = torch.full((3, 12), m.mask_id)
+    every = decode(m, x, Verified(make_sampler("topk", k=12)), seed=0)
+    doubling = decode(m, x, Verified(make_sampler("topk", k=12), prefixes="doubling"), seed=0)
+    # a draft of K <= 12 evaluates at most the lengths 1, 2, 4, 8 and K: 5 sequences a pass
+    assert (doubling.sequences <= 5 * doubling.nfe).all()
+    assert doubling.sequences.sum() < every.sequences.sum()
+
+
+@pytest.mark.parametrize("tolerance", [0.0, 0.05, 1.0])
+def test_doubling_equals_all_for_drafts_of_two(toy, tolerance):
+    x = torch.full((4, 5), toy.mask_id)
+    a = decode(toy, x, Verified(make_sampler("topk", k=2), tolerance=tolerance), seed=1)
+    d = decode(toy, x, Verified(make_sampler("topk", k=2), tolerance=tolerance,
+                                prefixes="doubling"), seed=1)
+    for key in ("tokens", "nfe", "sequences", "steps", "reveal_step", "cumulative_entropy"):
+        assert torch.equal(getattr(a, key), getattr(d, key)), key
+
+
+def test_prefixes_must_be_known():
+    with pytest.raises(UnmaskError, match="verify prefixes: expected one of"):
+        Verified(make_sampler("topk"), prefixes="bisect")

@@ -18,8 +18,8 @@ from unmask.samplers.spec import CORRECTOR, VERIFY, SamplerSpec, parse_spec, ver
 #: a bench entry is a parsed sampler spec (:mod:`unmask.samplers.spec`)
 BenchEntry = SamplerSpec
 
-__all__ = ["BenchEntry", "CORRECTOR", "SamplerSpec", "VERIFY", "parse_spec", "timed_decode",
-           "verify_suffix"]
+__all__ = ["BenchEntry", "CORRECTOR", "SamplerSpec", "VERIFY", "add_rate_metrics", "aup",
+           "parse_spec", "timed_decode", "verify_suffix"]
 
 
 def timed_decode(model, tokens: torch.Tensor, entry: SamplerSpec, config: DecodeConfig,
@@ -51,6 +51,53 @@ def timed_decode(model, tokens: torch.Tensor, entry: SamplerSpec, config: Decode
                                                                         dtype=torch.long)
                            for p in parts]) for k in keys}
     return DecodeResult(**cat, stats=stats), wall
+
+
+def add_rate_metrics(rows: list[dict]) -> None:
+    """Set on every row that has them: ``tokens_per_pass`` (mean tokens revealed per row,
+    ``revealed``, over its mean forward passes ``nfe``), ``sequences_per_token`` (``sequences``
+    over ``revealed``), and ``wall_per_solved`` (``wall_s`` over the items solved,
+    ``solved`` * ``n_items``; None when none was solved)."""
+    for r in rows:
+        revealed, nfe = r.get("revealed"), r.get("nfe")
+        r["tokens_per_pass"] = revealed / nfe if revealed is not None and nfe else None
+        seqs = r.get("sequences")
+        r["sequences_per_token"] = seqs / revealed if seqs is not None and revealed else None
+        n_solved = (r["solved"] * r["n_items"] if "solved" in r and "n_items" in r else None)
+        r["wall_per_solved"] = (r["wall_s"] / n_solved if n_solved and "wall_s" in r
+                                else None)
+
+
+def aup(rows: list[dict], *, x: str = "tokens_per_pass", y: str = "solved",
+        alpha: float = 3.0, y_min_offset: float = 5.0) -> float | None:
+    """Accuracy Under Parallelism (d3LLM, arXiv 2601.07568) over a bench's rows.
+
+    With the rows' points (rho_i = ``x``, tokens per forward pass; y_i = 100 * ``y``, accuracy
+    in %) sorted by rho, y_1 the accuracy at the smallest rho, and only the points with
+    y_i >= y_1 - ``y_min_offset`` kept:
+
+        AUP = rho_1 y_1 + sum_{i >= 2} (rho_i - rho_{i-1}) (y_i W(y_i) + y_{i-1} W(y_{i-1})) / 2,
+        W(y) = min(exp(-alpha (1 - y / y_max)), 1), y_max = the largest accuracy of all rows.
+
+    A weighted area under the accuracy vs parallelism curve: parallelism bought with accuracy
+    counts less the more accuracy it cost. Rows without ``x`` or ``y`` are skipped; None when
+    none is left.
+    """
+    pts = sorted((r[x], 100.0 * r[y]) for r in rows
+                 if r.get(x) is not None and r.get(y) is not None and r[x] > 0)
+    if not pts:
+        return None
+    y_max = max(p[1] for p in pts)
+    y_1 = pts[0][1]
+    pts = [p for p in pts if p[1] >= y_1 - y_min_offset]
+
+    def w(acc: float) -> float:
+        return min(math.exp(-alpha * (1.0 - acc / y_max)), 1.0) if y_max > 0 else 0.0
+
+    total = pts[0][0] * pts[0][1]
+    for (r0, a0), (r1, a1) in zip(pts[:-1], pts[1:], strict=True):
+        total += (r1 - r0) * (a1 * w(a1) + a0 * w(a0)) / 2.0
+    return total
 
 
 def wide_console(table):

@@ -16,6 +16,7 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel
+from unmask.probs import real_log_probs
 from unmask.samplers.base import Sampler, StepState
 from unmask.samplers.verified import Verified
 
@@ -165,3 +166,168 @@ def corrector_hooks(corrector, *, threshold: float = 0.3, max_remasks: int = 2,
     """
     hooks: tuple[Hook, ...] = (Remask(corrector, threshold, max_remasks), CheckFinished())
     return hooks + (BanRemasked(max_remasks),) if ban_remasked else hooks
+
+
+def _check_unit(name: str, value, *, open_low: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+        0.0 < value <= 1.0 if open_low else 0.0 <= value <= 1.0)
+    require(ok, f"{name}: must be in {'(0, 1]' if open_low else '[0, 1]'}, got {value!r}")
+
+
+def _check_count(name: str, value) -> None:
+    require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+            f"{name}: must be an integer >= 0, got {value!r}")
+
+
+class WinoVerify(Hook):
+    """WINO's narrow-out step (Wide-In, Narrow-Out, arXiv 2507.18578): every pass, a token
+    decoded in an earlier pass is checked by the model with its own position masked, and
+    masked again when the model, seeing every other position, no longer backs it:
+
+        re-mask i  iff  p_theta(x_i | z with i masked) < tau2.
+
+    WINO computes these in the pass itself (a shadow copy of the block); here they are one
+    batched call of one sequence per checked position (counted in ``sequences``). The wide-in
+    step is a lenient threshold sampler (``threshold:tau=TAU1``). At most ``max_checks``
+    tokens per row are checked each pass: those revealed with the lowest confidence (the
+    loop's ``x0_prob`` at their reveal). A position is masked again at most ``max_remasks``
+    times, so decoding ends. Reports ``stats["remasked"]`` (B,).
+
+    Args:
+        tau2: in (0, 1]: the confidence a decoded token needs to stay.
+        max_checks: tokens checked per row and pass (integer >= 1).
+        max_remasks: integer >= 0.
+    """
+
+    rewrites: ClassVar[bool] = True
+
+    def __init__(self, tau2: float = 0.9, max_checks: int = 8, max_remasks: int = 1):
+        _check_unit("tau2", tau2, open_low=True)
+        _check_count("max_checks", max_checks)
+        require(max_checks >= 1, f"max_checks: must be >= 1, got {max_checks!r}")
+        _check_count("max_remasks", max_remasks)
+        self.tau2, self.max_checks, self.max_remasks = tau2, max_checks, max_remasks
+        self.counts = torch.zeros(0, 0, dtype=torch.long)
+
+    def prepare(self, model, sampler, tokens):
+        self.mask_id = model.mask_id
+        self.given = tokens != model.mask_id
+        self.counts = torch.zeros(tokens.shape, dtype=torch.long, device=tokens.device)
+        # the loop's confidence in each token when it was revealed (1 for given tokens)
+        self.revealed_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
+        self.last_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
+        self.last_masked = ~self.given
+
+    def after_write(self, rows, state, remask):
+        # tokens revealed by the last pass: masked then, decoded now
+        fresh = self.last_masked[rows] & ~state.masked
+        self.revealed_conf[rows] = torch.where(fresh, self.last_conf[rows],
+                                               self.revealed_conf[rows])
+        self.last_conf[rows] = state.x0_prob.double()
+        self.last_masked[rows] = state.masked & ~remask
+        decoded = (~state.masked & ~self.given[rows] & ~remask
+                   & (self.counts[rows] < self.max_remasks))
+        k = min(self.max_checks, state.tokens.shape[1])
+        conf = self.revealed_conf[rows].masked_fill(~decoded, torch.inf)
+        low, pos = conf.topk(k, dim=1, largest=False)  # (R, k)
+        check = low.isfinite() & state.masked.any(1, keepdim=True)  # only rows still decoding
+        if not check.any():
+            return remask
+        r, c = check.nonzero(as_tuple=True)
+        p = pos[r, c]
+        seqs = state.tokens[r].clone()
+        seqs[torch.arange(len(r), device=seqs.device), p] = self.mask_id
+        out = state.model(seqs, state.row_ids[r])
+        lp = real_log_probs(out.logits, state.model.model.real_token_mask.to(seqs.device))
+        kept = lp[torch.arange(len(r), device=seqs.device), p].gather(
+            -1, state.tokens[r, p][:, None]).squeeze(-1).exp()
+        new = torch.zeros_like(remask)
+        new[r[kept < self.tau2], p[kept < self.tau2]] = True
+        self.counts[rows] += new.long()
+        self.last_masked[rows] |= new
+        return remask | new
+
+    def stats(self):
+        return {"remasked": self.counts.sum(1)}
+
+
+#: stream of the loop's counter-based noise that :class:`ReMDMRemask` draws from
+REMDM_STREAM = 101
+REMDM_STRATEGIES = ("cap", "conf")
+
+
+class ReMDMRemask(Hook):
+    """ReMDM-style remasking (Remasking Discrete Diffusion Models, arXiv 2503.00307).
+
+    ReMDM's reverse step lets a decoded token return to MASK: for z_t = x (decoded),
+    q(z_s | z_t, x) = Cat((1 - sigma_t) x + sigma_t m), with sigma_t <= sigma_max =
+    min(1, (1 - alpha_s) / alpha_t). Its schedules used here, per decoded (not given) token l:
+
+        cap:   sigma^l = eta                                  (ReMDM-cap, eta <= sigma_max)
+        conf:  sigma^l = min(1, eta D softmax(-psi)^l)        (ReMDM-conf)
+
+    with psi^l the confidence of token l when it was revealed and D the number of decoded
+    tokens of the row (so both schedules mask eta D tokens again in expectation, conf
+    preferring the least confident). Remasking runs only while the row's decoded share is in
+    [``start``, ``stop``) (ReMDM's switch-on/off window) and the row still has a MASK, and a
+    position goes back at most ``max_remasks`` times, so decoding ends. Draws are the loop's
+    counter-based noise (stream :data:`REMDM_STREAM`): reproducible per row seed. Reports
+    ``stats["remasked"]`` (B,).
+
+    Args:
+        eta: in [0, 1].
+        strategy: ``"cap"`` or ``"conf"``.
+        start, stop: the window, 0 <= start <= stop <= 1, as shares of the row's decodable
+            positions.
+        max_remasks: integer >= 0.
+    """
+
+    rewrites: ClassVar[bool] = True
+
+    def __init__(self, eta: float = 0.05, strategy: str = "conf", start: float = 0.0,
+                 stop: float = 1.0, max_remasks: int = 1):
+        _check_unit("eta", eta)
+        require(strategy in REMDM_STRATEGIES,
+                f"strategy: expected one of {REMDM_STRATEGIES}, got {strategy!r}")
+        _check_unit("start", start)
+        _check_unit("stop", stop)
+        require(start <= stop, f"start, stop: start {start!r} is after stop {stop!r}")
+        _check_count("max_remasks", max_remasks)
+        self.eta, self.strategy, self.start, self.stop = eta, strategy, start, stop
+        self.max_remasks = max_remasks
+        self.counts = torch.zeros(0, 0, dtype=torch.long)
+
+    def prepare(self, model, sampler, tokens):
+        self.given = tokens != model.mask_id
+        self.counts = torch.zeros(tokens.shape, dtype=torch.long, device=tokens.device)
+        self.revealed_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
+        self.last_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
+        self.last_masked = ~self.given
+
+    def after_write(self, rows, state, remask):
+        fresh = self.last_masked[rows] & ~state.masked
+        self.revealed_conf[rows] = torch.where(fresh, self.last_conf[rows],
+                                               self.revealed_conf[rows])
+        self.last_conf[rows] = state.x0_prob.double()
+        self.last_masked[rows] = state.masked & ~remask
+        given = self.given[rows]
+        decoded = ~state.masked & ~given & ~remask
+        share = decoded.sum(1) / (~given).sum(1).clamp(min=1)
+        active = (share >= self.start) & (share < self.stop) & state.masked.any(1)
+        d = decoded.sum(1, keepdim=True).double()
+        if self.strategy == "cap":
+            sigma = torch.full(decoded.shape, float(self.eta), dtype=torch.float64,
+                               device=decoded.device)
+        else:
+            weights = torch.softmax((-self.revealed_conf[rows]).masked_fill(~decoded, -torch.inf),
+                                    dim=1).nan_to_num(0.0)
+            sigma = (self.eta * d * weights).clamp(max=1.0)
+        draw = state.uniform(REMDM_STREAM, (decoded.shape[1],))
+        new = (decoded & active[:, None] & (self.counts[rows] < self.max_remasks)
+               & (draw < sigma))
+        self.counts[rows] += new.long()
+        self.last_masked[rows] |= new
+        return remask | new
+
+    def stats(self):
+        return {"remasked": self.counts.sum(1)}

@@ -21,7 +21,8 @@ from unmask.sudoku.bench import SEED_REFERENCE
 
 #: x-axis choices of :func:`plot_bench`: name -> (row key, axis label)
 X_AXES = {"passes": ("nfe", "mean forward passes (NFE)"),
-          "wall": ("wall_s", "wall-clock seconds for the set")}
+          "wall": ("wall_s", "wall-clock seconds for the set"),
+          "sequences": ("sequences", "mean sequences evaluated per puzzle")}
 #: file types :func:`plot_bench` writes
 PLOT_SUFFIXES = IMAGE_SUFFIXES
 #: the row every pooled row is paired against
@@ -116,7 +117,8 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
         paths: bench JSON files of one puzzle set.
         out: the picture (.png, .pdf or .svg: the extension names the format), written
             atomically.
-        x: ``passes`` (mean forward passes) or ``wall`` (seconds for the set).
+        x: ``passes`` (mean forward passes), ``wall`` (seconds for the set) or
+            ``sequences`` (mean sequences evaluated per puzzle).
         xlim, ylim: axis ranges (a zoom; y in %).
         target: F > 1 draws the ``confidence`` row's solved % and its x / F as guide lines.
         references: also draw the published Sudoku points (passes only).

@@ -188,3 +188,46 @@ def test_semi_autoregressive_blocks_measure_the_whole_sequence():
         assert pos[0] < 2
         j = hand_objective(m, state.tokens[0], action)
         assert step.objective[0, c].item() == pytest.approx(j, abs=1e-9)
+
+
+def test_keep_one_evaluates_the_greedy_candidate_only():
+    model = ExactJointMDM(n=6, v=3, seed=2, concentration=0.3)
+    x = torch.full((3, 6), model.mask_id)
+    cfg = DecodeConfig(temperature=0.8)
+    seq = decode(model, x, "confidence", cfg, seed=5)
+    one = decode(model, x, make_sampler("info-gain", keep=1), cfg, seed=5)
+    assert torch.equal(one.tokens, seq.tokens) and torch.equal(one.nfe, seq.nfe)
+    # the greedy candidate's state is the next pass: one sequence per pass, as sequential's
+    assert torch.equal(one.sequences, seq.sequences)
+    sure = decode(model, x, make_sampler("info-gain", prune=1e9), cfg, seed=5)
+    assert torch.equal(sure.tokens, one.tokens) and torch.equal(sure.sequences, one.sequences)
+
+
+@pytest.mark.parametrize("keep", [2, 3])
+def test_keep_bounds_sequences_per_pass(keep):
+    model = ExactJointMDM(n=6, v=3, seed=1, concentration=0.3)
+    x = torch.full((4, 6), model.mask_id)
+    sampler = recording(InfoGainSampler)(keep=keep, n_candidates=8, tau_tok=1.0)
+    res = decode(model, x, sampler, seed=0)
+    assert (res.sequences <= keep * res.nfe).all()
+    full = recording(InfoGainSampler)(n_candidates=8, tau_tok=1.0)
+    assert decode(model, x, full, seed=0).sequences.sum() > res.sequences.sum()
+    for _state, step in sampler.record:
+        kept = step.candidates.valid
+        assert (kept.sum(1) <= keep).all() and kept[:, 0].all()
+        # the kept alternatives are the cheapest by C(a) among the distinct ones
+        nxt = step.candidates.tokens
+        for r in range(kept.shape[0]):
+            distinct = torch.tensor([not any(torch.equal(nxt[r, c], nxt[r, d]) for d in range(c))
+                                     for c in range(nxt.shape[1])])
+            others = step.candidates.cost[r, 1:][kept[r, 1:]]
+            dropped = step.candidates.cost[r, 1:][distinct[1:] & ~kept[r, 1:]]
+            if others.numel() and dropped.numel():
+                assert others.max() <= dropped.min() + 1e-12
+
+
+def test_prune_and_keep_are_checked():
+    with pytest.raises(UnmaskError, match="prune: must be None or a number >= 0"):
+        make_sampler("info-gain", prune=-1.0)
+    with pytest.raises(UnmaskError, match="keep: must be None or an integer >= 1"):
+        make_sampler("info-gain", keep=0)

@@ -89,6 +89,11 @@ class LookaheadSampler(CountRule, Sampler):
         eligible position at or above it directly (no candidates beyond that one). Off by
         default.
     remaining: 'mean' (Hbar as defined) or 'sum' (total entropy left).
+    prune: if not None, a row whose greedy action costs at most this many nats
+        (C(a_0) <= prune: its positions are near certain) commits it without evaluating the
+        other candidates.
+    keep: if not None, at most this many candidates per row are evaluated: the greedy one and
+        the cheapest others by C(a) (bounds sequences per pass at ``keep``).
     """
 
     cost_weight: ClassVar[float] = 1.0
@@ -99,6 +104,8 @@ class LookaheadSampler(CountRule, Sampler):
     tau_pos: float = 0.2
     bypass: float | None = None
     remaining: str = "mean"
+    prune: float | None = None
+    keep: int | None = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -111,6 +118,12 @@ class LookaheadSampler(CountRule, Sampler):
                 f"bypass: must be None or in [0, 1], got {self.bypass}")
         require(self.remaining in REMAINING,
                 f"remaining: expected one of {REMAINING}, got {self.remaining!r}")
+        require(self.prune is None or (isinstance(self.prune, (int, float))
+                                       and not isinstance(self.prune, bool) and self.prune >= 0),
+                f"prune: must be None or a number >= 0, got {self.prune!r}")
+        require(self.keep is None or (isinstance(self.keep, int)
+                                      and not isinstance(self.keep, bool) and self.keep >= 1),
+                f"keep: must be None or an integer >= 1, got {self.keep!r}")
 
     # ------------------------------------------------------------------ candidates
 
@@ -161,12 +174,23 @@ class LookaheadSampler(CountRule, Sampler):
                                               0.0).sum(-1)
         return rows
 
+    def _prune(self, cands: Candidates) -> None:
+        """Drop candidates (``valid``) by ``prune`` and ``keep``; the greedy one stays."""
+        if self.prune is not None:
+            cands.valid[:, 1:] &= (cands.cost[:, :1] > self.prune)
+        if self.keep is not None and cands.valid.shape[1] > self.keep:
+            cost = cands.cost.masked_fill(~cands.valid, torch.inf)
+            cost[:, 0] = -torch.inf
+            rank = cost.argsort(dim=1, stable=True).argsort(dim=1)
+            cands.valid &= rank < self.keep
+
     # ------------------------------------------------------------------ one step
 
     def score(self, state: StepState) -> LookaheadStep:
         """Propose, evaluate all candidates in one batched call, and pick the best per row."""
         cands = self.propose(state)
         bypass = self._apply_bypass(state, cands)
+        self._prune(cands)
         b, c, n = cands.tokens.shape
         next_masked = cands.tokens == state.mask_id  # (B, C, N)
         # a finished next state needs no model call: nothing is left to be uncertain about

@@ -24,6 +24,16 @@ sequential confidence decoding on P_l would reveal it or one no more than t sure
 (temperature 0, a set that holds the most confident position, as every confidence-ordered
 sampler's does) the decode is sequential confidence decoding's, token for token, up to exact
 ties; t = 1 checks tokens only.
+
+Evaluating every prefix costs K sequences a pass. With ``prefixes="doubling"`` a pass
+evaluates only P_m for m in E = {1, 2, 4, 8, ...} and m = K (about log2(K) + 1 sequences),
+checks d_{l+1} under P_s, s the longest evaluated prefix with s <= l (its proposal, and with
+t < 1 its confidence against the surest position open in P_l, all under P_s), and reveals
+the longest prefix in E whose members all pass. A token is then the proposal given the
+pass's first s members rather than all l: where the draft's members are independent of one
+another given the state the two agree, elsewhere ``doubling`` may accept a token sequential
+decoding would have changed. Drafts of at most two positions are checked the same way by
+both.
 """
 
 from __future__ import annotations
@@ -56,6 +66,9 @@ class VerifiedReveal:
     next_output: ModelOutput | None
     entropy: torch.Tensor
     rejected: torch.Tensor
+
+
+PREFIXES = ("all", "doubling")
 
 
 def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor, *,
@@ -105,7 +118,7 @@ def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor, *,
 
 def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | None = None,
                   tolerance: float = 1.0, max_sequences: int = 8192,
-                  output_hidden_layers: bool = False) -> VerifiedReveal:
+                  output_hidden_layers: bool = False, prefixes: str = "all") -> VerifiedReveal:
     """Verify a draft against sequential decoding (module docstring).
 
     Args:
@@ -119,6 +132,10 @@ def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | Non
         max_sequences: sequences per model call; rows are split across calls whole, so every
             row is charged one call per pass however its prefixes are chunked.
         output_hidden_layers: ask the model for its hidden layers (for the next pass).
+        prefixes: ``"all"`` evaluates P_1 .. P_K; ``"doubling"`` only P_m for m in
+            {1, 2, 4, 8, ...} and m = K (about log2(K) + 1 sequences per row), checks each
+            d_j under the longest evaluated prefix shorter than j, and reveals the longest
+            evaluated prefix whose members all pass (module docstring).
 
     Returns:
         A :class:`VerifiedReveal`.
@@ -136,32 +153,50 @@ def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | Non
     m = torch.arange(1, width + 1, device=device)
     in_prefix = (ranks[:, None, :] < m[None, :, None]) & draft[:, None, :]  # (B, K, N)
     valid = m[None, :] <= k[:, None]  # (B, K)
+    if prefixes == "all":
+        evaluated = valid
+    elif prefixes == "doubling":
+        evaluated = valid & (((m & (m - 1)) == 0)[None, :] | (m[None, :] == k[:, None]))
+    else:
+        raise UnmaskError(f"prefixes: expected one of {PREFIXES}, got {prefixes!r}")
+    # d_{r+1} (rank r) is checked under P_{s_r}, s_r = the longest evaluated prefix <= r
+    last = torch.where(evaluated, m[None, :], 0).cummax(1).values  # (B, K): s_{m}
+    s_rank = torch.zeros(b, width, dtype=torch.long, device=device)
+    s_rank[:, 1:] = last[:, :-1]  # (B, K), >= 1 from rank 1 on (P_1 is always evaluated)
     seqs = torch.where(in_prefix, state.x0[:, None, :], state.tokens[:, None, :])
-    need = valid & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
+    need = evaluated & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
 
     proposed, confidence, prefix_entropy, calls = _prefix_passes(
         state, seqs, need, tolerance=tolerance, max_sequences=max_sequences,
         output_hidden_layers=output_hidden_layers)
 
-    # d_{l+1} (rank l) is checked under P_l (prefix index l - 1)
+    # d_{r+1} (rank r >= 1) is checked under P_{s_r} (prefix index s_r - 1; s_r = r for "all")
     pos = order[:, :width]  # (B, K)
-    check = proposed[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)  # (B, K - 1)
+    under = (s_rank[:, 1:] - 1).clamp(min=0)  # (B, K - 1)
+
+    def at(t: torch.Tensor) -> torch.Tensor:  # t (B, K, N) -> (B, K - 1): t[b, under, pos]
+        return t.gather(1, under[:, :, None].expand(-1, -1, n)).gather(
+            2, pos[:, 1:, None]).squeeze(-1)
+
     drafted_tok = state.x0.gather(1, pos[:, 1:])
     ok = torch.ones(b, width, dtype=torch.bool, device=device)
-    ok[:, 1:] = check == drafted_tok
+    ok[:, 1:] = at(proposed) == drafted_tok
     if tolerance < 1.0:
-        # the surest eligible position under each prefix, as sequential decoding would see it
-        open_ = state.eligible[:, None, :] & ~in_prefix
-        surest = confidence.masked_fill(~open_, -1.0).amax(-1)  # (B, K)
-        mine = confidence[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)
-        ok[:, 1:] &= mine >= surest[:, :-1] - tolerance - 1e-12
+        # the surest eligible position sequential decoding would see before d_{r+1}: the open
+        # positions of P_r, with their confidences under P_{s_r}
+        open_ = state.eligible[:, None, :] & ~in_prefix  # (B, K, N): open under P_m
+        conf_under = confidence.gather(1, under[:, :, None].expand(-1, -1, n))
+        surest = conf_under.masked_fill(~open_[:, :-1], -1.0).amax(-1)  # (B, K - 1)
+        ok[:, 1:] &= at(confidence) >= surest - tolerance - 1e-12
     ok &= valid
-    accepted = ok.long().cumprod(1).sum(1).clamp(min=1)  # (B,), d_1 always
+    # the longest evaluated prefix whose members all pass; d_1 always
+    passing = ok.long().cumprod(1).bool() & evaluated
+    accepted = torch.where(passing, m[None, :], 0).amax(1).clamp(min=1)  # (B,)
     reveal = (ranks < accepted[:, None]) & draft
-    # d_1 pays its entropy on the current state, d_{l+1} its entropy under P_l
+    # d_1 pays its entropy on the current state, d_{r+1} its entropy under P_{s_r}
     paid = torch.zeros(b, width, dtype=torch.float64, device=device)
     paid[:, 0] = state.entropy.double().gather(1, pos[:, :1]).squeeze(1)
-    paid[:, 1:] = prefix_entropy[:, :-1, :].gather(2, pos[:, 1:, None]).squeeze(-1)
+    paid[:, 1:] = at(prefix_entropy)
     entropy = torch.zeros(b, n, dtype=torch.float64, device=device)
     entropy.scatter_(1, pos, torch.where(m[None, :] <= accepted[:, None], paid, 0.0))
 
@@ -190,6 +225,10 @@ class Verified(Sampler):
             position's (0: sequential confidence decoding's order; 1: tokens only).
         max_draft: verify (and reveal) at most this many positions per pass, the most
             confident of the set (None: the whole set); bounds sequences per pass.
+        prefixes: which prefixes a pass evaluates (:func:`verify_reveal`): ``"all"`` (every
+            token checked under all its predecessors; K sequences per pass) or
+            ``"doubling"`` (lengths 1, 2, 4, ..., K; about log2(K) + 1 sequences per pass,
+            each token checked under the longest evaluated prefix before it).
     """
 
     name: ClassVar[str] = "verified"
@@ -198,6 +237,7 @@ class Verified(Sampler):
     inner: Sampler = field(default=None)
     tolerance: float = 1.0
     max_draft: int | None = None
+    prefixes: str = "all"
 
     def __post_init__(self):
         require(isinstance(self.inner, Sampler),
@@ -212,6 +252,8 @@ class Verified(Sampler):
                                            and not isinstance(self.max_draft, bool)
                                            and self.max_draft >= 1),
                 f"verify max_draft: must be None or an integer >= 1, got {self.max_draft!r}")
+        require(self.prefixes in PREFIXES,
+                f"verify prefixes: expected one of {PREFIXES}, got {self.prefixes!r}")
         self._rejected = None
 
     @property
@@ -240,7 +282,8 @@ class Verified(Sampler):
                                "proposals; a sampler with its own tokens cannot be verified")
         checked = verify_reveal(state, sel.reveal, max_draft=self.max_draft,
                                 tolerance=self.tolerance,
-                                output_hidden_layers=self.needs_hidden_layers)
+                                output_hidden_layers=self.needs_hidden_layers,
+                                prefixes=self.prefixes)
         if self._rejected is None:
             self._rejected = torch.zeros(self._batch_size, dtype=torch.long,
                                          device=state.tokens.device)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from unmask.bench import timed_decode
+from unmask.bench import add_rate_metrics, timed_decode
 from unmask.decode import DecodeConfig, decode
 from unmask.mi.maps import peer_mask
 from unmask.samplers.spec import SamplerSpec
@@ -49,13 +49,15 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
     as lookahead and the probing oracle), sequences (mean sequences evaluated),
     cumulative_entropy (mean nats), remasked (mean tokens the corrector sent back), rejected
     (mean positions verification held back), wall_s,
-    puzzles_per_s.
+    puzzles_per_s, n_items, revealed (mean tokens decoded per puzzle), and
+    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token,
+    wall_per_solved.
     """
 
     x = grid_to_tokens(puzzles)
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
     decode(model, x[:2], "topk")
-    rows = []
+    rows: list[dict] = []
     for entry in entries:
         res, wall = timed_decode(model, x, entry, config or DecodeConfig(),
                                  seed=seed, batch_size=batch_size,
@@ -76,9 +78,12 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
                         for k in ("remasked", "rejected")},
                      "same_pass_clash": float(same_pass_clashes(res.tokens, res.reveal_step)
                                               .gt(0).double().mean()),
-                     "wall_s": wall, "puzzles_per_s": len(puzzles) / wall})
+                     "wall_s": wall, "puzzles_per_s": len(puzzles) / wall,
+                     "n_items": len(puzzles),
+                     "revealed": float((x == model.mask_id).sum(1).double().mean())})
         if progress is not None:
             progress(len(rows))
+    add_rate_metrics(rows)
     return rows
 
 

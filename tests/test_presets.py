@@ -1,0 +1,65 @@
+"""Named decoding configurations (unmask.presets)."""
+
+import pytest
+import torch
+
+from unmask import decode
+from unmask.bench import timed_decode
+from unmask.decode import DecodeConfig
+from unmask.errors import UnmaskError
+from unmask.presets import PRESETS, Preset, preset_entry, preset_sampler, preset_spec
+from unmask.samplers.spec import parse_spec
+from unmask.samplers.verified import Verified
+
+
+def test_the_three_presets_exist_and_parse():
+    assert set(PRESETS) == {"lossless", "fast", "quality"}
+    for name in PRESETS:
+        parse_spec(preset_spec(name))  # a valid spec
+        assert PRESETS[name].doc
+
+
+def test_quality_is_sequential_decoding(toy):
+    x = torch.full((3, 5), toy.mask_id)
+    a = decode(toy, x, preset_sampler("quality"))
+    b = decode(toy, x, "confidence")
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.nfe, b.nfe)
+    assert a.nfe.tolist() == [5, 5, 5]
+
+
+def test_a_preset_sampler_carries_its_prefix_scheme():
+    for name, p in PRESETS.items():
+        sampler = preset_sampler(name)
+        if isinstance(sampler, Verified):
+            assert sampler.prefixes == p.prefixes
+            assert sampler.tolerance == parse_spec(p.spec).verify
+    # fresh samplers every call (they hold per-decode state)
+    assert preset_sampler("lossless") is not preset_sampler("lossless")
+
+
+def test_parallel_presets_decode_in_fewer_passes(tiny_transformer):
+    m = tiny_transformer
+    x = torch.full((4, 12), m.mask_id)
+    seq = decode(m, x, preset_sampler("quality"))
+    fast = decode(m, x, preset_sampler("fast"))
+    assert (fast.tokens != m.mask_id).all()
+    assert fast.nfe.sum() <= seq.nfe.sum()
+
+
+def test_unknown_names_are_refused():
+    with pytest.raises(UnmaskError, match="preset: unknown 'turbo'"):
+        preset_spec("turbo")
+    with pytest.raises(UnmaskError, match="preset: unknown"):
+        preset_sampler("")
+    with pytest.raises(UnmaskError, match="prefixes: expected one of"):
+        Preset("confidence", "x", prefixes="some")
+
+
+def test_a_preset_entry_benches_like_its_sampler(tiny_transformer):
+    m = tiny_transformer
+    x = torch.full((3, 12), m.mask_id)
+    entry = preset_entry("lossless")
+    assert "preset=lossless" in entry.label and entry.verified
+    res, wall = timed_decode(m, x, entry, DecodeConfig(), batch_size=2)
+    direct = decode(m, x[:2], preset_sampler("lossless"))
+    assert torch.equal(res.tokens[:2], direct.tokens) and wall > 0

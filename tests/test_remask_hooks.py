@@ -1,0 +1,109 @@
+"""WINO's narrow-out check and ReMDM-style remasking as decode hooks (unmask.hooks)."""
+
+import pytest
+import torch
+
+from unmask import DecodeConfig, decode
+from unmask.errors import UnmaskError
+from unmask.hooks import ReMDMRemask, WinoVerify
+from unmask.models.toy import ExactJointMDM
+from unmask.probs import real_log_probs
+
+
+def _loo_conf(model, state, pos):
+    """p(state[pos] | state with pos masked) under the model."""
+    x = state.clone()
+    x[pos] = model.mask_id
+    lp = real_log_probs(model(x[None]).logits, model.real_token_mask)[0]
+    return float(lp[pos, state[pos]].exp())
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("tau2", [0.3, 0.6])
+def test_wino_masks_again_exactly_the_tokens_the_model_no_longer_backs(seed, tau2):
+    model = ExactJointMDM(n=6, v=3, seed=seed, concentration=0.3)
+    x = torch.full((1, 6), model.mask_id)
+    hook = WinoVerify(tau2=tau2, max_checks=6, max_remasks=1)
+    res = decode(model, x, "topk:k=2", DecodeConfig(record_history=True), seed=seed,
+                 hooks=(hook,))
+    prev, counts = x[0], torch.zeros(6, dtype=torch.long)
+    for state in res.history:
+        state = state[0]
+        if (prev == model.mask_id).any():  # a pass on a row still decoding checks its tokens
+            for pos in range(6):
+                if prev[pos] == model.mask_id or counts[pos] >= 1:
+                    continue
+                back = bool(state[pos] == model.mask_id)
+                assert back == (_loo_conf(model, prev, pos) < tau2), pos
+                counts[pos] += back
+        prev = state
+    assert (res.tokens != model.mask_id).all()
+    assert res.stats["remasked"].tolist() == [int(counts.sum())]
+    # each check is one more sequence; the pass itself is one call
+    assert (res.sequences >= res.nfe).all()
+
+
+def test_wino_that_backs_everything_changes_nothing(toy):
+    x = torch.full((3, 5), toy.mask_id)
+    plain = decode(toy, x, "threshold:tau=0.5")
+    checked = decode(toy, x, "threshold:tau=0.5", hooks=(WinoVerify(tau2=1e-12),))
+    assert torch.equal(plain.tokens, checked.tokens)
+    assert torch.equal(plain.steps, checked.steps)
+    assert checked.stats["remasked"].tolist() == [0, 0, 0]
+
+
+def test_remdm_with_eta_zero_changes_nothing(toy):
+    x = torch.full((3, 5), toy.mask_id)
+    plain = decode(toy, x, "topk:k=2", DecodeConfig(temperature=0.7), seed=4)
+    hooked = decode(toy, x, "topk:k=2", DecodeConfig(temperature=0.7), seed=4,
+                    hooks=(ReMDMRemask(eta=0.0),))
+    for key in ("tokens", "nfe", "steps", "reveal_step"):
+        assert torch.equal(getattr(plain, key), getattr(hooked, key)), key
+
+
+def test_remdm_cap_one_sends_every_decoded_token_back_once():
+    model = ExactJointMDM(n=6, v=3, seed=0, concentration=0.3)
+    x = torch.full((1, 6), model.mask_id)
+    res = decode(model, x, "topk:k=2", DecodeConfig(record_history=True),
+                 hooks=(ReMDMRemask(eta=1.0, strategy="cap", max_remasks=1),))
+    # pass 1 reveals 2; pass 2 reveals 2 more and sends pass 1's back
+    first, second = res.history[0][0], res.history[1][0]
+    assert int((first != model.mask_id).sum()) == 2
+    assert (second[first != model.mask_id] == model.mask_id).all()
+    assert int((second != model.mask_id).sum()) == 2
+    assert (res.tokens != model.mask_id).all()
+    assert res.stats["remasked"].tolist() == [int(res.stats["remasked"][0])]
+    assert 1 <= int(res.stats["remasked"][0]) <= 6
+
+
+@pytest.mark.parametrize("strategy", ["cap", "conf"])
+def test_remdm_rows_are_reproducible_alone(toy, strategy):
+    x = torch.full((4, 5), toy.mask_id)
+    hooks = (ReMDMRemask(eta=0.4, strategy=strategy, max_remasks=2),)
+    batch = decode(toy, x, "topk:k=2", seed=10, hooks=hooks)
+    for r in range(4):
+        alone = decode(toy, x[r:r + 1], "topk:k=2", seed=10 + r,
+                       hooks=(ReMDMRemask(eta=0.4, strategy=strategy, max_remasks=2),))
+        assert torch.equal(alone.tokens[0], batch.tokens[r])
+        assert alone.stats["remasked"][0] == batch.stats["remasked"][r]
+    assert (batch.stats["remasked"] <= 2 * 5).all()
+
+
+def test_remdm_window_outside_the_decode_changes_nothing(toy):
+    x = torch.full((2, 5), toy.mask_id)
+    plain = decode(toy, x, "topk:k=2")
+    late = decode(toy, x, "topk:k=2", hooks=(ReMDMRemask(eta=1.0, start=1.0, stop=1.0),))
+    assert torch.equal(plain.tokens, late.tokens) and late.stats["remasked"].sum() == 0
+
+
+def test_bad_hook_settings():
+    with pytest.raises(UnmaskError, match="tau2: must be in"):
+        WinoVerify(tau2=0.0)
+    with pytest.raises(UnmaskError, match="max_checks: must be >= 1"):
+        WinoVerify(max_checks=0)
+    with pytest.raises(UnmaskError, match="eta: must be in"):
+        ReMDMRemask(eta=1.5)
+    with pytest.raises(UnmaskError, match="strategy: expected one of"):
+        ReMDMRemask(strategy="rescale")
+    with pytest.raises(UnmaskError, match="start, stop"):
+        ReMDMRemask(start=0.8, stop=0.2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from dataclasses import dataclass
 
@@ -27,9 +28,8 @@ from unmask.samplers.base import (
     Sampler,
     Selection,
     StepState,
-    make_sampler,
-    parse_param_value,
 )
+from unmask.samplers.spec import parse_spec
 
 #: the remasking names of LLaDA / dLLM codebases -> our samplers
 LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
@@ -63,20 +63,21 @@ class Generation:
 
 
 def parse_sampler(spec: str | Sampler) -> Sampler:
-    """A sampler from ``NAME[:K=V,K=V]`` (LLaDA names such as ``low_confidence`` accepted)."""
+    """A sampler from a spec (:func:`unmask.samplers.spec.parse_spec`; ``+verify[=T]`` allowed,
+    ``+corrector`` not); LLaDA's names such as ``low_confidence`` are accepted for NAME."""
     if isinstance(spec, Sampler):
         return spec
     require(isinstance(spec, str) and spec.strip(), f"sampler: expected a spec such as "
                                                     f"'confidence' or 'eb:gamma=0.1', got "
                                                     f"{spec!r}")
-    name, _, rest = spec.strip().partition(":")
-    require("+" not in spec, f"sampler: {spec!r}: '+' suffixes are not supported by generate")
-    params = {}
-    for item in filter(None, (s.strip() for s in rest.split(","))):
-        require("=" in item, f"sampler: {spec!r}: expected K=V, got {item!r}")
-        k, v = item.split("=", 1)
-        params[k.strip()] = parse_param_value(v.strip())
-    return make_sampler(LLADA_NAMES.get(name.strip(), name.strip()), **params)
+    text = spec.strip()
+    name = re.match(r"[A-Za-z_][A-Za-z0-9_-]*", text)
+    if name and name.group() in LLADA_NAMES:
+        text = LLADA_NAMES[name.group()] + text[name.end():]
+    parsed = parse_spec(text)
+    require(not parsed.corrected, f"sampler: {spec!r}: generate has no corrector; drop "
+                                  "'+corrector'")
+    return parsed.build()
 
 
 class StopAtEOS(Sampler):

@@ -297,3 +297,37 @@ def test_verify_bad_input_one_line_exit_2(args, needle, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err
+
+
+@pytest.mark.parametrize("name", ["quality", "lossless", "fast"])
+def test_a_preset_solves_as_its_spec_does(tiny_model_dir, capsys, name):
+    from unmask.presets import PRESETS
+
+    puzzle = "8..........36......7..9.2...5...7.......457.....1...3...1....68..85...1..9....4.."
+    assert main(["sudoku", "solve", "--model", tiny_model_dir, "--preset", name, "--json",
+                 puzzle]) == 0
+    by_preset = json.loads(capsys.readouterr().out.splitlines()[0])
+    if PRESETS[name].prefixes == "all":  # the plain spec is the same decode
+        assert main(["sudoku", "solve", "--model", tiny_model_dir, "--sampler",
+                     PRESETS[name].spec, "--json", puzzle]) == 0
+        by_spec = json.loads(capsys.readouterr().out.splitlines()[0])
+        assert by_preset["grid"] == by_spec["grid"]
+        assert by_preset["nfe"] == by_spec["nfe"]
+
+
+def test_preset_and_sampler_together_are_refused(tiny_model_dir, capsys):
+    puzzle = "8..........36......7..9.2...5...7.......457.....1...3...1....68..85...1..9....4.."
+    assert main(["sudoku", "solve", "--model", tiny_model_dir, "--preset", "fast",
+                 "--sampler", "confidence", puzzle]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --preset") and err.count("\n") == 1
+
+
+def test_bench_presets_add_their_rows(tiny_model_dir, tmp_path):
+    out = tmp_path / "b.json"
+    assert main(["sudoku", "bench", "--model", tiny_model_dir, "--limit", "2", "--quiet",
+                 "--samplers", "confidence", "--preset", "lossless", "fast", "--json",
+                 str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["label"].split(" preset=")[-1].split()[0] for r in rows[1:]] == ["lossless", "fast"]
+    assert all(r["tokens_per_pass"] >= 1.0 for r in rows)

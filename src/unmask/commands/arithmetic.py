@@ -17,6 +17,7 @@ from unmask.arithmetic.train import (
 from unmask.bench import wide_console
 from unmask.commands.common import (
     JSON_SUFFIXES,
+    add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     add_training_args,
@@ -32,6 +33,7 @@ from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
 from unmask.models.auto import load_model
 from unmask.models.transformer import MDMTransformer
+from unmask.presets import preset_entry
 from unmask.pretrained import describe_source
 from unmask.training import train
 
@@ -72,6 +74,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", default="generate,product,factors",
                    help="comma-separated: generate, product (factors given), factors "
                         "(product given)")
+    add_presets_arg(p)
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
                    help="sampler specs NAME[:K=V,K=V][+verify[=T]]; a bare name or a label of "
                         "the default comparison keeps those rows (default: all of them)")
@@ -109,6 +112,9 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
             named = [e for e in entries if spec in (e.name, e.label)]
             chosen.extend(named or [sampler_entry(spec, "--samplers")])
         entries = [e for k, e in enumerate(chosen) if all(e is not c for c in chosen[:k])]
+    if args.preset:
+        entries = (entries if args.samplers is not None else []) + [
+            preset_entry(name) for name in args.preset]
     with progress_bar(len(tasks) * len(entries), "decoding", enabled=not args.quiet) as update:
         rows = run_bench(model, fmt, entries, tasks, args.prompts, args.temperature, args.seed,
                          progress=update)

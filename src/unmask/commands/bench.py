@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from unmask.bench import add_nfe_vs_sequential, add_paired_vs, pareto_plot, render_table
+from unmask.bench import add_nfe_vs_sequential, add_paired_vs, aup, pareto_plot, render_table
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
     add_device_arg,
+    add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     bench_entries,
@@ -39,6 +40,7 @@ from unmask.sudoku.datasets import set_puzzles
 def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", default="hard",
                    help="hard | medium | a UTF-8 puzzle file (default hard)")
+    add_presets_arg(p)
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
                    help="sampler specs NAME[:K=V,K=V][+verify[=T]][+corrector] (default: the "
                         "full comparison)")
@@ -82,7 +84,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     distinct_outputs(json=json_path, plot=plot_path)
-    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
+    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator, presets=args.preset)
     puzzles = set_puzzles(args.set)[: args.limit]
     model = load_model(args.model, task="sudoku").to(device)
     require_task(model, "sudoku", "--model")
@@ -132,8 +134,13 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
                         *([("held back", "rejected", ".2f")]
                           if any(e.verified for e in entries) else []),
                         ("clash %", "same_pass_clash_pct", ".1f"),
-                        ("wall s", "wall_s", ".1f"), ("puzzles/s", "puzzles_per_s", ".1f")],
+                        ("tok/pass", "tokens_per_pass", ".2f"),
+                        ("wall s", "wall_s", ".1f"), ("s/solved", "wall_per_solved", ".3f")],
                  title)
+    score = aup(rows)
+    if score is not None:
+        print(f"AUP (accuracy-weighted area under solved vs tokens per pass, d3LLM): "
+              f"{score:.1f}")
     rounds = (f"{ref['mean_rounds']:.1f} rounds" if ref["mean_rounds"] is not None else "n/a")
     print(f"physical reference: parallel naked/hidden singles finish "
           f"{100 * ref['singles_share']:.0f}% of these puzzles ({rounds} where they do); "

@@ -19,6 +19,7 @@ from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError, require
 from unmask.generate import generate
 from unmask.models.auto import load_model
+from unmask.presets import PRESETS, preset_sampler
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -32,9 +33,12 @@ def _args(p: argparse.ArgumentParser) -> None:
                    help="semi-autoregressive block; divides --gen-length (default: one block)")
     p.add_argument("--steps", type=positive_int, default=None,
                    help="total steps, split over the blocks (count samplers only)")
-    p.add_argument("--sampler", default="confidence",
-                   help="NAME[:K=V,...] (e.g. eb:gamma=0.1; LLaDA's low_confidence, random, "
-                        "topk_margin, entropy are accepted)")
+    p.add_argument("--sampler", default=None,
+                   help="sampler spec (e.g. eb:gamma=0.1 or eb:gamma=1.0+verify=0.01; LLaDA's "
+                        "low_confidence, random, topk_margin, entropy are accepted; default "
+                        "confidence)")
+    p.add_argument("--preset", default=None, choices=list(PRESETS),
+                   help="a named configuration instead of --sampler")
     p.add_argument("--temperature", type=finite_float(0.0), default=0.0)
     add_seed_arg(p)
     p.add_argument("--batch-size", type=positive_int, default=None, help="prompts per batch (all)")
@@ -82,7 +86,10 @@ def generate_cmd(args: argparse.Namespace) -> int:
     if args.dtype:
         options["dtype"] = args.dtype
     model = load_model(args.model, task="text", **options)
-    results = generate(model, None, prompts, sampler=args.sampler, gen_length=args.gen_length,
+    if args.preset and args.sampler:
+        raise UnmaskError("--preset: give --sampler or --preset, not both")
+    sampler = preset_sampler(args.preset) if args.preset else (args.sampler or "confidence")
+    results = generate(model, None, prompts, sampler=sampler, gen_length=args.gen_length,
                        block_length=args.block_length, steps=args.steps,
                        temperature=args.temperature, seed=args.seed, chat_template=args.chat,
                        stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from unmask.bench import wide_console
 from unmask.commands.common import (
+    add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     add_training_args,
@@ -28,6 +29,7 @@ from unmask.image.data import DEFAULT_LEVELS, image_model_config, levels_of, loa
 from unmask.image.model import DigitsMDM
 from unmask.image.train import SELECT_METRIC, train_image_mdm
 from unmask.io import atomic_write_text
+from unmask.presets import preset_entry
 from unmask.pretrained import describe_source, model_folder
 
 
@@ -93,6 +95,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classifier", default="digit_classifier",
                    help="shipped classifier name or a classifier folder (the metrics' features)")
     p.add_argument("--n", type=int, default=500, help="samples per sampler (classes in turn)")
+    add_presets_arg(p)
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
                    help="sampler specs NAME[:K=V,...][+verify[=T]] (default: every sampler)")
     p.add_argument("--temperatures", default="1.0",
@@ -140,7 +143,9 @@ def bench_image(args: argparse.Namespace) -> int:
     classifier = DigitClassifier.from_pretrained(model_folder(args.classifier,
                                                               "digit_classifier"))
     try:
-        entries = bench_entries(args.samplers, frequencies_of(model))
+        entries = [] if args.preset and args.samplers is None else bench_entries(
+            args.samplers, frequencies_of(model))
+        entries += [preset_entry(name) for name in args.preset]
     except UnmaskError as e:
         raise UnmaskError(f"--samplers: {e}") from None
     total = len(entries) * len(temperatures)

@@ -10,6 +10,7 @@ from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
+    add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     add_training_args,
@@ -116,6 +117,7 @@ def train_protein(args: argparse.Namespace) -> int:
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=positive_int, default=500, help="proteins generated per sampler")
+    add_presets_arg(p)
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
                    help="sampler specs NAME[:K=V,K=V][+verify[=T]] (default: the full "
                         "comparison)")
@@ -153,7 +155,7 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     distinct_outputs(json=json_path, plot=plot_path)
-    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator)
+    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator, presets=args.preset)
     model = load_protein_model(args.model)
     model.autocast_bf16 = bool(args.bf16)
     split = split_from_args(args, model.source)

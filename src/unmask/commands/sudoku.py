@@ -13,11 +13,11 @@ from unmask.commands.common import (
     add_seed_arg,
     add_threads_arg,
     default_of,
+    entry_from_args,
     finite_float,
     positive_int,
     progress_bar,
     require_task,
-    sampler_entry,
 )
 from unmask.commands.registry import arguments, command
 from unmask.corrector import load_corrector
@@ -126,7 +126,7 @@ def solve(args: argparse.Namespace) -> int:
     import numpy as np
 
 
-    entry = sampler_entry(args.sampler)
+    entry = entry_from_args(args)
     if args.corrector and not entry.corrected:
         raise UnmaskError("--corrector: the sampler spec does not end in '+corrector'")
     config = DecodeConfig(temperature=args.temperature)

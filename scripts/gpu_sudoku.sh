@@ -64,7 +64,7 @@ unmask sudoku bench --device "$DEVICE" --model "$RUN/best" --limit "$LIMIT" --qu
     2>&1 | tee "$OUT/bench.log"
 t2=$(stamp)
 
-FP=$("$PY" -c "import sys; from unmask.pretrained import load_model; \
+FP=$("$PY" -c "import sys; from unmask.models.auto import load_model; \
 print(load_model(sys.argv[1]).fingerprint())" "$RUN/best")
 unmask mi label --device "$DEVICE" --model "$RUN/best" --contexts "$CONTEXTS" --eps 1e-3 \
     --out "$OUT/mi/labels-$FP" --batch-size 8192 2>&1 | tee "$OUT/labels.log"

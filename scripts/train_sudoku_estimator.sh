@@ -29,9 +29,9 @@ export PYTHONPATH=$ROOT/src${PYTHONPATH:+:$PYTHONPATH}
 unmask() { "$PY" -m unmask "$@"; }
 stamp() { date +%s; }
 
-FP=$("$PY" -c "import sys; from unmask.pretrained import load_model; \
+FP=$("$PY" -c "import sys; from unmask.models.auto import load_model; \
 print(load_model(sys.argv[1]).fingerprint())" "$MODEL")
-SHIPPED_FP=$("$PY" -c "from unmask.pretrained import load_model; \
+SHIPPED_FP=$("$PY" -c "from unmask.models.auto import load_model; \
 print(load_model().fingerprint())" 2>/dev/null || echo none)
 LABELS=$WORK/labels-$FP
 RUN=$WORK/estimator-$FP

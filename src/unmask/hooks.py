@@ -179,7 +179,30 @@ def _check_count(name: str, value) -> None:
             f"{name}: must be an integer >= 0, got {value!r}")
 
 
-class WinoVerify(Hook):
+class _RevealConfidence(Hook):
+    """Shared state of the re-masking hooks: which positions were given, how often each went
+    back to MASK (``counts``), and the loop's confidence in each token when it was revealed
+    (``revealed_conf``, (B, N) float64; 1 for given tokens)."""
+
+    def prepare(self, model, sampler, tokens):
+        self.mask_id = model.mask_id
+        self.given = tokens != model.mask_id
+        self.counts = torch.zeros(tokens.shape, dtype=torch.long, device=tokens.device)
+        self.revealed_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
+        self.last_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
+        self.last_masked = ~self.given
+
+    def _track(self, rows, state, remask) -> None:
+        """Record the confidence of the tokens the last pass revealed (masked then, decoded
+        now) and this pass's proposals' confidence for the next."""
+        fresh = self.last_masked[rows] & ~state.masked
+        self.revealed_conf[rows] = torch.where(fresh, self.last_conf[rows],
+                                               self.revealed_conf[rows])
+        self.last_conf[rows] = state.x0_prob.double()
+        self.last_masked[rows] = state.masked & ~remask
+
+
+class WinoVerify(_RevealConfidence):
     """WINO's narrow-out step (Wide-In, Narrow-Out, arXiv 2507.18578): every pass, a token
     decoded in an earlier pass is checked by the model with its own position masked, and
     masked again when the model, seeing every other position, no longer backs it:
@@ -209,22 +232,8 @@ class WinoVerify(Hook):
         self.tau2, self.max_checks, self.max_remasks = tau2, max_checks, max_remasks
         self.counts = torch.zeros(0, 0, dtype=torch.long)
 
-    def prepare(self, model, sampler, tokens):
-        self.mask_id = model.mask_id
-        self.given = tokens != model.mask_id
-        self.counts = torch.zeros(tokens.shape, dtype=torch.long, device=tokens.device)
-        # the loop's confidence in each token when it was revealed (1 for given tokens)
-        self.revealed_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
-        self.last_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
-        self.last_masked = ~self.given
-
     def after_write(self, rows, state, remask):
-        # tokens revealed by the last pass: masked then, decoded now
-        fresh = self.last_masked[rows] & ~state.masked
-        self.revealed_conf[rows] = torch.where(fresh, self.last_conf[rows],
-                                               self.revealed_conf[rows])
-        self.last_conf[rows] = state.x0_prob.double()
-        self.last_masked[rows] = state.masked & ~remask
+        self._track(rows, state, remask)
         decoded = (~state.masked & ~self.given[rows] & ~remask
                    & (self.counts[rows] < self.max_remasks))
         k = min(self.max_checks, state.tokens.shape[1])
@@ -256,7 +265,7 @@ REMDM_STREAM = 101
 REMDM_STRATEGIES = ("cap", "conf")
 
 
-class ReMDMRemask(Hook):
+class ReMDMRemask(_RevealConfidence):
     """ReMDM-style remasking (Remasking Discrete Diffusion Models, arXiv 2503.00307).
 
     ReMDM's reverse step lets a decoded token return to MASK: for z_t = x (decoded),
@@ -297,19 +306,8 @@ class ReMDMRemask(Hook):
         self.max_remasks = max_remasks
         self.counts = torch.zeros(0, 0, dtype=torch.long)
 
-    def prepare(self, model, sampler, tokens):
-        self.given = tokens != model.mask_id
-        self.counts = torch.zeros(tokens.shape, dtype=torch.long, device=tokens.device)
-        self.revealed_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
-        self.last_conf = torch.ones(tokens.shape, dtype=torch.float64, device=tokens.device)
-        self.last_masked = ~self.given
-
     def after_write(self, rows, state, remask):
-        fresh = self.last_masked[rows] & ~state.masked
-        self.revealed_conf[rows] = torch.where(fresh, self.last_conf[rows],
-                                               self.revealed_conf[rows])
-        self.last_conf[rows] = state.x0_prob.double()
-        self.last_masked[rows] = state.masked & ~remask
+        self._track(rows, state, remask)
         given = self.given[rows]
         decoded = ~state.masked & ~given & ~remask
         share = decoded.sum(1) / (~given).sum(1).clamp(min=1)

@@ -317,3 +317,21 @@ def scan_order_scores(state: StepState, order: str) -> torch.Tensor:
     """
     check_scan_order(order)
     return -state.entropy if order == "entropy" else state.x0_prob
+
+
+def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, accept) -> torch.Tensor:
+    """(B, N) bool: visit each row's eligible positions in descending ``scores`` (B, N) and take
+    position i when ``accept(i, rows, taken)`` holds ((B,) bool; i (B,) the position visited in
+    each row, taken (B, N) bool so far); the first eligible position is always taken
+    (progress). Vectorised over rows: one step per rank."""
+    b, n = scores.shape
+    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+                          descending=True, stable=True)
+    rows = torch.arange(b, device=scores.device)
+    taken = torch.zeros(b, n, dtype=torch.bool, device=scores.device)
+    n_scan = int(eligible.sum(1).max()) if b else 0
+    for t in range(n_scan):
+        i = order[:, t]
+        ok = eligible[rows, i] & (accept(i, rows, taken) | (t == 0))
+        taken[rows, i] |= ok
+    return taken

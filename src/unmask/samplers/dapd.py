@@ -23,7 +23,7 @@ from typing import ClassVar
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.samplers.base import Sampler, Selection, StepState, register
+from unmask.samplers.base import Sampler, Selection, StepState, greedy_scan, register
 
 
 def greedy_independent_set(adjacency: torch.Tensor, scores: torch.Tensor,
@@ -35,18 +35,8 @@ def greedy_independent_set(adjacency: torch.Tensor, scores: torch.Tensor,
     taken; eligible: (B, N) bool. The highest-scoring eligible position of each row that has one
     is always taken (progress), candidate or not. Vectorised over rows: one step per rank.
     """
-    b, n = scores.shape
-    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
-                          descending=True, stable=True)
-    rows = torch.arange(b, device=scores.device)
-    taken = torch.zeros(b, n, dtype=torch.bool, device=scores.device)
-    n_scan = int(eligible.sum(1).max()) if b else 0
-    for t in range(n_scan):
-        i = order[:, t]
-        ok = candidates[rows, i] | (t == 0)
-        ok &= eligible[rows, i] & ~(adjacency[rows, i] & taken).any(1)
-        taken[rows, i] |= ok
-    return taken
+    return greedy_scan(scores, eligible, lambda i, rows, taken: (
+        candidates[rows, i] & ~(adjacency[rows, i] & taken).any(1)))
 
 
 @register("dapd")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from unmask.errors import require
-from unmask.samplers.base import Sampler, Selection, StepState, register
+from unmask.samplers.base import Sampler, Selection, StepState, greedy_scan, register
 from unmask.samplers.mi_guided import MIGuidedSampler
 
 AGGREGATES = ("max", "sum")
@@ -34,20 +34,14 @@ def dependence_bounded_set(mi: torch.Tensor, scores: torch.Tensor, eligible: tor
     """(B, N) bool: the greedy set, in descending ``scores`` (B, N), of eligible positions
     (B, N) whose dependence ``mi`` (B, N, N) with the positions taken before stays within
     ``bound`` ('max' over them or their 'sum'). The first eligible position is always taken."""
-    b, n = scores.shape
     mi = mi.double()
-    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
-                          descending=True, stable=True)
-    rows = torch.arange(b, device=scores.device)
-    taken = torch.zeros(b, n, dtype=torch.float64, device=scores.device)
-    n_scan = int(eligible.sum(1).max()) if b else 0
-    for t in range(n_scan):
-        i = order[:, t]
+
+    def accept(i, rows, taken):
         with_taken = mi[rows, i] * taken  # (B, N): I_ij for j taken, 0 elsewhere
         load = with_taken.amax(1) if aggregate == "max" else with_taken.sum(1)
-        ok = eligible[rows, i] & ((load <= bound + 1e-12) | (t == 0))
-        taken[rows, i] = torch.where(ok, 1.0, taken[rows, i])
-    return taken.bool()
+        return load <= bound + 1e-12
+
+    return greedy_scan(scores, eligible, accept)
 
 
 @register("demask")

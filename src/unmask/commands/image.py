@@ -19,7 +19,6 @@ from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
 from unmask.image.bench import (
     bench_entries,
-    check_grid_path,
     frequencies_of,
     run_image_bench,
     write_grid,
@@ -136,7 +135,7 @@ def bench_image(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--rounds: must be >= 2, got {args.rounds}")
     temperatures = _temperatures(args.temperatures)
     json_path = output_path(args.json, "--json") if args.json else None
-    grid_path = check_grid_path(args.grid) if args.grid else None
+    grid_path = output_path(args.grid, "--grid", (".png",))
     folder = model_folder(args.model, "image")
     model = DigitsMDM.from_pretrained(folder)
     levels = levels_of(model)

@@ -10,7 +10,7 @@ import torch
 
 from unmask.bench import BenchEntry, timed_decode
 from unmask.decode import DecodeConfig, decode
-from unmask.errors import UnmaskError, require
+from unmask.errors import require
 from unmask.image.classifier import DigitClassifier
 from unmask.image.data import (
     N_CLASSES,
@@ -45,18 +45,6 @@ def bench_entries(specs: list[str] | None, frequencies: torch.Tensor) -> list[Be
         if e.name == "pc" and "frequencies" not in e.params:
             e.params["frequencies"] = frequencies
     return entries
-
-
-def check_grid_path(path: str | Path) -> Path:
-    """``path`` as a PNG file that can be written: UnmaskError naming --grid otherwise."""
-    path = Path(path)
-    if path.suffix.lower() != ".png":
-        raise UnmaskError(f"--grid: {path} must end in .png")
-    if path.is_dir():
-        raise UnmaskError(f"--grid: {path} is a directory")
-    if not path.parent.is_dir():
-        raise UnmaskError(f"--grid: folder {path.parent} does not exist")
-    return path
 
 
 def class_labels(n: int) -> torch.Tensor:

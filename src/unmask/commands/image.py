@@ -11,6 +11,7 @@ from unmask.commands.common import (
     add_seed_arg,
     add_threads_arg,
     add_training_args,
+    bench_entries,
     output_path,
     progress_bar,
     training_setup,
@@ -18,9 +19,10 @@ from unmask.commands.common import (
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
 from unmask.image.bench import (
-    bench_entries,
+    DEFAULT_SPECS,
     frequencies_of,
     run_image_bench,
+    with_frequencies,
     write_grid,
 )
 from unmask.image.classifier import DigitClassifier, train_classifier
@@ -28,7 +30,6 @@ from unmask.image.data import DEFAULT_LEVELS, image_model_config, levels_of, loa
 from unmask.image.model import DigitsMDM
 from unmask.image.train import SELECT_METRIC, train_image_mdm
 from unmask.io import atomic_write_text
-from unmask.presets import preset_entry
 from unmask.pretrained import describe_source, model_folder
 
 
@@ -141,12 +142,8 @@ def bench_image(args: argparse.Namespace) -> int:
     levels = levels_of(model)
     classifier = DigitClassifier.from_pretrained(model_folder(args.classifier,
                                                               "digit_classifier"))
-    try:
-        entries = [] if args.preset and args.samplers is None else bench_entries(
-            args.samplers, frequencies_of(model))
-        entries += [preset_entry(name) for name in args.preset]
-    except UnmaskError as e:
-        raise UnmaskError(f"--samplers: {e}") from None
+    entries = with_frequencies(bench_entries(args.samplers, DEFAULT_SPECS, presets=args.preset),
+                               frequencies_of(model))
     total = len(entries) * len(temperatures)
     with progress_bar(total, "decoding", enabled=not args.quiet) as update:
         rows, real, samples = run_image_bench(model, classifier, entries, args.n, temperatures,

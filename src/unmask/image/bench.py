@@ -37,10 +37,9 @@ DEFAULT_SPECS = [
 ]
 
 
-def bench_entries(specs: list[str] | None, frequencies: torch.Tensor) -> list[BenchEntry]:
-    """Parse ``specs`` (default :data:`DEFAULT_SPECS`); every ``pc`` entry without its own
-    table gets ``frequencies`` (the training pixels' grey-level frequencies)."""
-    entries = [BenchEntry.parse(s) for s in (specs or DEFAULT_SPECS)]
+def with_frequencies(entries: list[BenchEntry], frequencies: torch.Tensor) -> list[BenchEntry]:
+    """``entries`` with ``frequencies`` (the training pixels' grey-level frequencies) given to
+    every ``pc`` entry without its own table."""
     for e in entries:
         if e.name == "pc" and "frequencies" not in e.params:
             e.params["frequencies"] = frequencies

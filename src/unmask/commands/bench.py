@@ -9,15 +9,14 @@ from unmask.bench import add_nfe_vs_sequential, add_paired_vs, aup, pareto_plot,
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
+    add_corrector_args,
     add_device_arg,
     add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     bench_entries,
-    default_of,
+    corrector_from_args,
     distinct_outputs,
-    finite_float,
-    non_negative_int,
     output_path,
     positive_int,
     progress_bar,
@@ -25,10 +24,9 @@ from unmask.commands.common import (
     resolve_device,
 )
 from unmask.commands.registry import arguments, command
-from unmask.corrector import SHIPPED_CORRECTOR, load_corrector
+from unmask.corrector import SHIPPED_CORRECTOR
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
-from unmask.hooks import corrector_hooks
 from unmask.io import atomic_write_text
 from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
 from unmask.models.auto import load_model
@@ -49,20 +47,7 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
                    help="shipped model name or model folder (default: the shipped one)")
     p.add_argument("--estimator", default=None,
                    help="MI estimator folder for mi-guided (default: the shipped one)")
-    p.add_argument("--corrector", default=None,
-                   help="corrector folder for specs ending in '+corrector' (default: the "
-                        "shipped one)")
-    p.add_argument("--remask-threshold", type=finite_float(),
-                   default=default_of(corrector_hooks, "threshold"),
-                   help="with a corrector: remask decoded tokens it finds wrong with a "
-                        "probability above this (default %(default)s)")
-    p.add_argument("--max-remasks", type=non_negative_int,
-                   default=default_of(corrector_hooks, "max_remasks"),
-                   help="with a corrector: times one cell may be remasked (default "
-                        "%(default)s)")
-    p.add_argument("--ban-remasked", action="store_true",
-                   help="with a corrector: a token it sent back is not proposed at that cell "
-                        "again")
+    add_corrector_args(p)
     p.add_argument("--batch-size", type=positive_int, default=1000)
     add_seed_arg(p)
     add_threads_arg(p)
@@ -91,14 +76,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
     config = DecodeConfig(self_condition=not args.no_self_condition)
-    corrector, hooks = None, ()
-    if any(e.corrected for e in entries):
-
-        corrector = load_corrector(args.corrector, model=model)
-        hooks = corrector_hooks(corrector, threshold=args.remask_threshold,
-                                max_remasks=args.max_remasks, ban_remasked=args.ban_remasked)
-    elif args.corrector:
-        raise UnmaskError("--corrector: no sampler spec ends in '+corrector'")
+    corrector, hooks = corrector_from_args(args, model, any(e.corrected for e in entries))
 
     # the estimators the mi-guided rows read, one record per distinct source: each entry's
     # own (--estimator or a spec's estimator=FOLDER; None: the shipped one)

@@ -9,9 +9,11 @@ import time
 from collections.abc import Iterator
 
 from unmask.commands.common import (
+    add_corrector_args,
     add_sampler_arg,
     add_seed_arg,
     add_threads_arg,
+    corrector_from_args,
     default_of,
     entry_from_args,
     finite_float,
@@ -20,7 +22,6 @@ from unmask.commands.common import (
     require_task,
 )
 from unmask.commands.registry import arguments, command
-from unmask.corrector import load_corrector
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError
 from unmask.hooks import corrector_hooks
@@ -46,13 +47,7 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive_int, default=500,
                    help="puzzles per decode call; results are printed batch by batch "
                         "(default %(default)s)")
-    p.add_argument("--corrector", default=None, metavar="PATH",
-                   help="corrector folder for a sampler spec ending in '+corrector' "
-                        "(default: the shipped one)")
-    p.add_argument("--remask-threshold", type=finite_float(),
-                   default=default_of(corrector_hooks, "threshold"),
-                   help="with '+corrector': remask digits it finds wrong with a probability "
-                        "above this (default %(default)s)")
+    add_corrector_args(p)
     add_threads_arg(p)
     p.add_argument("--json", action="store_true",
                    help="one JSON object per puzzle per line, written as each batch finishes")
@@ -127,18 +122,12 @@ def solve(args: argparse.Namespace) -> int:
 
 
     entry = entry_from_args(args)
-    if args.corrector and not entry.corrected:
-        raise UnmaskError("--corrector: the sampler spec does not end in '+corrector'")
     config = DecodeConfig(temperature=args.temperature)
     puzzles = read_puzzle_args(args.puzzles, args.file)
     model = load_model(args.model, task="sudoku")
     require_task(model, "sudoku", "--model")
     model.autocast_bf16 = False
-    hooks = ()
-    if entry.corrected:
-
-        hooks = corrector_hooks(load_corrector(args.corrector, model=model),
-                                threshold=args.remask_threshold)
+    _, hooks = corrector_from_args(args, model, entry.corrected)
     sampler = entry.build()
     out = sys.stdout
     pictures = len(puzzles) <= 10 and not args.json

@@ -133,7 +133,6 @@ TASK_TITLES = {"generate": "unconditional generation", "product": "factors given
 def print_tables(rows: list[dict], source: str) -> None:
     from rich.table import Table
 
-
     for task in dict.fromkeys(r["task"] for r in rows):
         part = [r for r in rows if r["task"] == task]
         base = next((r["ms_per_step"] for r in part if r["sampler"] == "confidence"), None)

@@ -331,7 +331,6 @@ def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
 
     import torch
 
-
     output_folder(args.out, "--out")
     resolve_device(args.device)
     check_resume_args(args)

@@ -77,7 +77,6 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
 
     import torch
 
-
     check_resume_args(args)
     if args.puzzles < 10:
         raise UnmaskError(f"--puzzles: need at least 10, got {args.puzzles}")

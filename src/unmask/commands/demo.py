@@ -49,7 +49,6 @@ def demo(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-
     console = Console()
     try:
         model = load_model("sudoku", task="sudoku")  # a bare name: the shipped asset
@@ -79,7 +78,6 @@ def _toy_demo(console) -> int:
     """Without a shipped model: decode the exact toy MDM, whose true mode is known."""
     import torch
     from rich.table import Table
-
 
     model = ExactJointMDM(n=5, v=3, seed=1, concentration=0.3)
     x = torch.full((1000, 5), model.mask_id)

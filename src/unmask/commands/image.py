@@ -128,8 +128,6 @@ def _temperatures(text: str) -> tuple[float, ...]:
 def bench_image(args: argparse.Namespace) -> int:
     import json
 
-
-
     if args.n < 2:
         raise UnmaskError(f"--n: must be >= 2, got {args.n}")
     if args.rounds < 2:
@@ -162,7 +160,6 @@ def bench_image(args: argparse.Namespace) -> int:
 
 def print_table(rows: list[dict], real: dict, title: str) -> None:
     from rich.table import Table
-
 
     table = Table(title=f"class-conditional digits — {title}")
     table.add_column("sampler", no_wrap=True)

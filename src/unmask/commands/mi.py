@@ -70,7 +70,6 @@ def mi_label(args: argparse.Namespace) -> int:
 
     import torch
 
-
     mask_ratio = parse_ratio_range(args.mask_ratio)
     if args.contexts < 1:
         raise UnmaskError(f"--contexts: must be >= 1, got {args.contexts}")

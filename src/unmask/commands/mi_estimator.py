@@ -128,7 +128,6 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
 
     import torch
 
-
     output_folder(args.out, "--out")
     check_resume_args(args)
     labels, model, task = _load_labels(args.labels, args.model)
@@ -193,7 +192,6 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 def select_contexts(labels, estimator, split: str):
     """(M,) bool contexts to evaluate, and the split used ('held-out' or 'all')."""
     import torch
-
 
     meta = getattr(estimator, "metadata", {})
     trained_on = meta.get("labels", {}).get("identity")

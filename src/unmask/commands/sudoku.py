@@ -76,7 +76,6 @@ def solve_puzzles(model, puzzles, sampler, *, temperature=0.0, seed=0, batch_siz
     default) or verification (:class:`unmask.samplers.verified.Verified`)."""
     import numpy as np
 
-
     cfg = DecodeConfig(temperature=temperature)
     if verify:
         sampler = Verified(sampler, tolerance=verify_tolerance)
@@ -100,7 +99,6 @@ def read_puzzle_args(texts: list[str], file: str | None):
     input); a bad one is named by its argument position or its file and line."""
     import numpy as np
 
-
     items = []
     for k, text in enumerate(texts, start=1):
         try:
@@ -119,7 +117,6 @@ def read_puzzle_args(texts: list[str], file: str | None):
 @arguments(_solve_args)
 def solve(args: argparse.Namespace) -> int:
     import numpy as np
-
 
     entry = entry_from_args(args)
     config = DecodeConfig(temperature=args.temperature)

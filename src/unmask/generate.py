@@ -44,6 +44,8 @@ class Generation:
     token_ids: the gen_length generated ids (EOS included).
     nfe: forward passes that included the row; sequences: sequences evaluated for it.
     tokens_per_forward: gen_length / nfe.
+    cumulative_entropy: nats summed over the revealed positions' marginals (each at the
+        pass that revealed it).
     wall_s: wall time of the batch the prompt ran in.
     """
 
@@ -54,11 +56,13 @@ class Generation:
     sequences: int
     tokens_per_forward: float
     wall_s: float
+    cumulative_entropy: float = 0.0
 
     def to_json(self) -> dict:
         return {"prompt": self.prompt, "text": self.text, "nfe": self.nfe,
                 "sequences": self.sequences,
                 "tokens_per_forward": round(self.tokens_per_forward, 4),
+                "cumulative_entropy": round(self.cumulative_entropy, 4),
                 "wall_s": round(self.wall_s, 4)}
 
 
@@ -224,5 +228,6 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
                 prompt=prompts[lo + r],
                 text=tokenizer.decode(gen[:cut], skip_special_tokens=True),
                 token_ids=gen, nfe=nfe, sequences=int(res.sequences[r]),
-                tokens_per_forward=gen_length / max(nfe, 1), wall_s=wall))
+                tokens_per_forward=gen_length / max(nfe, 1), wall_s=wall,
+                cumulative_entropy=float(res.cumulative_entropy[r])))
     return results

@@ -16,6 +16,7 @@ GROUPS = {
     "corrector": "the corrector that finds wrong decoded tokens",
     "protein": "protein generation: train the MDM, benchmark samplers",
     "arithmetic": "the multiplication task: train the MDM, benchmark samplers",
+    "reasoning": "text reasoning tasks: train the text MDM, benchmark samplers",
     "results": "bench result files: plot, pool",
 }
 

@@ -30,8 +30,9 @@ scheduler (it re-draws rejected positions as random tokens; there is no mask) an
 Columns: tokens/s = batch * gen_length / wall; tokens/forward = batch * gen_length / (sum of
 the rows' forward passes); NFE and sequences are per row, averaged over rows (the pipeline
 runs every row in every pass of a block until the whole batch has filled it, so its per-row
-NFE is its number of calls); wall s is the best of ``--repeats`` runs; vs peer = unmask wall /
-the pipeline's wall at the same batch.
+NFE is its number of calls); wall s is the best of ``--repeats`` runs, timed round-robin (every
+engine once per round, so that load from other processes falls on all alike; the JSON also
+holds the median); vs peer = unmask wall / the pipeline's wall at the same batch.
 """
 
 from __future__ import annotations
@@ -82,37 +83,41 @@ def make_prompts(n: int, length: int, words: list[str], seed: int = 0) -> list[s
     return [" ".join(rng.choice(words) for _ in range(length)) for _ in range(n)]
 
 
-def run_unmask(model, prompts, spec, gen, block, repeats):
-    generate(model, None, prompts[:1], sampler=spec, gen_length=gen, block_length=block,
-             stop_at_eos=False)  # warm-up
-    walls = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+def unmask_job(model, prompts, spec, gen, block):
+    """A callable running unmask once; returns (mean NFE, mean sequences, tokens per row)."""
+    def once():
         out = generate(model, None, prompts, sampler=spec, gen_length=gen, block_length=block,
                        stop_at_eos=False)
-        walls.append(time.perf_counter() - t0)
-    tokens = [o.token_ids for o in out]
-    return (min(walls), statistics.mean(o.nfe for o in out),
-            statistics.mean(o.sequences for o in out), tokens)
+        return (statistics.mean(o.nfe for o in out), statistics.mean(o.sequences for o in out),
+                [o.token_ids for o in out])
+    return once
 
 
-def run_diffusers(pipe, model, ids, gen, block, kwargs, repeats):
+def diffusers_job(pipe, model, ids, gen, block, kwargs):
+    """A callable running the pipeline once; returns (calls, calls, tokens per row)."""
     def once():
-        return pipe(input_ids=ids, gen_length=gen, block_length=block, **kwargs)
+        calls: list[int] = []
+        hook = model.hf.register_forward_hook(lambda *a: calls.append(1))
+        try:
+            out = pipe(input_ids=ids, gen_length=gen, block_length=block, **kwargs)
+        finally:
+            hook.remove()
+        return len(calls), len(calls), out.sequences.tolist()
+    return once
 
-    once()  # warm-up
-    calls: list[int] = []
-    hook = model.hf.register_forward_hook(lambda *a: calls.append(1))
-    walls = []
-    try:
-        for _ in range(repeats):
-            calls.clear()
+
+def time_round_robin(jobs: list, repeats: int) -> list[tuple[float, float, tuple]]:
+    """Run every job once (warm-up), then ``repeats`` rounds of every job in turn, so that a
+    change of load on the machine falls on all of them alike. Returns per job (best wall,
+    median wall, its result)."""
+    results = [job() for job in jobs]
+    walls: list[list[float]] = [[] for _ in jobs]
+    for _ in range(repeats):
+        for i, job in enumerate(jobs):
             t0 = time.perf_counter()
-            out = once()
-            walls.append(time.perf_counter() - t0)
-    finally:
-        hook.remove()
-    return min(walls), len(calls), out.sequences.tolist()
+            job()
+            walls[i].append(time.perf_counter() - t0)
+    return [(min(w), statistics.median(w), r) for w, r in zip(walls, results, strict=True)]
 
 
 def main() -> None:
@@ -162,21 +167,25 @@ def main() -> None:
         prompts = make_prompts(b, blk, tiny_models.WORDS, seed=b)
         ids = torch.tensor([tok(p)["input_ids"] for p in prompts], device=args.device)
         assert ids.shape == (b, blk), "each prompt must be one block of tokens"
+        jobs = [diffusers_job(pipe, model, ids, g, blk, kwargs) for kwargs in settings.values()]
+        jobs += [unmask_job(model, prompts, spec, g, blk) for spec, _ in specs]
+        timed = time_round_robin(jobs, args.repeats)
         peers = {}
-        for name, kwargs in settings.items():
-            wall, calls, seqs = run_diffusers(pipe, model, ids, g, blk, kwargs, args.repeats)
+        for name, (wall, median, (calls, _, seqs)) in zip(settings, timed, strict=False):
             peers[name] = (wall, seqs)
             row = dict(engine="diffusers", sampler=f"LLaDA2Pipeline {name}", batch=b,
                        tokens_per_s=b * g / wall, tokens_per_forward=g / calls, nfe=calls,
-                       sequences=calls, wall_s=wall, vs_peer=1.0, peer=name, same=None)
+                       sequences=calls, wall_s=wall, median_wall_s=median, vs_peer=1.0,
+                       peer=name, same=None)
             rows.append(row)
             _print(row)
-        for spec, peer in specs:
-            wall, nfe, seqs, tokens = run_unmask(model, prompts, spec, g, blk, args.repeats)
+        for (spec, peer), (wall, median, (nfe, seqs, tokens)) in zip(
+                specs, timed[len(settings):], strict=True):
             same = tokens == peers[peer][1] if EXACT.get(spec) == peer else None
             row = dict(engine="unmask", sampler=spec, batch=b, tokens_per_s=b * g / wall,
                        tokens_per_forward=g / nfe, nfe=nfe, sequences=seqs, wall_s=wall,
-                       vs_peer=wall / peers[peer][0], peer=peer, same=same)
+                       median_wall_s=median, vs_peer=wall / peers[peer][0], peer=peer,
+                       same=same)
             rows.append(row)
             _print(row)
     if args.json:

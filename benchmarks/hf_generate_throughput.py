@@ -1,16 +1,46 @@
-"""Throughput of `unmask.generate` per sampler beside diffusers' LLaDA2Pipeline, on a tiny
-random LLaDA-style model written by the test helpers (block-causal, so both see the same
-logits), at batch 1 and 32, in one run.
+"""Throughput of `unmask.generate` per sampler beside diffusers' LLaDA2Pipeline
+(BlockRefinementScheduler), on the same tiny random LLaDA-style model, at the same batch,
+prompt, gen_length and block_length, in one run.
 
-    PYTHONPATH=src:tests/hf python benchmarks/hf_generate_throughput.py [--device cuda]
+    PYTHONPATH=src:tests/hf python benchmarks/hf_generate_throughput.py \\
+        [--batches 1 32] [--repeats 3] [--threads 1] [--device cuda] [--json OUT.json]
 
-Prints tokens per second and tokens per forward pass; the numbers measure the loop's
-overhead on a model whose forward costs little, not a real model's speed.
+The model is the test helpers' LLaDA-style model (code in its folder, trust_remote_code),
+block-causal (a position reads only positions at or before it), because the pipeline runs the
+model on the prefix up to the current block while unmask runs it on the whole row: for such a
+model both see the same logits. Its output layer is scaled by ``--sharpen`` so that its
+predictions are confident enough for adaptive samplers to reveal several positions a pass.
+Prompts are distinct word sequences of exactly one block, so both place the blocks at the same
+positions.
+
+The pipeline has three settings that are unmask rules exactly:
+
+* ``top-1``: ``num_inference_steps = block_length``, ``threshold > 1`` (one most confident
+  position per step; LLaDA's low-confidence remasking) = unmask ``confidence``;
+* ``top-2``: ``num_inference_steps = block_length / 2``, ``threshold > 1`` = ``topk:k=2``;
+* ``threshold``: ``threshold = 0.9``, at least one per step = ``threshold:tau=0.9``.
+
+Each unmask sampler is compared with the pipeline setting that runs its rule, or else with the
+one that reveals as many positions per pass (one: ``top-1``; a number the sampler chooses:
+``threshold``). For the exact pairs, ``same`` says whether the tokens are identical.
+diffusers' ``EntropyBoundScheduler`` does not drive this pipeline: it is a uniform-noise
+scheduler (it re-draws rejected positions as random tokens; there is no mask) and its
+``set_timesteps``/``step`` take none of the pipeline's block arguments.
+
+Columns: tokens/s = batch * gen_length / wall; tokens/forward = batch * gen_length / (sum of
+the rows' forward passes); NFE and sequences are per row, averaged over rows (the pipeline
+runs every row in every pass of a block until the whole batch has filled it, so its per-row
+NFE is its number of calls); wall s is the best of ``--repeats`` runs, timed round-robin (every
+engine once per round, so that load from other processes falls on all alike; the JSON also
+holds the median); vs peer = unmask wall / the pipeline's wall at the same batch.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -18,52 +48,163 @@ from pathlib import Path
 import torch
 
 from unmask.generate import generate
+from unmask.io import atomic_path
 from unmask.models.auto import load_model
+
+#: (spec, peer): {block} is filled in with --block-length
+SPECS = [
+    ("confidence", "top-1"),
+    ("entropy", "top-1"),
+    ("margin", "top-1"),
+    ("topk:k=2", "top-2"),
+    ("threshold:tau=0.9", "threshold"),
+    ("eb:gamma=0.1", "threshold"),
+    ("dus:block={block}", "threshold"),
+    ("info-gain", "top-1"),
+    ("mi-oracle:gamma=0.3", "threshold"),
+    ("eb:gamma=1.0,order=confidence+verify=0.002", "threshold"),
+]
+#: unmask specs that are a pipeline setting exactly
+EXACT = {"confidence": "top-1", "topk:k=2": "top-2", "threshold:tau=0.9": "threshold"}
+
+
+def peer_settings(block: int) -> dict[str, dict]:
+    """The pipeline's keyword arguments per peer name."""
+    common = dict(use_chat_template=False, editing_threshold=None, minimal_topk=1,
+                  eos_early_stop=False, sampling_method="greedy", temperature=0.0,
+                  output_type="seq")
+    return {"top-1": dict(common, num_inference_steps=block, threshold=1.5),
+            "top-2": dict(common, num_inference_steps=max(block // 2, 1), threshold=1.5),
+            "threshold": dict(common, num_inference_steps=block, threshold=0.9)}
+
+
+def make_prompts(n: int, length: int, words: list[str], seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(words) for _ in range(length)) for _ in range(n)]
+
+
+def unmask_job(model, prompts, spec, gen, block):
+    """A callable running unmask once; returns (mean NFE, mean sequences, tokens per row)."""
+    def once():
+        out = generate(model, None, prompts, sampler=spec, gen_length=gen, block_length=block,
+                       stop_at_eos=False)
+        return (statistics.mean(o.nfe for o in out), statistics.mean(o.sequences for o in out),
+                [o.token_ids for o in out])
+    return once
+
+
+def diffusers_job(pipe, model, ids, gen, block, kwargs):
+    """A callable running the pipeline once; returns (calls, calls, tokens per row)."""
+    def once():
+        calls: list[int] = []
+        hook = model.hf.register_forward_hook(lambda *a: calls.append(1))
+        try:
+            out = pipe(input_ids=ids, gen_length=gen, block_length=block, **kwargs)
+        finally:
+            hook.remove()
+        return len(calls), len(calls), out.sequences.tolist()
+    return once
+
+
+def time_round_robin(jobs: list, repeats: int) -> list[tuple[float, float, tuple]]:
+    """Run every job once (warm-up), then ``repeats`` rounds of every job in turn, so that a
+    change of load on the machine falls on all of them alike. Returns per job (best wall,
+    median wall, its result)."""
+    results = [job() for job in jobs]
+    walls: list[list[float]] = [[] for _ in jobs]
+    for _ in range(repeats):
+        for i, job in enumerate(jobs):
+            t0 = time.perf_counter()
+            job()
+            walls[i].append(time.perf_counter() - t0)
+    return [(min(w), statistics.median(w), r) for w, r in zip(walls, results, strict=True)]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--gen-length", type=int, default=32)
     ap.add_argument("--block-length", type=int, default=8)
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--samplers", nargs="+", default=None,
+                    help="unmask specs (default: the built-in list); each is compared with "
+                         "the top-1 pipeline run unless it is in the built-in list")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs each; the best counts")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--sharpen", type=float, default=4.0,
+                    help="scale the model's output layer by this (a random model's predictions "
+                         "are nearly flat; sharper ones let adaptive samplers reveal several "
+                         "positions a pass)")
+    ap.add_argument("--json", default=None, help="write the rows here")
     args = ap.parse_args()
     import diffusers
     import tiny_models
 
-    folder = tiny_models.write_llada(Path(tempfile.mkdtemp()) / "m", causal=True, seed=1)
-    model = load_model(folder, trust_remote_code=True, device=args.device)
-    tok = model.tokenizer
-    prompt = "the cat sat on the mat and the dog"
+    torch.set_num_threads(args.threads)
     g, blk = args.gen_length, args.block_length
-    specs = ["confidence", "threshold:tau=0.9", "eb:gamma=0.1", "margin"]
-    print(f"{'engine':<34} {'batch':>5} {'tokens/s':>10} {'tokens/forward':>15}")
+    folder = tiny_models.write_llada(Path(tempfile.mkdtemp()) / "m", causal=True, seed=1,
+                                     layers=args.layers)
+    model = load_model(folder, trust_remote_code=True, device=args.device)
+    with torch.no_grad():
+        model.hf.head.weight.mul_(args.sharpen)
+        model.hf.head.bias.mul_(args.sharpen)
+    tok = model.tokenizer
+    specs = [(s.format(block=blk), p) for s, p in SPECS]
+    if args.samplers:
+        known = dict(specs)
+        specs = [(s, known.get(s, "top-1")) for s in args.samplers]
+    settings = peer_settings(blk)
+    pipe = diffusers.LLaDA2Pipeline(model=model.hf,
+                                    scheduler=diffusers.BlockRefinementScheduler(),
+                                    tokenizer=tok)
+    pipe.set_progress_bar_config(disable=True)
+    rows = []
+    head = (f"{'sampler':<44} {'batch':>5} {'tokens/s':>9} {'tok/fwd':>8} {'NFE':>6} "
+            f"{'seqs':>7} {'wall s':>8} {'vs peer':>8} {'peer':>10} {'same':>5}")
+    print(head, flush=True)
     for b in args.batches:
-        prompts = [prompt] * b
-        for spec in specs:
-            generate(model, tok, prompts[:1], sampler=spec, gen_length=g, block_length=blk)
-            t0 = time.perf_counter()
-            out = generate(model, tok, prompts, sampler=spec, gen_length=g, block_length=blk,
-                           stop_at_eos=False)
-            wall = time.perf_counter() - t0
-            tpf = sum(o.tokens_per_forward for o in out) / b
-            print(f"{'unmask ' + spec:<34} {b:>5} {b * g / wall:>10.1f} {tpf:>15.2f}")
-        calls = []
-        hook = model.hf.register_forward_hook(lambda *a, c=calls: c.append(1))
-        pipe = diffusers.LLaDA2Pipeline(model=model.hf,
-                                        scheduler=diffusers.BlockRefinementScheduler(),
-                                        tokenizer=tok)
-        pipe.set_progress_bar_config(disable=True)
-        ids = torch.tensor([tok(prompt)["input_ids"]] * b, device=args.device)
-        t0 = time.perf_counter()
-        pipe(input_ids=ids, use_chat_template=False, gen_length=g, block_length=blk,
-             num_inference_steps=blk, threshold=0.9, editing_threshold=None, minimal_topk=1,
-             eos_early_stop=False, sampling_method="greedy", temperature=0.0,
-             output_type="seq")
-        wall = time.perf_counter() - t0
-        hook.remove()
-        print(f"{'diffusers LLaDA2 threshold 0.9':<34} {b:>5} {b * g / wall:>10.1f} "
-              f"{g / len(calls):>15.2f}")
+        prompts = make_prompts(b, blk, tiny_models.WORDS, seed=b)
+        ids = torch.tensor([tok(p)["input_ids"] for p in prompts], device=args.device)
+        assert ids.shape == (b, blk), "each prompt must be one block of tokens"
+        jobs = [diffusers_job(pipe, model, ids, g, blk, kwargs) for kwargs in settings.values()]
+        jobs += [unmask_job(model, prompts, spec, g, blk) for spec, _ in specs]
+        timed = time_round_robin(jobs, args.repeats)
+        peers = {}
+        for name, (wall, median, (calls, _, seqs)) in zip(settings, timed, strict=False):
+            peers[name] = (wall, seqs)
+            row = dict(engine="diffusers", sampler=f"LLaDA2Pipeline {name}", batch=b,
+                       tokens_per_s=b * g / wall, tokens_per_forward=g / calls, nfe=calls,
+                       sequences=calls, wall_s=wall, median_wall_s=median, vs_peer=1.0,
+                       peer=name, same=None)
+            rows.append(row)
+            _print(row)
+        for (spec, peer), (wall, median, (nfe, seqs, tokens)) in zip(
+                specs, timed[len(settings):], strict=True):
+            same = tokens == peers[peer][1] if EXACT.get(spec) == peer else None
+            row = dict(engine="unmask", sampler=spec, batch=b, tokens_per_s=b * g / wall,
+                       tokens_per_forward=g / nfe, nfe=nfe, sequences=seqs, wall_s=wall,
+                       median_wall_s=median, vs_peer=wall / peers[peer][0], peer=peer,
+                       same=same)
+            rows.append(row)
+            _print(row)
+    if args.json:
+        meta = dict(gen_length=g, block_length=blk, batches=args.batches,
+                    repeats=args.repeats, threads=args.threads, layers=args.layers,
+                    sharpen=args.sharpen,
+                    device=args.device, torch=torch.__version__,
+                    diffusers=diffusers.__version__)
+        with atomic_path(args.json) as tmp:
+            tmp.write_text(json.dumps({"settings": meta, "rows": rows}, indent=1) + "\n")
+
+
+def _print(r: dict) -> None:
+    same = "-" if r["same"] is None else ("yes" if r["same"] else "no")
+    name = ("" if r["engine"] == "unmask" else "diffusers ") + r["sampler"].replace(
+        "LLaDA2Pipeline ", "")
+    print(f"{name:<44} {r['batch']:>5} {r['tokens_per_s']:>9.1f} "
+          f"{r['tokens_per_forward']:>8.2f} {r['nfe']:>6.1f} {r['sequences']:>7.1f} "
+          f"{r['wall_s']:>8.3f} {r['vs_peer']:>8.2f} {r['peer']:>10} {same:>5}", flush=True)
 
 
 if __name__ == "__main__":

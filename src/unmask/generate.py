@@ -6,7 +6,8 @@ Prompts of different lengths run in one batch: each is left-padded with the mode
 ``block_length``, so the blocks start where the prompt ends, as in LLaDA's ``generate``.
 ``steps`` is the total over the generation (``steps / number of blocks`` per block), for the
 samplers that reveal a count per step. A row whose last finished block holds only EOS has
-ended: every later block is filled with EOS in one pass.
+ended: every later block is filled with EOS in one pass. ``min_new_tokens`` keeps EOS out of
+the first generated positions (as LLaDA's generate can), so a row cannot end before them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 import torch
 
 from unmask.decode import DecodeConfig, decode
-from unmask.errors import require
+from unmask.errors import UnmaskError, require
+from unmask.hooks import Hook
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.samplers.base import (
@@ -115,6 +117,29 @@ class StopAtEOS(Sampler):
         return Selection(reveal, tokens)
 
 
+class NoEOSBefore(Hook):
+    """Keeps EOS out of positions [start, start + n): there the EOS ids' log-probabilities
+    are -inf and the rest renormalised before the sampler sees them (so the loop's proposal,
+    its confidence and entropy are those of the model with EOS banned). Samplers that run the
+    model on states of their own (lookahead, verified passes) judge those with the model as it
+    is, so they may take more passes there; what they write is still the loop's proposal."""
+
+    def __init__(self, eos_ids: tuple[int, ...], start: int, n: int):
+        self.eos_ids, self.lo, self.hi = tuple(eos_ids), start, start + n
+
+    def prepare(self, model, sampler, tokens):
+        real = model.real_token_mask.to(tokens.device)
+        self.ban = torch.zeros_like(real)
+        self.ban[list(self.eos_ids)] = True
+        if not bool((real & ~self.ban).any()):
+            raise UnmaskError("min_new_tokens: every real token of the model is an EOS id")
+
+    def adjust_log_probs(self, rows, log_probs):
+        part = log_probs[:, self.lo:self.hi].masked_fill(self.ban, -torch.inf)
+        part = part - part.logsumexp(-1, keepdim=True)
+        return torch.cat([log_probs[:, :self.lo], part, log_probs[:, self.hi:]], 1)
+
+
 def _encode(tokenizer, prompt: str, chat_template: bool) -> list[int]:
     if chat_template:
         require(getattr(tokenizer, "chat_template", None),
@@ -162,7 +187,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
              sampler: str | Sampler = "confidence", gen_length: int = 128,
              block_length: int | None = None, steps: int | None = None,
              temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
-             stop_at_eos: bool = True, batch_size: int | None = None) -> list[Generation]:
+             stop_at_eos: bool = True, batch_size: int | None = None,
+             min_new_tokens: int = 0) -> list[Generation]:
     """Generate a continuation of each prompt.
 
     Args:
@@ -181,6 +207,9 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
         chat_template: wrap each prompt as a user message with the tokenizer's chat template.
         stop_at_eos: a block of only EOS ends the row (the rest is EOS, one pass per block).
         batch_size: prompts per batch (default: all at once).
+        min_new_tokens: the first this many generated positions cannot take an EOS id (their
+            EOS log-probabilities are -inf before the sampler sees them), so each text has at
+            least this many tokens; at most gen_length.
     Returns:
         one :class:`Generation` per prompt, in order.
     """
@@ -200,6 +229,10 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             f"block_length: {block} does not divide gen_length {gen_length}")
     require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
             f"batch_size: must be an integer >= 1, got {batch_size!r}")
+    require(isinstance(min_new_tokens, int) and not isinstance(min_new_tokens, bool)
+            and 0 <= min_new_tokens <= gen_length,
+            f"min_new_tokens: must be an integer in [0, gen_length {gen_length}], got "
+            f"{min_new_tokens!r}")
     sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block)
     encoded = [_encode(tokenizer, p, chat_template) for p in prompts]
@@ -218,7 +251,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
         if stop_at_eos and eos and not sampler.evaluates_next_state:
             use = StopAtEOS(sampler, eos[0], block, width)
         t0 = time.perf_counter()
-        res = decode(model, x.to(model.device), use, config, seed=seed + lo)
+        hooks = [NoEOSBefore(eos, width, min_new_tokens)] if eos and min_new_tokens else []
+        res = decode(model, x.to(model.device), use, config, seed=seed + lo, hooks=hooks)
         wall = time.perf_counter() - t0
         for r in range(len(chunk)):
             gen = res.tokens[r, width:].tolist()

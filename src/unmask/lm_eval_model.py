@@ -40,7 +40,7 @@ class UnmaskLM(LM):
         sampler: a spec ``NAME[:K=V;K=V]`` (LLaDA names accepted).
         gen_length: tokens generated per request (the same for every request; a task's
             ``max_gen_toks`` is not read, its ``until`` strings cut the text).
-        block_length, steps, temperature, seed, chat_template: as for
+        block_length, steps, temperature, seed, chat_template, min_new_tokens: as for
             :func:`unmask.generate`.
         batch_size: requests per batch.
         trust_remote_code, dtype, device: as for loading.
@@ -50,7 +50,8 @@ class UnmaskLM(LM):
                  block_length: int | None = None, steps: int | None = None,
                  temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
                  batch_size: int | str = 1, trust_remote_code: bool = False,
-                 dtype: str | None = None, device: str | None = None, **_ignored):
+                 dtype: str | None = None, device: str | None = None,
+                 min_new_tokens: int = 0, **_ignored):
         super().__init__()
         options = {"trust_remote_code": _bool(trust_remote_code)}
         if dtype:
@@ -65,6 +66,7 @@ class UnmaskLM(LM):
         self.temperature = float(temperature)
         self.seed = int(seed)
         self.chat_template = _bool(chat_template)
+        self.min_new_tokens = int(min_new_tokens)
         self.batch_size = 1 if str(batch_size).startswith("auto") else int(batch_size)
         self.nfe: list[int] = []
 
@@ -76,7 +78,8 @@ class UnmaskLM(LM):
             results = generate(self.model, None, contexts, sampler=self.sampler,
                                gen_length=self.gen_length, block_length=self.block_length,
                                steps=self.steps, temperature=self.temperature,
-                               seed=self.seed + lo, chat_template=self.chat_template)
+                               seed=self.seed + lo, chat_template=self.chat_template,
+                               min_new_tokens=self.min_new_tokens)
             for req, res in zip(chunk, results, strict=True):
                 kwargs = req.args[1] if len(req.args) > 1 else {}
                 until = kwargs.get("until") or []

@@ -89,6 +89,66 @@ def test_a_block_of_only_eos_ends_the_row(tmp_path):
     assert full.nfe == 16
 
 
+def _eos_model(path, eos_bias):
+    import tiny_models
+
+    model = load_model(tiny_models.write_llada(path, layers=1), trust_remote_code=True)
+    with torch.no_grad():
+        model.hf.head.bias[2] += eos_bias
+    return model
+
+
+EOS_SPECS = ["confidence", "eb:gamma=0.5", "threshold:tau=0.9", "margin",
+             "eb:gamma=1.0,order=confidence+verify=0.002", "info-gain"]
+
+
+@pytest.mark.parametrize("spec", EOS_SPECS)
+def test_min_new_tokens_keeps_eos_out_of_the_first_positions(tmp_path, spec):
+    model = _eos_model(tmp_path / "eos", 50.0)  # every position predicts EOS
+    prompts = ["the cat", "a dog ran on the mat"]  # padded to 8 slots: generation starts at 8
+    out = generate(model, None, prompts, sampler=spec, gen_length=16, block_length=4,
+                   min_new_tokens=6)
+    for r in out:
+        assert 2 not in r.token_ids[:6] and r.token_ids[6:] == [2] * 10
+        assert len(r.text.split()) == 6
+    (plain,) = generate(model, None, "the cat", sampler=spec, gen_length=16, block_length=4)
+    assert plain.token_ids == [2] * 16 and plain.text == ""
+
+
+@pytest.mark.parametrize("spec", EOS_SPECS[:4])
+def test_min_new_tokens_decodes_as_the_model_without_eos(tmp_path, spec):
+    """Over gen_length = min_new_tokens positions, banning EOS is decoding a model whose EOS
+    logit is -1e9: same tokens, same passes (for samplers that read only the loop's pass;
+    verified and lookahead samplers judge the states they evaluate with the model as is)."""
+    keen = _eos_model(tmp_path / "keen", 3.0)
+    never = _eos_model(tmp_path / "never", -1e9)
+    prompts = ["the cat", "hello world and the big red sun"]
+    got = generate(keen, None, prompts, sampler=spec, gen_length=8, block_length=4,
+                   min_new_tokens=8)
+    want = generate(never, None, prompts, sampler=spec, gen_length=8, block_length=4)
+    assert [g.token_ids for g in got] == [w.token_ids for w in want]
+    assert [g.nfe for g in got] == [w.nfe for w in want]
+    assert all(2 not in g.token_ids for g in got)
+    free = generate(keen, None, prompts, sampler=spec, gen_length=8, block_length=4)
+    assert any(2 in f.token_ids for f in free)  # without the ban the model does emit EOS
+
+
+def test_min_new_tokens_refusals(llada_dir, capsys):
+    model = load_model(llada_dir, trust_remote_code=True)
+    for bad in (9, -1, 2.5, True):
+        with pytest.raises(UnmaskError, match=r"min_new_tokens: must be an integer in "
+                                              r"\[0, gen_length 8\]"):
+            generate(model, None, "a", gen_length=8, min_new_tokens=bad)
+    assert main(["generate", "--model", str(llada_dir), "--trust-remote-code", "--prompt", "a",
+                 "--gen-length", "8", "--min-new-tokens", "9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: min_new_tokens:") and "\n" not in err, err
+    assert main(["generate", "--model", str(llada_dir), "--trust-remote-code", "--prompt",
+                 "the cat", "--gen-length", "8", "--min-new-tokens", "8", "--json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert len(json.loads(line)["text"].split()) == 8
+
+
 def test_bad_generate_arguments(llada_dir):
     model = load_model(llada_dir, trust_remote_code=True)
     with pytest.raises(UnmaskError, match="block_length: 3 does not divide gen_length 8"):

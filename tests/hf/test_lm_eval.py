@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+import torch
 
 lm_eval = pytest.importorskip("lm_eval")
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -36,6 +37,20 @@ def test_generate_until_is_unmask_generate_cut_at_until(llada_dir):
     assert lm.nfe == [w.nfe for w in want]
     with pytest.raises(NotImplementedError, match="likelihood requests are not implemented"):
         lm.loglikelihood(reqs)
+
+
+def test_min_new_tokens_model_arg(llada_dir):
+    lm = make_lm(llada_dir, min_new_tokens="6", sampler="confidence")
+    with torch.no_grad():
+        lm.model.hf.head.bias[2] += 50.0  # every position now predicts EOS
+    reqs = [Instance("generate_until", d, (d["question"], {"until": []}), i)
+            for i, d in enumerate(DOCS)]
+    got = lm.generate_until(reqs)
+    want = generate(lm.model, None, [d["question"] for d in DOCS], gen_length=8,
+                    block_length=4, min_new_tokens=6)
+    assert got == [w.text for w in want] and all(len(t.split()) == 6 for t in got)
+    lm.min_new_tokens = 0
+    assert lm.generate_until(reqs) == ["", "", ""]
 
 
 @pytest.mark.slow

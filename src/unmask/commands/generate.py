@@ -12,6 +12,7 @@ from unmask.commands.common import (
     add_seed_arg,
     add_threads_arg,
     finite_float,
+    non_negative_int,
     positive_int,
     resolve_device,
 )
@@ -45,6 +46,9 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template")
     p.add_argument("--no-eos-stop", action="store_true",
                    help="do not end a row at a block of only EOS")
+    p.add_argument("--min-new-tokens", type=non_negative_int, default=0, metavar="N",
+                   help="the first N generated positions cannot be EOS (at most --gen-length;"
+                        " default 0)")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run modelling code shipped inside the model folder (only from there)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
@@ -92,7 +96,8 @@ def generate_cmd(args: argparse.Namespace) -> int:
     results = generate(model, None, prompts, sampler=sampler, gen_length=args.gen_length,
                        block_length=args.block_length, steps=args.steps,
                        temperature=args.temperature, seed=args.seed, chat_template=args.chat,
-                       stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size)
+                       stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size,
+                       min_new_tokens=args.min_new_tokens)
     for r in results:
         if args.json:
             print(json.dumps(r.to_json()), flush=True)

@@ -214,3 +214,18 @@ def test_bench_cli_bad_input_is_one_line_exit_2(tiny_folder, tmp_path, capsys, a
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_generate_takes_its_default_length_from_the_folders_generation_config(
+        tiny_folder, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_folder, folder)
+    (folder / "generation_config.json").write_text(json.dumps({"max_new_tokens": 6}))
+    assert main(["generate", "--model", str(folder), "--prompt", "1 + 2 =", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["nfe"] == 6 and row["tokens_per_forward"] == 1.0
+    assert main(["generate", "--model", str(folder), "--prompt", "1 + 2 =", "--json",
+                 "--gen-length", "3"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["nfe"] == 3

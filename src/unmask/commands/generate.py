@@ -24,12 +24,16 @@ from unmask.presets import PRESETS, preset_sampler
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="a transformers model folder")
+    p.add_argument("--model", default="text",
+                   help="a transformers model folder, or a shipped name (default: the shipped "
+                        "character-level text MDM, 'text')")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", nargs="+", help="prompt text(s)")
     src.add_argument("--file", help="JSONL of prompts: a JSON string or {\"prompt\": ...} a line"
                                     " ('-' = stdin)")
-    p.add_argument("--gen-length", type=positive_int, default=128, help="tokens to generate (128)")
+    p.add_argument("--gen-length", type=positive_int, default=None,
+                   help="tokens to generate (default: the folder's generation_config.json "
+                        "max_new_tokens, else 128)")
     p.add_argument("--block-length", type=positive_int, default=None,
                    help="semi-autoregressive block; divides --gen-length (default: one block)")
     p.add_argument("--steps", type=positive_int, default=None,
@@ -93,7 +97,8 @@ def generate_cmd(args: argparse.Namespace) -> int:
     if args.preset and args.sampler:
         raise UnmaskError("--preset: give --sampler or --preset, not both")
     sampler = preset_sampler(args.preset) if args.preset else (args.sampler or "confidence")
-    results = generate(model, None, prompts, sampler=sampler, gen_length=args.gen_length,
+    gen_length = args.gen_length or getattr(model, "default_gen_length", None) or 128
+    results = generate(model, None, prompts, sampler=sampler, gen_length=gen_length,
                        block_length=args.block_length, steps=args.steps,
                        temperature=args.temperature, seed=args.seed, chat_template=args.chat,
                        stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size,

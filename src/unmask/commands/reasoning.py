@@ -168,4 +168,5 @@ def plot_pooled(rows: list[dict], path) -> None:
     pooled = [dict(r, label=f"{r['label']} T={r['temperature']:g}") for r in rows
               if r["task"] == POOLED]
     pareto_plot(pooled, path, x="tokens_per_forward", y="accuracy",
+                xlabel="tokens per forward pass", ylabel="accuracy %",
                 title="pooled reasoning tasks")

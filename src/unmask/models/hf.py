@@ -130,6 +130,8 @@ class HFMaskedModel(MaskedModel):
         self.max_length = int(max_length or self._max_length(cfg, tokenizer))
         self.hidden_size = int(getattr(cfg, "hidden_size", 0) or getattr(cfg, "d_model", 0))
         self.hidden_layer = hidden_layer
+        #: generation length the folder's generation_config.json names (None: not given)
+        self.default_gen_length: int | None = None
         self.shift_logits = (getattr(cfg, "model_type", "") in SHIFTED_LOGITS
                              if shift_logits is None else shift_logits)
         fwd = hf_model.forward
@@ -263,4 +265,16 @@ class HFMaskedModel(MaskedModel):
                 tokenizer = None
         model = cls(hf_model.to(device), tokenizer, mask_id=mask_id, hidden_layer=hidden_layer)
         model.source = str(directory)
+        model.default_gen_length = _max_new_tokens(directory)
         return model
+
+
+def _max_new_tokens(directory: Path) -> int | None:
+    """``max_new_tokens`` of the folder's generation_config.json (the generation length its
+    model is meant for), or None."""
+    path = directory / "generation_config.json"
+    if not path.is_file():
+        return None
+    value = read_json_object(path).get("max_new_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 \
+        else None

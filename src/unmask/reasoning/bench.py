@@ -30,20 +30,21 @@ class Solved:
 
 
 def solve(model, task: ReasoningTask, items: list[Item], sampler="confidence", *,
-          temperature: float = 0.0, seed: int = 0, batch_size: int | None = None
-          ) -> list[Solved]:
-    """Decode ``items`` (problems of ``task``) with ``sampler``; item i decodes with seed
-    ``seed + i``. wall_s is each item's share of its batch's wall time."""
-    gens = generate(model, prompts=[it.prompt for it in items], sampler=sampler,
+          temperature: float = 0.0, seed: int = 0, batch_size: int = 32) -> list[Solved]:
+    """Decode ``items`` (problems of ``task``) with ``sampler``, ``batch_size`` prompts at a
+    time in order of prompt length (less padding); the batch of the k-th shortest prompts
+    decodes with seed ``seed + k // batch_size * batch_size``. wall_s is each item's share of
+    its batch's wall time. Results are in the order of ``items``."""
+    order = sorted(range(len(items)), key=lambda i: (len(items[i].prompt), i))
+    gens = generate(model, prompts=[items[i].prompt for i in order], sampler=sampler,
                     gen_length=task.gen_length, temperature=temperature, seed=seed,
                     batch_size=batch_size)
-    size = batch_size or len(items)
-    out = []
-    for i, (it, g) in enumerate(zip(items, gens, strict=True)):
-        rows = min(size, len(items) - (i // size) * size)
+    out: list[Solved | None] = [None] * len(items)
+    for k, (i, g) in enumerate(zip(order, gens, strict=True)):
+        rows = min(batch_size, len(items) - k // batch_size * batch_size)
         text = g.text.strip()
-        out.append(Solved(it, text, task.correct(text, it), g.nfe, g.sequences,
-                          g.cumulative_entropy, g.wall_s / rows))
+        out[i] = Solved(items[i], text, task.correct(text, items[i]), g.nfe, g.sequences,
+                        g.cumulative_entropy, g.wall_s / rows)
     return out
 
 

@@ -60,7 +60,7 @@ class ReasoningData:
     TASKS), mixed by ``weights`` (same order as ``tasks``)."""
 
     tasks: tuple[str, ...] = tuple(TASKS)
-    weights: tuple[float, ...] = (0.25, 0.17, 0.25, 0.25, 0.08)
+    weights: tuple[float, ...] = (0.25, 0.19, 0.27, 0.27, 0.02)
     pool: int = 50_000
     #: share of basic_arithmetic prompts phrased 'What is E?' instead of 'Calculate E.'
     what_is_share: float = 0.5

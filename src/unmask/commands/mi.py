@@ -52,7 +52,7 @@ def _label_args(p: argparse.ArgumentParser) -> None:
                         "no cap); bounds a context's cost by 1 + |M| K at any vocabulary size")
     p.add_argument("--batch-size", type=positive_int, default=4096,
                    help="at most this many sequences per model call (fewer at large "
-                        "vocabularies: a call holds at most 2^25 logits)")
+                        "vocabularies: a call holds at most 2^24 logits)")
     p.add_argument("--text", default=None, metavar="FILE",
                    help="--task text: the UTF-8 corpus contexts are cut from")
     p.add_argument("--length", type=positive_int, default=None, metavar="N",

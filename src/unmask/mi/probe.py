@@ -235,17 +235,21 @@ def _probe_pass(handle: ModelHandle, tokens: torch.Tensor, sup: _Support,
         x[arange, i] = v
         out = handle(x, row_ids[c])
         calls += 1
-        h = entropy_from_log_probs(real_log_probs(out.logits.double(), real_mask))  # (c, N)
+        # entropies of the columns j still masked (in the context, j != i) only: the
+        # (K, V) float64 work shrinks with the share of the context that is masked
+        still = (x == mask_id).nonzero(as_tuple=True)
+        h = torch.zeros(hi - lo, n, dtype=torch.float64, device=device)
+        h[still] = entropy_from_log_probs(real_log_probs(out.logits[still].double(),
+                                                         real_mask))
         del out
-        still_masked = x == mask_id  # columns j: masked in the context, j != i
-        h = torch.where(still_masked, h, 0.0)
         cond.index_add_(0, c * n + i, sup.weight[lo:hi, None] * h)
     return cond.view(b, n, n), calls
 
 
-#: default bound on the logits of one model call (sequences x N x V): 2^25 float32 logits
-#: are 128 MiB, and the float64 probabilities made from them 256 MiB each
-MAX_LOGITS = 1 << 25
+#: default bound on the logits of one model call (sequences x N x V): 2^24 float32 logits
+#: are 64 MiB, the float64 probabilities made from them 128 MiB each (a few live at once);
+#: Sudoku and protein contexts still get 4096 sequences per call
+MAX_LOGITS = 1 << 24
 
 
 def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, eps: float = 0.0,

@@ -3,7 +3,8 @@
 A label set is a folder::
 
     manifest.json                 identity (task, model fingerprint, seed, eps, mask ratio,
-                                  shard size, precision), versions, finished shards + sha256
+                                  shard size, precision; top_k and the task's options when
+                                  set), versions, finished shards + sha256
     shard-00000.safetensors       tensors of contexts [0, S), metadata in the header
     shard-00001.safetensors       contexts [S, 2S), ...
 

@@ -182,3 +182,14 @@ def test_tokens_that_do_not_fit_the_model(toy):
         perturbation_mi(toy, torch.full((2, 6), toy.mask_id))  # longer than the model
     with pytest.raises(UnmaskError, match="tokens"):
         perturbation_mi(toy, torch.full((2, 5), 7))  # outside the vocabulary
+
+
+def test_lean_float64_log_probs_equal_the_shared_helper():
+    from unmask.mi.probe import _log_probs64
+    from unmask.probs import real_log_probs
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 4, 50, generator=g) * 5
+    real = torch.rand(50, generator=g) > 0.2
+    assert torch.equal(_log_probs64(logits, real), real_log_probs(logits.double(), real))
+    assert _log_probs64(logits, real).dtype == torch.float64

@@ -42,7 +42,6 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel
 from unmask.models.handle import ModelHandle
-from unmask.probs import entropy_from_log_probs, real_log_probs
 
 
 @dataclass
@@ -137,6 +136,15 @@ def _probe_rows(masked: torch.Tensor, positions: torch.Tensor | None,
     return probed, row_ids.to(device=device, dtype=torch.long)
 
 
+def _log_probs64(logits: torch.Tensor, real_mask: torch.Tensor) -> torch.Tensor:
+    """(..., V) float64 log-probabilities over the real tokens: the values of
+    :func:`unmask.probs.real_log_probs` on ``logits.double()``, with one float64 copy of
+    ``logits`` alive beside the result instead of two."""
+    z = logits.to(torch.float64, copy=True)  # never the caller's tensor
+    z.masked_fill_(~real_mask, -torch.inf)
+    return torch.log_softmax(z, dim=-1)
+
+
 def chunk_size(batch_size: int, length: int, vocab_size: int, max_logits: int) -> int:
     """Sequences per model call: ``batch_size``, lowered so that one call's logits
     (sequences, ``length``, ``vocab_size``) hold at most ``max_logits`` elements (at least 1
@@ -185,7 +193,7 @@ def _base_pass(handle: ModelHandle, tokens: torch.Tensor, masked: torch.Tensor,
         out = handle(tokens[rows], row_ids[rows])
         calls += 1
         # float64 from here on: the MI is a small difference of sums of entropies
-        p = real_log_probs(out.logits.double(), real_mask).exp_()  # (c, N, V), 0 off real
+        p = _log_probs64(out.logits, real_mask).exp_()  # (c, N, V), 0 off real
         del out
         entropy[rows] = torch.where(masked[rows], torch.special.entr(p).sum(-1), 0.0)
         rule = (p > 0) & (p >= eps)
@@ -239,9 +247,10 @@ def _probe_pass(handle: ModelHandle, tokens: torch.Tensor, sup: _Support,
         # (K, V) float64 work shrinks with the share of the context that is masked
         still = (x == mask_id).nonzero(as_tuple=True)
         h = torch.zeros(hi - lo, n, dtype=torch.float64, device=device)
-        h[still] = entropy_from_log_probs(real_log_probs(out.logits[still].double(),
-                                                         real_mask))
+        p = _log_probs64(out.logits[still], real_mask).exp_()  # (K, V)
         del out
+        h[still] = torch.special.entr(p, out=p).sum(-1)
+        del p
         cond.index_add_(0, c * n + i, sup.weight[lo:hi, None] * h)
     return cond.view(b, n, n), calls
 

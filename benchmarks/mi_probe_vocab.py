@@ -5,9 +5,10 @@ into a temporary folder; ``--init`` sets its initializer range: 1.0 gives peaked
 trained model's are, 0.02 near-uniform ones) and probes contexts of several lengths and mask
 ratios. Per context: sequences evaluated against the naive 1 + |M||V| and the support floor
 1 + sum_i |{v : p_i(v) >= eps}|, the ratio naive / evaluated, sequences per model call, wall time,
-and the peak resident memory above the level before the call (sampled every 2 ms from
-/proc/self/statm), beside what one naive call of ``--batch-size`` sequences would need for its
-logits alone.
+and the peak resident memory of the process during the call and above the level before it
+(sampled every 2 ms from /proc/self/statm, after glibc's malloc_trim returned freed memory),
+beside what one call of ``--batch-size`` sequences (the chunk without the logits bound) would
+need for its float32 logits alone.
 
     PYTHONPATH=src python benchmarks/mi_probe_vocab.py [--vocab 30000] [--eps 1e-3]
 """
@@ -15,6 +16,7 @@ logits alone.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import tempfile
 import threading
@@ -30,6 +32,14 @@ from unmask.models.auto import load_model
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+def trim() -> None:
+    """Return freed heap memory to the system, so RSS before a call is its true base."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * PAGE
@@ -39,6 +49,7 @@ class PeakRSS:
     """Peak resident memory above the level at entry, sampled from a thread."""
 
     def __enter__(self):
+        trim()
         self.base = self.peak = rss()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -115,7 +126,7 @@ def main() -> None:
           f"{args.init}; eps {args.eps:g}, batch_size {args.batch_size}, max_logits "
           f"{args.max_logits:,}; {torch.get_num_threads()} threads\n")
     header = ("| N | ratio | top_k | masked | sequences | naive 1+M V | floor | naive/seq | "
-              "seq/call | calls | wall s | peak MiB | naive call MiB |")
+              "seq/call | calls | wall s | peak RSS MiB | above entry MiB | unbounded call MiB |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     seed = 0
@@ -137,7 +148,8 @@ def main() -> None:
                 naive_call = min(args.batch_size, naive) * n * v * 4  # float32 logits
                 print(f"| {n} | {ratio:g} | {k} | {m} | {res.sequences:,} | {naive:,} | "
                       f"{floor:,} | {naive / res.sequences:,.0f}x | {per_call} | "
-                      f"{res.model_calls} | {wall:.1f} | {mib(mem.above)} | {mib(naive_call)} |",
+                      f"{res.model_calls} | {wall:.1f} | {mib(mem.peak)} | {mib(mem.above)} | "
+                      f"{mib(naive_call)} |",
                       flush=True)
 
 

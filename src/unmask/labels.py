@@ -199,7 +199,6 @@ register_task(ContextTask("protein", _protein_contexts, _check_protein_model,
 # --- text -------------------------------------------------------------------------------------
 
 _TEXT_MASK_KEY = 0x7E47_3A5C
-_CORPORA: dict[tuple[str, str, int], np.ndarray] = {}
 
 
 def text_options(path: str | os.PathLike, length: int) -> dict:
@@ -216,10 +215,11 @@ def text_options(path: str | os.PathLike, length: int) -> dict:
 
 
 def _corpus_ids(model: MaskedModel, path: str, sha256: str) -> np.ndarray:
-    """The corpus at ``path`` as the model's token ids (no special tokens), cached per
-    process; refused if its bytes no longer hash to ``sha256``."""
-    key = (path, sha256, id(model.tokenizer))
-    if key not in _CORPORA:
+    """The corpus at ``path`` as the model's token ids (no special tokens), cached on the
+    model; refused if its bytes no longer hash to ``sha256``."""
+    cache = model.__dict__.setdefault("_text_corpora", {})
+    key = (path, sha256)
+    if key not in cache:
         try:
             data = Path(path).read_bytes()
         except OSError as e:
@@ -229,8 +229,8 @@ def _corpus_ids(model: MaskedModel, path: str, sha256: str) -> np.ndarray:
                 "another --out")
         text = data.decode("utf-8", errors="replace")
         ids = model.tokenizer(text, add_special_tokens=False)["input_ids"]
-        _CORPORA[key] = np.asarray(ids, dtype=np.int64)
-    return _CORPORA[key]
+        cache[key] = np.asarray(ids, dtype=np.int64)
+    return cache[key]
 
 
 def _special_wrap(tokenizer) -> tuple[list[int], list[int]]:

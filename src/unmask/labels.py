@@ -3,7 +3,8 @@
 A label set is a folder::
 
     manifest.json                 identity (task, model fingerprint, seed, eps, mask ratio,
-                                  shard size, precision), versions, finished shards + sha256
+                                  shard size, precision; top_k and the task's options when
+                                  set), versions, finished shards + sha256
     shard-00000.safetensors       tensors of contexts [0, S), metadata in the header
     shard-00001.safetensors       contexts [S, 2S), ...
 
@@ -76,6 +77,9 @@ class ContextTask:
         the task's joint distribution is invariant (None = no known symmetry). A context moved
         by one has the moved MI matrix, which lets an estimator train on more contexts than
         were probed.
+    options: names of the task's own settings (``LabelSpec.options``, e.g. a corpus file).
+        A task with options gets them as keywords, with the model as ``model=``:
+        generate(seed, start, count, mask_ratio, model=..., **options).
     """
 
     name: str
@@ -84,6 +88,22 @@ class ContextTask:
     load_model: Callable[[str | None], MaskedModel]
     description: str = ""
     symmetries: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None
+    options: tuple[str, ...] = ()
+
+    def contexts(self, model: MaskedModel, spec: LabelSpec, start: int,
+                 count: int) -> torch.Tensor:
+        """(count, N) contexts [start, start + count) of ``spec`` for ``model``."""
+        if self.options:
+            return self.generate(spec.seed, start, count, spec.mask_ratio, model=model,
+                                 **dict(spec.options))
+        return self.generate(spec.seed, start, count, spec.mask_ratio)
+
+    def check_options(self, options: dict) -> None:
+        """Raise :class:`UnmaskError` unless ``options`` names exactly this task's options."""
+        if set(options) != set(self.options):
+            need = ", ".join(self.options) or "none"
+            raise UnmaskError(f"options: the {self.name} task takes {need}, got "
+                              f"{', '.join(sorted(options)) or 'none'}")
 
 
 CONTEXT_TASKS: dict[str, ContextTask] = {}
@@ -176,6 +196,105 @@ register_task(ContextTask("protein", _protein_contexts, _check_protein_model,
                           "masked, PAD after the crop"))
 
 
+# --- text -------------------------------------------------------------------------------------
+
+_TEXT_MASK_KEY = 0x7E47_3A5C
+
+
+def text_options(path: str | os.PathLike, length: int) -> dict:
+    """Options of the text task: the corpus file ``path`` (absolute; its sha256 pins the
+    contents) and the context ``length`` N in tokens, special tokens included."""
+    p = Path(path)
+    require(p.is_file(), f"text: {path} is not a file")
+    require(isinstance(length, int) and length >= 2, f"length: must be >= 2, got {length}")
+    try:
+        sha = file_sha256(p)
+    except OSError as e:
+        raise UnmaskError(f"text: cannot read {path} ({e.strerror})") from None
+    return {"text": str(p.resolve()), "text_sha256": sha, "length": int(length)}
+
+
+def _corpus_ids(model: MaskedModel, path: str, sha256: str) -> np.ndarray:
+    """The corpus at ``path`` as the model's token ids (no special tokens), cached on the
+    model; refused if its bytes no longer hash to ``sha256``."""
+    cache = model.__dict__.setdefault("_text_corpora", {})
+    key = (path, sha256)
+    if key not in cache:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise UnmaskError(f"text: cannot read {path} ({e.strerror})") from None
+        require(hashlib.sha256(data).hexdigest() == sha256,
+                f"text: {path} changed since these labels were started (sha256 differs); use "
+                "another --out")
+        text = data.decode("utf-8", errors="replace")
+        ids = model.tokenizer(text, add_special_tokens=False)["input_ids"]
+        cache[key] = np.asarray(ids, dtype=np.int64)
+    return cache[key]
+
+
+def _special_wrap(tokenizer) -> tuple[list[int], list[int]]:
+    """(ids before, ids after) a text's tokens when the tokenizer adds its special tokens
+    ([CLS] and [SEP] for BERT), read off how it wraps its own mask token."""
+    mark = tokenizer.mask_token
+    if mark is None:
+        return [], []
+    inner = tokenizer(mark, add_special_tokens=False)["input_ids"]
+    outer = tokenizer(mark, add_special_tokens=True)["input_ids"]
+    for at in range(len(outer) - len(inner) + 1):
+        if outer[at:at + len(inner)] == inner:
+            return list(outer[:at]), list(outer[at + len(inner):])
+    return [], []
+
+
+def text_contexts(seed: int, start: int, count: int, mask_ratio: tuple[float, float], *,
+                  model: MaskedModel, text: str, text_sha256: str, length: int
+                  ) -> torch.Tensor:
+    """(count, length) token rows of a masked LM: each a window of the corpus ``text``, at a
+    start drawn from a generator keyed by (seed, context), wrapped in the tokenizer's special
+    tokens ([CLS] ... [SEP] for BERT), with round(r * K) of its K real tokens masked (at least
+    1), r uniform in [lo, hi)."""
+    ids = _corpus_ids(model, text, text_sha256)
+    before, after = _special_wrap(model.tokenizer)
+    body = length - len(before) - len(after)
+    require(body >= 1, f"length: {length} leaves no room beside the special tokens")
+    require(length <= model.max_length,
+            f"length: {length} exceeds the model's max_length {model.max_length}")
+    require(len(ids) >= body,
+            f"text: {text} holds {len(ids)} tokens, fewer than the {body} a context needs")
+    real = model.real_token_mask
+    lo, hi = mask_ratio
+    rows = []
+    for k in range(count):  # one small generator per context: contexts independent of shards
+        rng = np.random.default_rng([_TEXT_MASK_KEY, int(seed), start + k])
+        at = int(rng.integers(0, len(ids) - body + 1))
+        row = torch.tensor(before + ids[at:at + body].tolist() + after, dtype=torch.long)
+        ratio = lo + (hi - lo) * rng.random()
+        candidates = np.flatnonzero(real[row].numpy())
+        n_masked = min(len(candidates), max(1, round(ratio * len(candidates))))
+        order = np.argsort(rng.random(len(candidates)), kind="stable")
+        row[torch.from_numpy(candidates[order[:n_masked]])] = model.mask_id
+        rows.append(row)
+    return torch.stack(rows) if rows else torch.zeros(0, length, dtype=torch.long)
+
+
+def _check_text_model(model: MaskedModel) -> None:
+    require(getattr(model, "tokenizer", None) is not None and model.task == "text",
+            "model: the text task needs a Hugging Face masked LM folder with its tokenizer")
+
+
+def _load_text_model(name_or_path: str | None) -> MaskedModel:
+    require(name_or_path is not None, "model: the text task has no shipped model; give "
+                                      "--model DIR (a Hugging Face masked LM folder)")
+    return load_model(name_or_path, task="text")
+
+
+register_task(ContextTask("text", text_contexts, _check_text_model, _load_text_model,
+                          "windows of a text corpus (--text FILE) in the model's tokens, "
+                          "random real tokens masked", options=("text", "text_sha256",
+                                                                  "length")))
+
+
 # --- shards -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -190,6 +309,8 @@ class LabelSpec:
     shard_size: int
     renormalize: bool = True
     precision: str = "fp32"
+    top_k: int | None = None
+    options: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self):
         lo, hi = self.mask_ratio
@@ -199,12 +320,21 @@ class LabelSpec:
         require(self.shard_size >= 1, f"shard_size: must be >= 1, got {self.shard_size}")
         require(self.precision in ("fp32", "bf16"),
                 f"precision: expected fp32 or bf16, got {self.precision!r}")
+        require(self.top_k is None or self.top_k >= 1,
+                f"top_k: must be >= 1, got {self.top_k}")
 
     def identity(self) -> dict:
-        return {"format": FORMAT, "task": self.task, "model_fingerprint": self.model_fingerprint,
-                "seed": self.seed, "eps": self.eps, "mask_ratio": list(self.mask_ratio),
-                "shard_size": self.shard_size, "renormalize": self.renormalize,
-                "precision": self.precision}
+        """The manifest's identity; ``top_k`` and ``options`` only when set, so a folder
+        written without them keeps its identity."""
+        out = {"format": FORMAT, "task": self.task, "model_fingerprint": self.model_fingerprint,
+               "seed": self.seed, "eps": self.eps, "mask_ratio": list(self.mask_ratio),
+               "shard_size": self.shard_size, "renormalize": self.renormalize,
+               "precision": self.precision}
+        if self.top_k is not None:
+            out["top_k"] = self.top_k
+        if self.options:
+            out["options"] = dict(self.options)
+        return out
 
 
 def _prepare_folder(out: Path) -> None:
@@ -288,9 +418,9 @@ def _verified_entry(path: Path, entry: dict | None, identity: dict, start: int,
 def compute_shard(model: MaskedModel, task: ContextTask, spec: LabelSpec, start: int,
                   count: int, batch_size: int) -> dict[str, torch.Tensor]:
     """Tensors of one shard (see the module docstring)."""
-    tokens = task.generate(spec.seed, start, count, spec.mask_ratio)
+    tokens = task.contexts(model, spec, start, count)
     res = perturbation_mi(model, tokens.to(model.device), eps=spec.eps, batch_size=batch_size,
-                          renormalize=spec.renormalize)
+                          renormalize=spec.renormalize, top_k=spec.top_k)
     return {"tokens": tokens.long().cpu().contiguous(),
             "masked": (tokens == model.mask_id).cpu().contiguous(),
             "mi": res.mi.float().cpu().contiguous(),
@@ -330,11 +460,20 @@ def label_shard(model: MaskedModel, job: ShardJob) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-def describe_model(model: MaskedModel, task: str) -> dict:
-    """{"fingerprint", "precision"} of ``model``, after checking it reads ``task``'s tokens."""
-    get_task(task).check(model)
+def describe_model(model: MaskedModel, task: str, options: dict | None = None) -> dict:
+    """{"fingerprint", "precision"} of ``model``, after checking it reads ``task``'s tokens
+    and, for a task with options, that they give it contexts (no context is drawn)."""
+    context_task = get_task(task)
+    context_task.check(model)
+    if context_task.options:
+        context_task.generate(0, 0, 0, (0.0, 1.0), model=model, **(options or {}))
     return {"fingerprint": model.fingerprint(),
             "precision": "bf16" if getattr(model, "autocast_bf16", False) else "fp32"}
+
+
+def _describe(model: MaskedModel, request: tuple[str, dict]) -> dict:
+    """:func:`describe_model` as an engine call: ``request`` = (task, options)."""
+    return describe_model(model, *request)
 
 
 @dataclass(frozen=True)
@@ -370,6 +509,7 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
                  contexts: int, task: str = "sudoku", seed: int = 0, eps: float = 1e-3,
                  mask_ratio: tuple[float, float] = (0.05, 1.0), shard_size: int = 256,
                  batch_size: int = 4096, renormalize: bool = True,
+                 top_k: int | None = None, options: dict | None = None,
                  engine: Engine | None = None,
                  log: Callable[[str], None] | None = None) -> dict:
     """Write (or finish) the label set of ``contexts`` contexts into folder ``out``.
@@ -377,6 +517,11 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
     Args:
         model: the model, or a picklable callable loading it (e.g. :class:`ModelLoader`), which
             each of the engine's workers calls once.
+        top_k: probe at most the top_k most likely tokens per position (None: no cap); with
+            ``eps`` and ``batch_size`` (capped at ``MAX_LOGITS`` logits per model call, see
+            :func:`unmask.mi.perturbation_mi`) it bounds cost and memory at large vocabularies.
+        options: the task's own settings (:attr:`ContextTask.options`; the text task:
+            :func:`text_options`).
         engine: where shards are computed (default: a :class:`unmask.engine.LocalEngine`, in
             this process). Results come back to this process, which writes each shard
             atomically and records its sha256 in the manifest after every shard.
@@ -393,7 +538,10 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
             f"batch_size: must be an integer >= 1, got {batch_size}")
     require(isinstance(shard_size, int) and shard_size >= 1,
             f"shard_size: must be >= 1, got {shard_size}")
-    get_task(task)
+    require(top_k is None or (isinstance(top_k, int) and top_k >= 1),
+            f"top_k: must be None or an integer >= 1, got {top_k}")
+    options = dict(options or {})
+    get_task(task).check_options(options)
     out = Path(out)
     _prepare_folder(out)  # before any worker starts
     engine = engine if engine is not None else LocalEngine()
@@ -402,11 +550,12 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
         setup = lambda: model  # noqa: E731 - in-process: no copy
     try:
         engine.open(setup)
-        info = engine.call(describe_model, task)
+        info = engine.call(_describe, (task, options))
         spec = LabelSpec(task=task, model_fingerprint=info["fingerprint"], seed=int(seed),
                          eps=float(eps), mask_ratio=(float(mask_ratio[0]), float(mask_ratio[1])),
                          shard_size=int(shard_size), renormalize=bool(renormalize),
-                         precision=info["precision"])
+                         precision=info["precision"], top_k=top_k,
+                         options=tuple(sorted(options.items())))
         return _write_shards(engine, spec, out, contexts, batch_size, log)
     finally:
         engine.close()

@@ -142,12 +142,14 @@ def test_nothing_masked_costs_nothing(toy):
 def test_floor_counts_tokens_above_eps(toy):
     x = random_contexts(toy, 6, 8)
     res = perturbation_mi(toy, x, eps=0.2)
-    p = res.log_probs[..., :3].exp()
-    manual = [(1 + int(((p[r] >= 0.2) & res.probed[r, :, None]).sum())) if res.probed[r].any()
-              else 0 for r in range(6)]
-    assert floor_sequences(res, toy.real_token_ids, 0.2).tolist() == manual
+    p = toy.conditionals(x)  # (B, N, 3) the exact marginals the base pass reads
+    admitted = (p >= 0.2) & res.probed[..., None]
+    assert res.support.tolist() == admitted.sum(-1).tolist()
+    manual = [(1 + int(admitted[r].sum())) if res.probed[r].any() else 0 for r in range(6)]
+    assert floor_sequences(res).tolist() == manual
     # each row keeps at least its top token, so the cost is at least the floor
-    assert (res.row_sequences >= floor_sequences(res, toy.real_token_ids, 0.2)).all()
+    assert res.probes.tolist() == torch.where(res.probed, res.support.clamp_min(1), 0).tolist()
+    assert (res.row_sequences >= floor_sequences(res)).all()
 
 
 def test_transformer_properties(tiny_transformer):
@@ -180,3 +182,14 @@ def test_tokens_that_do_not_fit_the_model(toy):
         perturbation_mi(toy, torch.full((2, 6), toy.mask_id))  # longer than the model
     with pytest.raises(UnmaskError, match="tokens"):
         perturbation_mi(toy, torch.full((2, 5), 7))  # outside the vocabulary
+
+
+def test_lean_float64_log_probs_equal_the_shared_helper():
+    from unmask.mi.probe import _log_probs64
+    from unmask.probs import real_log_probs
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 4, 50, generator=g) * 5
+    real = torch.rand(50, generator=g) > 0.2
+    assert torch.equal(_log_probs64(logits, real), real_log_probs(logits.double(), real))
+    assert _log_probs64(logits, real).dtype == torch.float64

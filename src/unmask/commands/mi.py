@@ -16,7 +16,7 @@ from unmask.commands.common import (
 from unmask.commands.registry import arguments, command
 from unmask.engine import ENGINES, LocalEngine, make_engine
 from unmask.errors import UnmaskError
-from unmask.labels import CONTEXT_TASKS, ModelLoader, write_labels
+from unmask.labels import CONTEXT_TASKS, ModelLoader, text_options, write_labels
 
 
 def parse_ratio_range(text: str) -> tuple[float, float]:
@@ -47,8 +47,17 @@ def _label_args(p: argparse.ArgumentParser) -> None:
     # what an estimator resolves, while skipping most probes of confident positions
     p.add_argument("--eps", type=float, default=1e-3,
                    help="skip probes with p_i(v) < EPS (default 1e-3; 0 = exact)")
+    p.add_argument("--top-k", type=positive_int, default=None, metavar="K",
+                   help="probe at most the K most likely tokens per masked position (default: "
+                        "no cap); bounds a context's cost by 1 + |M| K at any vocabulary size")
     p.add_argument("--batch-size", type=positive_int, default=4096,
-                   help="sequences per model call")
+                   help="at most this many sequences per model call (fewer at large "
+                        "vocabularies: a call holds at most 2^24 logits)")
+    p.add_argument("--text", default=None, metavar="FILE",
+                   help="--task text: the UTF-8 corpus contexts are cut from")
+    p.add_argument("--length", type=positive_int, default=None, metavar="N",
+                   help="--task text: context length in tokens, special tokens included "
+                        "(default 64)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
     p.add_argument("--threads", type=threads_int, default=None, metavar="N",
                    help="CPU threads of torch and numba (per worker with --engine ray; "
@@ -79,6 +88,15 @@ def mi_label(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--eps: must be in [0, 1), got {args.eps}")
     if args.batch_size < 1:
         raise UnmaskError(f"--batch-size: must be >= 1, got {args.batch_size}")
+    if args.task == "text":
+        if args.text is None:
+            raise UnmaskError("--text: the text task needs a corpus file (--text FILE)")
+        options = text_options(args.text, 64 if args.length is None else args.length)
+    else:
+        for flag, value in (("--text", args.text), ("--length", args.length)):
+            if value is not None:
+                raise UnmaskError(f"{flag}: applies only to --task text")
+        options = {}
     output_folder(args.out, "--out")
     if args.engine == "local":
         if args.workers not in (None, 1):
@@ -106,7 +124,8 @@ def mi_label(args: argparse.Namespace) -> int:
     manifest = write_labels(model, args.out, contexts=args.contexts, task=args.task,
                             seed=args.seed, eps=args.eps, mask_ratio=mask_ratio,
                             shard_size=args.shard_size, batch_size=args.batch_size,
-                            engine=engine, log=lambda line: print(line, flush=True))
+                            top_k=args.top_k, options=options, engine=engine,
+                            log=lambda line: print(line, flush=True))
     print(f"{manifest['contexts']} contexts in {len(manifest['shards'])} shards at {args.out} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0

@@ -21,6 +21,7 @@ from unmask.mi.estimator import (
     needs_hidden_layers,
 )
 from unmask.mi.label_set import label_resolution
+from unmask.mi.probe import MAX_LOGITS, chunk_size
 from unmask.models.base import MaskedModel
 
 MASK_RATIO_BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -31,7 +32,10 @@ def compute_features(model: MaskedModel, tokens: torch.Tensor, config: Estimator
                      progress: Callable[[int], None] | None = None) -> torch.Tensor:
     """(M, N, F) frozen features (see :func:`estimator_features`) of ``model`` on ``tokens``
     (M, N) for an estimator of ``config``, stored in ``dtype`` (float16 halves the memory;
-    post-norm hidden states and probabilities lose nothing that matters)."""
+    post-norm hidden states and probabilities lose nothing that matters). Batches hold at
+    most ``batch_size`` contexts and, like the probe's calls, at most ``MAX_LOGITS`` logits
+    (N x V each), so a large vocabulary shrinks the batch instead of growing the memory."""
+    batch_size = chunk_size(batch_size, tokens.shape[1], model.vocab_size, MAX_LOGITS)
     return frozen_features(model, tokens, lambda out, x: estimator_features(out, model, config),
                            config.feature_size, output_hidden_layers=config.reads_hidden_layers,
                            batch_size=batch_size, dtype=dtype, progress=progress)

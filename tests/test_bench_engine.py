@@ -161,6 +161,27 @@ def test_paths_for_workers_are_absolute_and_labels_unchanged(tiny, tmp_path, mon
 
 # --- Ray ----------------------------------------------------------------------------------------
 
+def _cli_rows(argv: list[str], out: Path) -> list[dict]:
+    assert main([*argv, "--quiet", "--threads", "1", "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_cli_benches_on_ray_write_the_local_rows(tiny, tmp_path, capsys):
+    """`--engine ray --workers 2` against the local engine, one thread per worker: the JSON
+    files are equal but for wall-clock fields. Before the module's Ray instance is up: each
+    command starts a local one and shuts it down."""
+    sudoku = ["sudoku", "bench", "--model", str(tiny[1]), "--set", "medium", "--limit", "5",
+              "--batch-size", "2", "--seed", "4", "--samplers", *SPECS]
+    arith = ["arithmetic", "bench", "--prompts", "4", "--tasks", "generate,factors",
+             "--samplers", "confidence", "topk:k=2"]
+    for k, argv in enumerate((sudoku, arith)):
+        local = _cli_rows(argv, tmp_path / f"local{k}.json")
+        ray = _cli_rows([*argv, "--engine", "ray", "--workers", "2"], tmp_path / f"ray{k}.json")
+        assert {**ray, "rows": _rows(ray["rows"])} == {**local, "rows": _rows(local["rows"])}
+    capsys.readouterr()
+
+
 @pytest.fixture(scope="module")
 def ray_session():
     """One local Ray instance for the module (engines reuse it and leave it running)."""
@@ -226,23 +247,3 @@ def test_unreachable_ray_address_fails_in_one_line_and_writes_nothing(tiny, tmp_
     assert done.stderr.startswith("error: RAY_ADDRESS: cannot reach 127.0.0.1:1")
     assert done.stderr.count("\n") == 1 and time.monotonic() - t0 < 60
     assert not (tmp_path / "b.json").exists()
-
-
-def _cli_rows(argv: list[str], out: Path) -> list[dict]:
-    assert main([*argv, "--quiet", "--threads", "1", "--json", str(out)]) == 0
-    return json.loads(out.read_text())
-
-
-@pytest.mark.slow
-def test_cli_benches_on_ray_write_the_local_rows(tiny, tmp_path, capsys):
-    """`--engine ray --workers 2` against the local engine, one thread per worker: the JSON
-    files are equal but for wall-clock fields (the command starts its own Ray instance)."""
-    sudoku = ["sudoku", "bench", "--model", str(tiny[1]), "--set", "medium", "--limit", "5",
-              "--batch-size", "2", "--seed", "4", "--samplers", *SPECS]
-    arith = ["arithmetic", "bench", "--prompts", "4", "--tasks", "generate,factors",
-             "--samplers", "confidence", "topk:k=2"]
-    for k, argv in enumerate((sudoku, arith)):
-        local = _cli_rows(argv, tmp_path / f"local{k}.json")
-        ray = _cli_rows([*argv, "--engine", "ray", "--workers", "2"], tmp_path / f"ray{k}.json")
-        assert {**ray, "rows": _rows(ray["rows"])} == {**local, "rows": _rows(local["rows"])}
-    capsys.readouterr()

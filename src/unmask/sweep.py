@@ -179,7 +179,8 @@ def shards_of(runs: Sequence[Run], batch_size: int) -> list[Shard]:
                 f"runs[{k}].tokens: expected a (P, N) tensor")
         entry = _for_workers(run.entry)
         for start in range(0, run.tokens.shape[0], batch_size):
-            shards.append(Shard(k, start, entry, run.tokens[start:start + batch_size],
+            # a copy: a pickled view would carry the whole run's storage to the worker
+            shards.append(Shard(k, start, entry, run.tokens[start:start + batch_size].clone(),
                                 run.config, run.seed))
     return shards
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import torch
 
-from unmask.decode import DecodeConfig, DecodeResult, decode
-from unmask.errors import UnmaskError
+from unmask.decode import DecodeConfig, DecodeResult
 from unmask.hooks import Hook
 from unmask.io import atomic_path
 from unmask.samplers.base import parse_param_value
 from unmask.samplers.spec import CORRECTOR, VERIFY, SamplerSpec, parse_spec, verify_suffix
+from unmask.sweep import Run, sweep
 
 #: a bench entry is a parsed sampler spec (:mod:`unmask.samplers.spec`)
 BenchEntry = SamplerSpec
@@ -34,23 +33,9 @@ def timed_decode(model, tokens: torch.Tensor, entry: SamplerSpec, config: Decode
     Returns:
         (the chunks' results merged, seconds).
     """
-    if entry.corrected and not corrector_hooks:
-        raise UnmaskError(f"{entry.label}: no corrector to decode with")
-    hooks = tuple(corrector_hooks) if entry.corrected else ()
-    sampler = entry.build()
-    parts = []
-    start = time.perf_counter()
-    for i in range(0, tokens.shape[0], batch_size):
-        parts.append(decode(model, tokens[i:i + batch_size], sampler, config, seed=seed + i,
-                            hooks=hooks))
-    wall = time.perf_counter() - start
-    cat = {k: torch.cat([getattr(p, k) for p in parts]) for k in
-           ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step")}
-    keys = dict.fromkeys(k for p in parts for k in p.stats)
-    stats = {k: torch.cat([p.stats[k] if k in p.stats else torch.zeros(len(p.tokens),
-                                                                        dtype=torch.long)
-                           for p in parts]) for k in keys}
-    return DecodeResult(**cat, stats=stats), wall
+    [(result, wall)] = sweep([Run(entry, tokens, config, seed)], model, batch_size=batch_size,
+                             hooks=corrector_hooks)
+    return result, wall
 
 
 def add_rate_metrics(rows: list[dict]) -> None:

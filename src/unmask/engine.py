@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from unmask.errors import UnmaskError, require
@@ -252,6 +253,14 @@ class RayEngine(Engine):
         if self._started:
             ray.shutdown()
             self._started = False
+
+
+def worker_path(value: str | None) -> str | None:
+    """``value`` made absolute if it names an existing path here (workers may run in another
+    folder); anything else (a shipped name, None) unchanged."""
+    if isinstance(value, str) and value and Path(value).exists():
+        return str(Path(value).resolve())
+    return value
 
 
 def make_engine(name: str, workers: int | None = None, *, cpus_per_worker: int = 1,

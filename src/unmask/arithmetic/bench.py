@@ -6,12 +6,13 @@ import torch
 
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.arithmetic.train import TASKS, task_inputs, training_batch
-from unmask.bench import timed_decode
-from unmask.decode import DecodeConfig, decode
+from unmask.decode import DecodeConfig
+from unmask.engine import Engine
 from unmask.errors import require
 from unmask.models.base import MaskedModel
 from unmask.samplers.pc import frequency_table
 from unmask.samplers.spec import SamplerSpec
+from unmask.sweep import ModelRecipe, Run, Warmup, sweep
 
 
 def default_entries(fmt: EquationFormat) -> list[SamplerSpec]:
@@ -45,8 +46,13 @@ def training_frequencies(fmt: EquationFormat, n: int = 20_000) -> torch.Tensor:
 
 def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec],
               tasks: tuple[str, ...] = tuple(TASKS), prompts: int = 500,
-              generate_temperature: float = 1.0, seed: int = 0, progress=None) -> list[dict]:
+              generate_temperature: float = 1.0, seed: int = 0, progress=None,
+              engine: Engine | None = None, recipe: ModelRecipe | None = None) -> list[dict]:
     """Decode ``prompts`` inputs of every task with every entry; one result dict per pair.
+
+    Each (task, entry) pair is one shard, decoded on ``engine`` (default: this process): see
+    :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
+    ``model``.
 
     'generate' samples at ``generate_temperature`` (at 0 every row would be the same);
     the conditional tasks decode at temperature 0. Per pair: accuracy (well formed and the
@@ -57,32 +63,33 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
     require(prompts >= 1, f"prompts: must be >= 1, got {prompts}")
     for task in tasks:
         require(task in TASKS, f"tasks: unknown task {task!r}; choose from {tuple(TASKS)}")
-    # one untimed decode first: the first model call pays one-off set-up costs that would
-    # otherwise be charged to whichever sampler runs first
-    decode(model, task_inputs(fmt, tasks[0], 2, seed=seed), "confidence")
-    rows = []
+    runs = []
     for task in tasks:
         x = task_inputs(fmt, task, prompts, seed=seed)
         cfg = DecodeConfig(temperature=generate_temperature if task == "generate" else 0.0)
-        for entry in entries:
-            # rows draw seeds seed*prompts + r, so runs with different seeds share no row
-            res, wall = timed_decode(model, x, entry, cfg, seed=seed * prompts,
-                                     batch_size=len(x))
-            rows.append({
-                "task": task, "sampler": entry.label, "name": entry.name,
-                "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
-                "verified": entry.verified,
-                "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
-                "temperature": cfg.temperature, "prompts": prompts,
-                "accuracy": float(fmt.correct(res.tokens).float().mean()),
-                "well_formed": float(fmt.well_formed(res.tokens).float().mean()),
-                "nfe": float(res.nfe.double().mean()),
-                "sequences": float(res.sequences.double().mean()),
-                "cumulative_entropy": float(res.cumulative_entropy.mean()),
-                "steps": float(res.steps.double().mean()),
-                "wall_s": wall,
-                "ms_per_step": 1000 * wall / max(1, int(res.steps.max())),
-            })
-            if progress is not None:
-                progress(len(rows))
+        # rows draw seeds seed*prompts + r, so runs with different seeds share no row
+        runs += [Run(entry, x, cfg, seed * prompts) for entry in entries]
+    # one untimed decode first: the first model call pays one-off set-up costs that would
+    # otherwise be charged to whichever sampler runs first
+    warmup = Warmup(task_inputs(fmt, tasks[0], 2, seed=seed), "confidence")
+    results = sweep(runs, model, batch_size=prompts, engine=engine, recipe=recipe,
+                    warmup=warmup, progress=progress)
+    rows = []
+    for i, (run, (res, wall)) in enumerate(zip(runs, results, strict=True)):
+        entry = run.entry
+        rows.append({
+            "task": tasks[i // len(entries)], "sampler": entry.label, "name": entry.name,
+            "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
+            "verified": entry.verified,
+            "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
+            "temperature": run.config.temperature, "prompts": prompts,
+            "accuracy": float(fmt.correct(res.tokens).float().mean()),
+            "well_formed": float(fmt.well_formed(res.tokens).float().mean()),
+            "nfe": float(res.nfe.double().mean()),
+            "sequences": float(res.sequences.double().mean()),
+            "cumulative_entropy": float(res.cumulative_entropy.mean()),
+            "steps": float(res.steps.double().mean()),
+            "wall_s": wall,
+            "ms_per_step": 1000 * wall / max(1, int(res.steps.max())),
+        })
     return rows

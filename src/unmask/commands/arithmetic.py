@@ -17,10 +17,12 @@ from unmask.arithmetic.train import (
 from unmask.bench import wide_console
 from unmask.commands.common import (
     JSON_SUFFIXES,
+    add_engine_args,
     add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     add_training_args,
+    engine_from_args,
     finite_float,
     output_path,
     positive_int,
@@ -35,6 +37,7 @@ from unmask.models.auto import load_model
 from unmask.models.transformer import MDMTransformer
 from unmask.presets import preset_entry
 from unmask.pretrained import describe_source
+from unmask.sweep import ModelRecipe
 from unmask.training import train
 
 
@@ -82,6 +85,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="token temperature of unconditional generation")
     add_seed_arg(p)
     add_threads_arg(p)
+    add_engine_args(p, gpus=False)
     p.add_argument("--json", default=None, metavar="OUT.json",
                    help="also write the results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -91,7 +95,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
          help="benchmark every sampler on multiplication: accuracy, NFE, sequences, entropy")
 @arguments(_bench_args)
 def bench_arithmetic(args: argparse.Namespace) -> int:
-
+    engine, _ = engine_from_args(args)
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     if not tasks:
@@ -117,7 +121,9 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
             preset_entry(name) for name in args.preset]
     with progress_bar(len(tasks) * len(entries), "decoding", enabled=not args.quiet) as update:
         rows = run_bench(model, fmt, entries, tasks, args.prompts, args.temperature, args.seed,
-                         progress=update)
+                         progress=update, engine=engine,
+                         recipe=ModelRecipe(args.model or "arithmetic", task="arithmetic",
+                                            bf16=model.autocast_bf16))
     source = describe_source(model.source)
     print_tables(rows, f"{source}, {fmt.a_digits}x{fmt.b_digits}-digit factors")
     if json_path is not None:

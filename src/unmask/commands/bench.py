@@ -11,17 +11,20 @@ from unmask.commands.common import (
     JSON_SUFFIXES,
     add_corrector_args,
     add_device_arg,
+    add_engine_args,
     add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     bench_entries,
     corrector_from_args,
+    corrector_recipe,
     distinct_outputs,
+    driver_device,
+    engine_from_args,
     output_path,
     positive_int,
     progress_bar,
     require_task,
-    resolve_device,
 )
 from unmask.commands.registry import arguments, command
 from unmask.corrector import SHIPPED_CORRECTOR
@@ -33,6 +36,7 @@ from unmask.models.auto import load_model
 from unmask.pretrained import describe_source
 from unmask.sudoku.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_sudoku, singles_reference
 from unmask.sudoku.datasets import set_puzzles
+from unmask.sweep import ModelRecipe
 
 
 def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
@@ -52,6 +56,7 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
     add_seed_arg(p)
     add_threads_arg(p)
     add_device_arg(p)
+    add_engine_args(p)
     p.add_argument("--no-self-condition", action="store_true",
                    help="(self-conditioning models) give every pass zeros instead of the "
                         "previous pass's beliefs, to measure what they add")
@@ -64,14 +69,13 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
 @command("sudoku", "bench", help="solved %% vs forward passes for every sampler on Sudoku")
 @arguments(_bench_sudoku_args)
 def bench_sudoku_cmd(args: argparse.Namespace) -> int:
-
-    device = resolve_device(args.device)
+    engine, device = engine_from_args(args)
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     distinct_outputs(json=json_path, plot=plot_path)
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator, presets=args.preset)
     puzzles = set_puzzles(args.set)[: args.limit]
-    model = load_model(args.model, task="sudoku").to(device)
+    model = load_model(args.model, task="sudoku").to(driver_device(engine, device))
     require_task(model, "sudoku", "--model")
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
@@ -91,7 +95,10 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
                             batch_size=args.batch_size, config=config, corrector_hooks=hooks,
-                            progress=update)
+                            progress=update, engine=engine,
+                            recipe=ModelRecipe(args.model, task="sudoku", device=device.type,
+                                               bf16=model.autocast_bf16,
+                                               corrector=corrector_recipe(args, corrector)))
     ref = singles_reference(puzzles)
     add_paired_vs(rows, add_nfe_vs_sequential(rows))
     for r in rows:

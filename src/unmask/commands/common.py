@@ -13,6 +13,7 @@ from pathlib import Path
 
 from unmask.bench import BenchEntry
 from unmask.corrector import load_corrector
+from unmask.engine import ENGINES, Engine, LocalEngine, make_engine
 from unmask.errors import UnmaskError
 from unmask.hooks import corrector_hooks
 from unmask.io import (  # noqa: F401  (re-exported for the commands)
@@ -23,6 +24,7 @@ from unmask.io import (  # noqa: F401  (re-exported for the commands)
 )
 from unmask.models.transformer import TransformerConfig
 from unmask.presets import PRESETS, preset_entry
+from unmask.sweep import CorrectorRecipe
 from unmask.training import TrainConfig
 
 # ------------------------------------------------------------------ argument types
@@ -149,6 +151,54 @@ def thread_counts(counts: tuple[int, int | None] | None = None) -> tuple[int, in
         torch.set_num_threads(counts[0])
     started = getattr(numba.np.ufunc.parallel, "_is_initialized", True)
     return torch.get_num_threads(), (numba.get_num_threads() if started else None)
+
+
+# ------------------------------------------------------------------ engines
+
+
+def add_engine_args(p: argparse.ArgumentParser, *, gpus: bool = True) -> None:
+    """``--engine`` and ``--workers`` (:mod:`unmask.engine`); ``gpus``: the command has
+    ``--device``, and a Ray worker on cuda reserves one GPU."""
+    p.add_argument("--engine", default="local", choices=ENGINES,
+                   help="local: this process (default); ray: Ray actors, one model each, on "
+                        "the cluster at RAY_ADDRESS or a local one (pip install 'unmask[ray]')")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="Ray workers (default 1), each reserving --threads CPUs"
+                        + (" and, with --device cuda, one GPU" if gpus else ""))
+
+
+def engine_from_args(args: argparse.Namespace):
+    """(the engine ``--engine`` and ``--workers`` name, the torch device its workers run the
+    model on). The local engine's device is ``--device`` (cpu without the flag), checked
+    here; a Ray worker's is cpu or cuda, checked where it runs (each gets its own GPU).
+    Refused in one line: ``--workers`` above 1 on the local engine, Ray not installed, a
+    device with an index under Ray."""
+    import torch
+
+    name = getattr(args, "device", "cpu")
+    if args.engine == "local":
+        if args.workers not in (None, 1):
+            raise UnmaskError(f"--workers: the local engine runs 1 worker, got {args.workers}; "
+                              "add --engine ray")
+        return LocalEngine(), resolve_device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise UnmaskError(f"--device: {name!r} is not a torch device") from None
+    if device.type not in ("cpu", "cuda") or device.index is not None:
+        raise UnmaskError(f"--device: with --engine ray give cpu or cuda (each worker gets "
+                          f"its own GPU), got {name!r}")
+    engine = make_engine("ray", args.workers, cpus_per_worker=args.threads or 1,
+                         gpus_per_worker=1 if device.type == "cuda" else 0)
+    return engine, device
+
+
+def driver_device(engine: Engine, device):
+    """Where the command's own copy of the model goes: ``device`` on the local engine; the
+    CPU beside remote workers (the driver reads the model's metadata, the workers decode)."""
+    import torch
+
+    return device if isinstance(engine, LocalEngine) else torch.device("cpu")
 
 
 # ------------------------------------------------------------------ samplers
@@ -428,6 +478,15 @@ def add_corrector_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ban-remasked", action="store_true",
                    help="with a corrector: a token it sent back is not proposed at that cell "
                         "again")
+
+
+def corrector_recipe(args: argparse.Namespace, corrector) -> CorrectorRecipe | None:
+    """How a worker rebuilds the corrector of :func:`corrector_from_args` (None without
+    one)."""
+    if corrector is None:
+        return None
+    return CorrectorRecipe(args.corrector, threshold=args.remask_threshold,
+                           max_remasks=args.max_remasks, ban_remasked=args.ban_remasked)
 
 
 def corrector_from_args(args: argparse.Namespace, model, corrected: bool):

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from unmask.commands.common import (
     add_device_arg,
+    add_engine_args,
     add_seed_arg,
+    engine_from_args,
     output_folder,
     positive_int,
-    resolve_device,
     threads_int,
 )
 from unmask.commands.registry import arguments, command
-from unmask.engine import ENGINES, LocalEngine, make_engine
+from unmask.engine import worker_path
 from unmask.errors import UnmaskError
 from unmask.labels import CONTEXT_TASKS, ModelLoader, text_options, write_labels
 
@@ -62,12 +62,7 @@ def _label_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=threads_int, default=None, metavar="N",
                    help="CPU threads of torch and numba (per worker with --engine ray; "
                         "default: torch's default, which follows OMP_NUM_THREADS)")
-    p.add_argument("--engine", default="local", choices=ENGINES,
-                   help="local: this process (default); ray: Ray actors, one model each, on "
-                        "the cluster at RAY_ADDRESS or a local one (pip install 'unmask[ray]')")
-    p.add_argument("--workers", type=positive_int, default=None,
-                   help="Ray workers (default 1), each reserving --threads CPUs and, with "
-                        "--device cuda, one GPU")
+    add_engine_args(p)
     add_device_arg(p)
 
 
@@ -77,7 +72,6 @@ def mi_label(args: argparse.Namespace) -> int:
     import math
     import time
 
-    import torch
 
     mask_ratio = parse_ratio_range(args.mask_ratio)
     if args.contexts < 1:
@@ -98,28 +92,10 @@ def mi_label(args: argparse.Namespace) -> int:
                 raise UnmaskError(f"{flag}: applies only to --task text")
         options = {}
     output_folder(args.out, "--out")
-    if args.engine == "local":
-        if args.workers not in (None, 1):
-            raise UnmaskError(f"--workers: the local engine runs 1 worker, got {args.workers}; "
-                              "add --engine ray")
-        device = resolve_device(args.device)
-        model = ModelLoader(args.task, args.model, str(device), bool(args.bf16))
-        engine = LocalEngine()
-    else:
-        # the device is the workers': check its kind here, its presence where it runs
-        try:
-            device = torch.device(args.device)
-        except (RuntimeError, ValueError):
-            raise UnmaskError(f"--device: {args.device!r} is not a torch device") from None
-        if device.type not in ("cpu", "cuda") or device.index is not None:
-            raise UnmaskError(f"--device: with --engine ray give cpu or cuda (each worker gets "
-                              f"its own GPU), got {args.device!r}")
-        model_arg = args.model
-        if model_arg is not None and Path(model_arg).exists():
-            model_arg = str(Path(model_arg).resolve())  # workers may run in another folder
-        model = ModelLoader(args.task, model_arg, device.type, bool(args.bf16))
-        engine = make_engine("ray", args.workers, cpus_per_worker=args.threads or 1,
-                             gpus_per_worker=1 if device.type == "cuda" else 0)
+    engine, device = engine_from_args(args)
+    # a Ray worker may run in another folder: it reads the model at its absolute path
+    model_arg = args.model if args.engine == "local" else worker_path(args.model)
+    model = ModelLoader(args.task, model_arg, str(device), bool(args.bf16))
     t0 = time.perf_counter()
     manifest = write_labels(model, args.out, contexts=args.contexts, task=args.task,
                             seed=args.seed, eps=args.eps, mask_ratio=mask_ratio,

@@ -10,12 +10,14 @@ from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
+    add_engine_args,
     add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     add_training_args,
     bench_entries,
     distinct_outputs,
+    engine_from_args,
     finite_float,
     output_path,
     positive_int,
@@ -31,6 +33,7 @@ from unmask.pretrained import describe_source
 from unmask.protein.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_protein
 from unmask.protein.data import load_split, training_batch
 from unmask.protein.model import ProteinMDM, heldout_eval_set, masked_loss, protein_model_config
+from unmask.sweep import ModelRecipe
 from unmask.training import train
 
 
@@ -136,6 +139,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     add_seed_arg(p)
     add_threads_arg(p)
     p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
+    add_engine_args(p, gpus=False)
     p.add_argument("--no-natural", action="store_true",
                    help="leave out the natural-crop reference rows")
     p.add_argument("--json", default=None, metavar="OUT.json", help="write results as JSON")
@@ -148,7 +152,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
          help="composition JSD vs forward passes for every sampler on protein generation")
 @arguments(_bench_args)
 def bench_protein_cmd(args: argparse.Namespace) -> int:
-
+    engine, _ = engine_from_args(args)
     if args.min_length > args.max_length:
         raise UnmaskError(f"--min-length, --max-length: lengths from {args.min_length} to "
                           f"{args.max_length} is an empty range")
@@ -163,7 +167,8 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
         rows, lengths = bench_protein(
             model, split, entries, n=args.n, seed=args.seed, temperature=args.temperature,
             min_length=args.min_length, max_length=args.max_length,
-            batch_size=args.batch_size, natural=not args.no_natural, progress=update)
+            batch_size=args.batch_size, natural=not args.no_natural, progress=update,
+            engine=engine, recipe=ModelRecipe(args.model, task="protein", bf16=args.bf16))
     add_nfe_vs_sequential(rows)
     for r in rows:
         r["low_complexity_pct"] = 100 * r["low_complexity"]

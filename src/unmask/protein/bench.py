@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from unmask.bench import timed_decode
-from unmask.decode import DecodeConfig, decode
+from unmask.decode import DecodeConfig
+from unmask.engine import Engine
 from unmask.errors import require
 from unmask.protein.data import ProteinSplit, background_composition
 from unmask.protein.metrics import generation_metrics
@@ -18,6 +18,7 @@ from unmask.protein.tokens import (
     random_lengths,
 )
 from unmask.samplers.spec import SamplerSpec
+from unmask.sweep import ModelRecipe, Run, Warmup, sweep
 
 #: the published reference (ESM-C, 500 proteins of length 50-100 against 500 UniRef50
 #: references): (label, mean NFE, JSD)
@@ -38,8 +39,14 @@ DEFAULT_SPECS = [
 def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: int = 500,
                   seed: int = 0, temperature: float = 1.0, min_length: int = MIN_GEN_LENGTH,
                   max_length: int = MAX_GEN_LENGTH, batch_size: int = 500,
-                  natural: bool = True, progress=None) -> tuple[list[dict], torch.Tensor]:
+                  natural: bool = True, progress=None, engine: Engine | None = None,
+                  recipe: ModelRecipe | None = None) -> tuple[list[dict], torch.Tensor]:
     """Generate ``n`` proteins with each entry; (one result dict per entry, lengths (n,)).
+
+    The sweep is cut into shards of ``batch_size`` proteins per entry, decoded on ``engine``
+    (default: this process; protein r decodes with seed ``seed * n + r`` whatever the shard):
+    see :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
+    ``model``. ``wall_s`` sums the shards' decode seconds.
 
     Every entry decodes the same lengths (uniform in [min_length, max_length], from ``seed``)
     at ``temperature`` (0 would give one protein per length). Keys: label, name, params,
@@ -66,11 +73,13 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
                          "sequences": None, "cumulative_entropy": None, "wall_s": None,
                          "proteins_per_s": None,
                          **generation_metrics(tokens, split.heldout, background)})
-    # one untimed decode first, so one-off set-up costs are not charged to the first sampler
-    decode(model, x[:2], "topk", DecodeConfig(temperature=temperature))
     cfg = DecodeConfig(temperature=temperature)
-    for entry in entries:
-        res, wall = timed_decode(model, x, entry, cfg, seed=seed * n, batch_size=batch_size)
+    # one untimed decode first, so one-off set-up costs are not charged to the first sampler
+    results = sweep([Run(entry, x, cfg, seed * n) for entry in entries], model,
+                    batch_size=batch_size, engine=engine, recipe=recipe,
+                    warmup=Warmup(x[:2], "topk", cfg),
+                    progress=progress)
+    for entry, (res, wall) in zip(entries, results, strict=True):
         rows.append({"label": entry.label, "name": entry.name,
                      "params": {k: v for k, v in entry.params.items()
                                 if isinstance(v, (int, float, str, bool))},
@@ -79,6 +88,4 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
                      "cumulative_entropy": float(res.cumulative_entropy.mean()),
                      "wall_s": wall, "proteins_per_s": n / wall,
                      **generation_metrics(res.tokens, split.heldout, background)})
-        if progress is not None:
-            progress(len(rows) - 2 * natural)
     return rows, torch.as_tensor(lengths)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from unmask.bench import add_rate_metrics, timed_decode
-from unmask.decode import DecodeConfig, decode
+from unmask.bench import add_rate_metrics
+from unmask.decode import DecodeConfig
+from unmask.engine import Engine
 from unmask.mi.maps import peer_mask
 from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku.engine import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
+from unmask.sweep import ModelRecipe, Run, Warmup, sweep
 
 #: the published reference of arXiv 2605.20187 (same protocol: 1,000 hard puzzles, one MDM):
 #: (label, NFE, solved %)
@@ -37,10 +39,16 @@ DEFAULT_SPECS = [
 
 def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: int = 0,
                  batch_size: int = 1000, config: DecodeConfig | None = None,
-                 corrector_hooks=(), progress=None) -> list[dict]:
+                 corrector_hooks=(), progress=None, engine: Engine | None = None,
+                 recipe: ModelRecipe | None = None) -> list[dict]:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
     entries marked ``corrected`` with ``corrector_hooks``: :func:`unmask.hooks.corrector_hooks`);
     one result dict per entry.
+
+    The sweep is cut into shards of ``batch_size`` puzzles per entry, decoded on ``engine``
+    (default: this process; puzzle p decodes with seed ``seed + p`` whatever the shard): see
+    :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
+    ``model`` and the corrector.
 
     Keys: label, name, corrected (decoded with the corrector), verified (every pass's set
     verified), params, solved (share),
@@ -48,20 +56,19 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
     passes: equal to nfe except for samplers that call the model beyond the loop's pass, such
     as lookahead and the probing oracle), sequences (mean sequences evaluated),
     cumulative_entropy (mean nats), remasked (mean tokens the corrector sent back), rejected
-    (mean positions verification held back), wall_s,
+    (mean positions verification held back), wall_s (decode seconds, summed over shards),
     puzzles_per_s, n_items, revealed (mean tokens decoded per puzzle), and
     :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token,
     wall_per_solved.
     """
 
     x = grid_to_tokens(puzzles)
+    runs = [Run(entry, x, config or DecodeConfig(), seed) for entry in entries]
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
-    decode(model, x[:2], "topk")
+    results = sweep(runs, model, batch_size=batch_size, hooks=corrector_hooks, engine=engine,
+                    recipe=recipe, warmup=Warmup(x[:2]), progress=progress)
     rows: list[dict] = []
-    for entry in entries:
-        res, wall = timed_decode(model, x, entry, config or DecodeConfig(),
-                                 seed=seed, batch_size=batch_size,
-                                 corrector_hooks=corrector_hooks)
+    for entry, (res, wall) in zip(entries, results, strict=True):
         solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
         rows.append({"label": entry.label, "name": entry.name, "corrected": entry.corrected,
                      "verified": entry.verified,
@@ -81,8 +88,6 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
                      "wall_s": wall, "puzzles_per_s": len(puzzles) / wall,
                      "n_items": len(puzzles),
                      "revealed": float((x == model.mask_id).sum(1).double().mean())})
-        if progress is not None:
-            progress(len(rows))
     add_rate_metrics(rows)
     return rows
 

@@ -1,0 +1,252 @@
+"""Bench sweeps on an engine: every sampler over every item, split into shards.
+
+A sweep is a list of :class:`Run` s (one sampler entry over items (P, N) with decode settings
+and a seed). Each run is cut into shards of ``batch_size`` consecutive items, the same shards
+whatever the engine; a shard is one :func:`~unmask.decode.decode` call on the worker that holds
+the model (:mod:`unmask.engine`: this process, or Ray actors that each load the model once by
+name or path). Item r of a run always decodes with seed ``run.seed + r``, whichever shard holds
+it, and the shards' results come back merged per run, in item order.
+
+With the local engine a sweep performs, call for call, the decodes of one loop over runs and
+chunks; on Ray each worker computes the same shards with the same batches, so the results are
+the same except for wall-clock times (given the same library versions and device type, as for
+``unmask mi label``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from unmask.corrector import load_corrector
+from unmask.decode import DecodeConfig, DecodeResult, decode
+from unmask.engine import Engine, LocalEngine, worker_path
+from unmask.errors import UnmaskError, require
+from unmask.hooks import Hook, corrector_hooks
+from unmask.models.auto import load_model
+from unmask.models.base import MaskedModel
+from unmask.samplers.spec import SamplerSpec
+
+#: sampler parameters naming a folder the sampler reads (made absolute for the workers)
+PATH_PARAMS = ("estimator",)
+
+
+@dataclass
+class Run:
+    """One sampler entry over items: ``tokens`` (P, N) long, MASK where to decode; item r
+    decodes with seed ``seed + r``."""
+
+    entry: SamplerSpec
+    tokens: torch.Tensor
+    config: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A sweep's unit of work: items ``start`` to ``start + len(tokens)`` of run ``run``."""
+
+    run: int
+    start: int
+    entry: SamplerSpec
+    tokens: torch.Tensor
+    config: DecodeConfig
+    seed: int
+
+
+@dataclass(frozen=True)
+class CorrectorRecipe:
+    """How a worker loads the corrector and builds its hooks
+    (:func:`unmask.hooks.corrector_hooks`); ``source`` None: the shipped corrector."""
+
+    source: str | None = None
+    threshold: float = 0.3
+    max_remasks: int = 2
+    ban_remasked: bool = False
+
+    def hooks(self, model: MaskedModel) -> tuple[Hook, ...]:
+        return corrector_hooks(load_corrector(self.source, model=model),
+                               threshold=self.threshold, max_remasks=self.max_remasks,
+                               ban_remasked=self.ban_remasked)
+
+
+@dataclass(frozen=True)
+class ModelRecipe:
+    """How a worker loads a bench's model: picklable, by shipped name or by a path that every
+    worker reads (a relative path is made absolute where the recipe is made).
+
+    Args:
+        name_or_path: shipped name or folder (None: ``task``'s shipped model).
+        task: passed to :func:`unmask.models.auto.load_model` (refuses another task's model).
+        device: cpu or cuda (under Ray, the worker's own GPU).
+        bf16: the model's ``autocast_bf16`` (None: as loaded).
+        corrector: the corrector of entries marked ``corrected`` (None: no such entry).
+    """
+
+    name_or_path: str | None = None
+    task: str | None = None
+    device: str = "cpu"
+    bf16: bool | None = None
+    corrector: CorrectorRecipe | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "name_or_path", worker_path(self.name_or_path))
+        if self.corrector is not None:
+            object.__setattr__(self, "corrector", dataclasses.replace(
+                self.corrector, source=worker_path(self.corrector.source)))
+
+    def load(self) -> tuple[MaskedModel, tuple[Hook, ...]]:
+        model = load_model(self.name_or_path, task=self.task).to(self.device)
+        if self.bf16 is not None:
+            model.autocast_bf16 = bool(self.bf16)
+        return model, (() if self.corrector is None else self.corrector.hooks(model))
+
+
+@dataclass
+class Worker:
+    """A worker's state: the model, the corrector's hooks, and the model's fingerprint
+    (None for the driver's own model, which needs no check)."""
+
+    model: MaskedModel
+    hooks: tuple[Hook, ...] = ()
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """One untimed decode each worker runs after loading, so that one-off set-up costs are
+    not charged to the first shard it times: ``tokens`` (B, N) with ``sampler``."""
+
+    tokens: torch.Tensor
+    sampler: str = "topk"
+    config: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+
+    def run(self, model: MaskedModel) -> None:
+        decode(model, self.tokens, self.sampler, self.config)
+
+
+@dataclass(frozen=True)
+class _Load:
+    """An engine ``setup``: load the model from ``recipe``, warm it up, fingerprint it."""
+
+    recipe: ModelRecipe
+    warmup: Warmup | None = None
+
+    def __call__(self) -> Worker:
+        model, hooks = self.recipe.load()
+        if self.warmup is not None:
+            self.warmup.run(model)
+        return Worker(model, hooks, model.fingerprint())
+
+
+def decode_shard(worker: Worker, shard: Shard) -> dict:
+    """Decode one shard on ``worker``: {"result": DecodeResult, "seconds": decode time,
+    "fingerprint": the worker model's}."""
+    if shard.entry.corrected and not worker.hooks:
+        raise UnmaskError(f"{shard.entry.label}: no corrector to decode with")
+    hooks = worker.hooks if shard.entry.corrected else ()
+    sampler = shard.entry.build()
+    start = time.perf_counter()
+    result = decode(worker.model, shard.tokens, sampler, shard.config,
+                    seed=shard.seed + shard.start, hooks=hooks)
+    return {"result": result, "seconds": time.perf_counter() - start,
+            "fingerprint": worker.fingerprint}
+
+
+def merge_results(parts: Sequence[DecodeResult]) -> DecodeResult:
+    """The results of consecutive item chunks as one (rows in order); a statistic some
+    chunks lack counts 0 there."""
+    cat = {k: torch.cat([getattr(p, k) for p in parts]) for k in
+           ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step")}
+    keys = dict.fromkeys(k for p in parts for k in p.stats)
+    stats = {k: torch.cat([p.stats[k] if k in p.stats else torch.zeros(len(p.tokens),
+                                                                        dtype=torch.long)
+                           for p in parts]) for k in keys}
+    return DecodeResult(**cat, stats=stats)
+
+
+def shards_of(runs: Sequence[Run], batch_size: int) -> list[Shard]:
+    """The shards of ``runs``: run by run, chunks of ``batch_size`` items in order."""
+    require(isinstance(batch_size, int) and batch_size >= 1,
+            f"batch_size: must be an integer >= 1, got {batch_size!r}")
+    shards = []
+    for k, run in enumerate(runs):
+        require(isinstance(run.tokens, torch.Tensor) and run.tokens.dim() == 2,
+                f"runs[{k}].tokens: expected a (P, N) tensor")
+        entry = _for_workers(run.entry)
+        for start in range(0, run.tokens.shape[0], batch_size):
+            # a copy: a pickled view would carry the whole run's storage to the worker
+            shards.append(Shard(k, start, entry, run.tokens[start:start + batch_size].clone(),
+                                run.config, run.seed))
+    return shards
+
+
+def _for_workers(entry: SamplerSpec) -> SamplerSpec:
+    """``entry`` with the folders its parameters name made absolute (label unchanged)."""
+    params = {k: worker_path(v) if k in PATH_PARAMS else v for k, v in entry.params.items()}
+    return entry if params == entry.params else dataclasses.replace(entry, params=params)
+
+
+def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
+          hooks: Sequence[Hook] = (), engine: Engine | None = None,
+          recipe: ModelRecipe | None = None, warmup: Warmup | None = None,
+          progress: Callable[[int], None] | None = None) -> list[tuple[DecodeResult, float]]:
+    """Decode every run in shards of ``batch_size`` items on ``engine``.
+
+    Args:
+        runs: the :class:`Run` s.
+        model: the model (the driver's copy: the local engine decodes with it; other engines'
+            workers must load the same weights, checked by fingerprint).
+        hooks: the corrector's hooks for entries marked ``corrected`` (local engine).
+        engine: where shards are decoded (default: a :class:`~unmask.engine.LocalEngine`);
+            opened here and closed before returning.
+        recipe: how a worker of a non-local engine loads the model and corrector (required
+            there; the model is never pickled).
+        warmup: an untimed decode each worker runs once before its first shard.
+        progress: called with the number of runs finished, as each finishes.
+
+    Returns:
+        per run, in order: (its shards' results merged, the sum of its shards' decode seconds).
+    """
+    engine = engine if engine is not None else LocalEngine()
+    local = isinstance(engine, LocalEngine)
+    shards = shards_of(runs, batch_size)
+    for run in runs:
+        if run.entry.corrected and not (hooks if local else recipe and recipe.corrector):
+            raise UnmaskError(f"{run.entry.label}: no corrector to decode with")
+    if local:
+        def setup() -> Worker:  # the driver's model, not a copy
+            if warmup is not None:
+                warmup.run(model)
+            return Worker(model, tuple(hooks))
+    else:
+        require(recipe is not None, f"recipe: the {engine.name} engine's workers load the "
+                                    "model themselves; give a ModelRecipe")
+        setup, expected = _Load(recipe, warmup), model.fingerprint()
+    parts: list[dict] = [{} for _ in runs]
+    left = [0] * len(runs)
+    for shard in shards:
+        left[shard.run] += 1
+    finished = 0
+    try:
+        engine.open(setup)
+        for k, out in engine.map_unordered(decode_shard, shards):
+            shard = shards[k]
+            if not local and out["fingerprint"] != expected:
+                raise UnmaskError(f"model: a worker loaded weights {out['fingerprint']}, not "
+                                  f"the driver's {expected}; every worker must read the same "
+                                  f"model")
+            parts[shard.run][shard.start] = out
+            left[shard.run] -= 1
+            if left[shard.run] == 0:
+                finished += 1
+                if progress is not None:
+                    progress(finished)
+    finally:
+        engine.close()
+    return [(merge_results([p[s]["result"] for s in sorted(p)]),
+             sum(p[s]["seconds"] for s in p)) for p in parts]

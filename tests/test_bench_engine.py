@@ -1,0 +1,249 @@
+"""Bench sweeps on an engine: the same shards and rows whatever the engine (in order, seeds per
+item), workers load the model by recipe and are checked against the driver's; bad engine input
+is one line."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import unmask
+from unmask import UnmaskError
+from unmask.bench import BenchEntry
+from unmask.cli import main
+from unmask.decode import DecodeConfig, decode
+from unmask.engine import Engine, RayEngine
+from unmask.models import MDMTransformer
+from unmask.models.toy import ExactJointMDM
+from unmask.sudoku import grid_to_tokens, load_set
+from unmask.sudoku.bench import bench_sudoku
+from unmask.sudoku.train import sudoku_model_config
+from unmask.sweep import ModelRecipe, Run, shards_of, sweep
+
+SRC = str(Path(unmask.__file__).resolve().parents[1])
+WALL = {"wall_s", "puzzles_per_s", "wall_per_solved", "proteins_per_s", "ms_per_step"}
+SPECS = ["confidence", "eb:gamma=0.1,order=confidence+verify=0.002"]
+
+
+def _tiny_dir(root: Path, seed: int) -> Path:
+    torch.manual_seed(seed)
+    path = root / f"tiny{seed}"
+    MDMTransformer(sudoku_model_config(d_model=16, n_layers=1, n_heads=2, d_ff=32)
+                   ).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread, as each Ray worker (1 CPU) runs: the same floating-point sums as the
+    workers', and no oversubscribed cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(the model, its folder)."""
+    path = _tiny_dir(tmp_path_factory.mktemp("model"), 0)
+    return MDMTransformer.from_pretrained(path), path
+
+
+@pytest.fixture(scope="module")
+def puzzles():
+    return load_set("medium")[0][:5]
+
+
+class Reversed(Engine):
+    """A non-local engine in this process: one worker, jobs run last first (so a sweep must
+    put results back in order, and the workers' path, recipe and fingerprint check, runs)."""
+
+    name = "reversed"
+
+    def open(self, setup):
+        self.state = setup()
+
+    def call(self, fn, arg=None):
+        return fn(self.state, arg)
+
+    def map_unordered(self, fn, jobs):
+        for k in reversed(range(len(jobs))):
+            yield k, fn(self.state, jobs[k])
+
+    def close(self):
+        self.state = None
+
+
+def _rows(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in WALL} for r in rows]
+
+
+def _bench(model, puzzles, **kw):
+    entries = [BenchEntry.parse(s) for s in SPECS]
+    return bench_sudoku(model, puzzles, entries, seed=3, batch_size=2,
+                        config=DecodeConfig(temperature=0.7), **kw)
+
+
+# --- one set of shards, results in order ------------------------------------------------------
+
+def test_the_local_sweep_is_the_loop_over_entries_and_chunks(tiny, puzzles):
+    model = tiny[0]
+    x = grid_to_tokens(puzzles)
+    cfg = DecodeConfig(temperature=1.0)
+    entries = [BenchEntry.parse(s) for s in SPECS]
+    done = []
+    results = sweep([Run(e, x, cfg, seed=11) for e in entries], model, batch_size=2,
+                    progress=done.append)
+    assert done == [1, 2]
+    for entry, (res, wall) in zip(entries, results, strict=True):
+        chunks = [decode(model, x[i:i + 2], entry.build(), cfg, seed=11 + i)
+                  for i in range(0, 5, 2)]
+        assert torch.equal(res.tokens, torch.cat([c.tokens for c in chunks]))
+        assert torch.equal(res.nfe, torch.cat([c.nfe for c in chunks]))
+        assert torch.equal(res.cumulative_entropy,
+                           torch.cat([c.cumulative_entropy for c in chunks]))
+        assert wall > 0
+    assert [(s.run, s.start, len(s.tokens)) for s in shards_of(
+        [Run(e, x, cfg) for e in entries], 2)] == [(0, 0, 2), (0, 2, 2), (0, 4, 1),
+                                                   (1, 0, 2), (1, 2, 2), (1, 4, 1)]
+
+
+def test_item_seeds_do_not_depend_on_the_split():
+    """Identical all-masked rows sampled at temperature 1 from an exact model: the rows
+    differ from each other (each item has its own seed) and not with the shard size."""
+    model = ExactJointMDM(n=6, v=3, seed=2)
+    x = torch.full((8, 6), model.mask_id, dtype=torch.long)
+    runs = [Run(BenchEntry.parse("topk:k=2"), x, DecodeConfig(temperature=1.0), seed=40)]
+    tokens = [sweep(runs, model, batch_size=b)[0][0].tokens for b in (1, 3, 8)]
+    assert len({tuple(t.tolist()) for t in tokens[0]}) > 1
+    assert torch.equal(tokens[0], tokens[1]) and torch.equal(tokens[0], tokens[2])
+
+
+def test_workers_load_the_model_by_recipe_and_rows_come_back_in_order(tiny, puzzles):
+    local = _bench(tiny[0], puzzles)
+    remote = _bench(tiny[0], puzzles, engine=Reversed(),
+                    recipe=ModelRecipe(str(tiny[1]), task="sudoku"))
+    assert [r["label"] for r in remote] == [e.label for e in map(BenchEntry.parse, SPECS)]
+    assert _rows(remote) == _rows(local)
+
+
+def test_a_worker_with_other_weights_or_no_recipe_is_refused(tiny, puzzles, tmp_path):
+    other = _tiny_dir(tmp_path, 1)
+    with pytest.raises(UnmaskError, match=r"^model: a worker loaded weights \w+, not the "
+                                          r"driver's \w+; every worker must read the same"):
+        _bench(tiny[0], puzzles, engine=Reversed(), recipe=ModelRecipe(str(other)))
+    with pytest.raises(UnmaskError, match="^recipe: the reversed engine's workers load"):
+        _bench(tiny[0], puzzles, engine=Reversed())
+    corrected = [BenchEntry.parse("topk:k=5+corrector")]
+    with pytest.raises(UnmaskError, match="topk k=5 \\+corrector: no corrector to decode"):
+        bench_sudoku(tiny[0], puzzles, corrected, engine=Reversed(),
+                     recipe=ModelRecipe(str(tiny[1])))  # a recipe without a corrector
+
+
+def test_paths_for_workers_are_absolute_and_labels_unchanged(tiny, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "est").mkdir()
+    (tmp_path / "model").mkdir()
+    entry = BenchEntry.parse("mi-guided:gamma=0.3,estimator=est")
+    x = torch.full((1, 81), 10, dtype=torch.long)
+    (shard,) = shards_of([Run(entry, x)], 4)
+    assert shard.entry.params["estimator"] == str(tmp_path / "est")
+    assert shard.entry.label == entry.label == "mi-guided gamma=0.3 estimator=est"
+    assert ModelRecipe("model").name_or_path == str(tmp_path / "model")
+    assert ModelRecipe("sudoku").name_or_path == "sudoku"  # a shipped name stays a name
+
+
+# --- Ray ----------------------------------------------------------------------------------------
+
+def _cli_rows(argv: list[str], out: Path) -> list[dict]:
+    assert main([*argv, "--quiet", "--threads", "1", "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_cli_benches_on_ray_write_the_local_rows(tiny, tmp_path, capsys):
+    """`--engine ray --workers 2` against the local engine, one thread per worker: the JSON
+    files are equal but for wall-clock fields. Before the module's Ray instance is up: each
+    command starts a local one and shuts it down."""
+    sudoku = ["sudoku", "bench", "--model", str(tiny[1]), "--set", "medium", "--limit", "5",
+              "--batch-size", "2", "--seed", "4", "--samplers", *SPECS]
+    arith = ["arithmetic", "bench", "--prompts", "4", "--tasks", "generate,factors",
+             "--samplers", "confidence", "topk:k=2"]
+    for k, argv in enumerate((sudoku, arith)):
+        local = _cli_rows(argv, tmp_path / f"local{k}.json")
+        ray = _cli_rows([*argv, "--engine", "ray", "--workers", "2"], tmp_path / f"ray{k}.json")
+        assert {**ray, "rows": _rows(ray["rows"])} == {**local, "rows": _rows(local["rows"])}
+    capsys.readouterr()
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray instance for the module (engines reuse it and leave it running)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             object_store_memory=1 << 29, runtime_env={"env_vars": {"PYTHONPATH": SRC}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_workers_give_the_local_rows(tiny, puzzles, ray_session):
+    local = _bench(tiny[0], puzzles)
+    engine = RayEngine(2)
+    rows = _bench(tiny[0], puzzles, engine=engine, recipe=ModelRecipe(str(tiny[1]),
+                                                                      task="sudoku"))
+    assert len(set(engine.pids)) == 2 and os.getpid() not in engine.pids
+    assert _rows(rows) == _rows(local)
+
+
+# --- the CLI --------------------------------------------------------------------------------------
+
+BENCHES = [["sudoku", "bench", "--limit", "1"], ["protein", "bench", "--n", "1"],
+           ["arithmetic", "bench", "--prompts", "1"]]
+
+
+@pytest.mark.parametrize("bench", BENCHES, ids=lambda b: b[0])
+@pytest.mark.parametrize("args, line", [
+    (["--workers", "0"], "argument --workers: must be >= 1, got 0"),
+    (["--workers", "2"], "--workers: the local engine runs 1 worker, got 2; add --engine ray"),
+    (["--engine", "dask"], "argument --engine: invalid choice: 'dask'"),
+])
+def test_bad_engine_flags_are_one_line(bench, args, line, capsys):
+    assert main([*bench, "--quiet", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and line in err
+
+
+@pytest.mark.parametrize("bench", BENCHES, ids=lambda b: b[0])
+def test_ray_not_installed_is_one_line(bench, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    assert main([*bench, "--quiet", "--engine", "ray", "--workers", "2"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: engine: ray is not installed "
+                                               "(pip install 'unmask[ray]')")
+
+
+def test_a_ray_device_with_an_index_is_refused(capsys):
+    pytest.importorskip("ray")
+    assert main(["sudoku", "bench", "--limit", "1", "--engine", "ray", "--device",
+                 "cuda:1"]) == 2
+    assert "--device: with --engine ray give cpu or cuda" in capsys.readouterr().err
+
+
+def test_unreachable_ray_address_fails_in_one_line_and_writes_nothing(tiny, tmp_path):
+    pytest.importorskip("ray")
+    env = {**os.environ, "PYTHONPATH": SRC, "RAY_ADDRESS": "127.0.0.1:1"}
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "unmask", "sudoku", "bench", "--model",
+                           str(tiny[1]), "--limit", "1", "--samplers", "confidence", "--quiet",
+                           "--json", str(tmp_path / "b.json"), "--engine", "ray"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: RAY_ADDRESS: cannot reach 127.0.0.1:1")
+    assert done.stderr.count("\n") == 1 and time.monotonic() - t0 < 60
+    assert not (tmp_path / "b.json").exists()

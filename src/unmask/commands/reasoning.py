@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from unmask.bench import pareto_plot, render_table
 from unmask.commands.common import (
     add_presets_arg,
     add_resume_args,
@@ -142,8 +143,6 @@ def bench_reasoning(args: argparse.Namespace) -> int:
 
 
 def print_tables(rows: list[dict], aups: dict, title: str) -> None:
-    from unmask.bench import render_table
-
     for r in rows:
         r["accuracy_pct"] = 100 * r["accuracy"]
         g, lost = r.get("gained_vs_ref"), r.get("lost_vs_ref")
@@ -163,8 +162,6 @@ def print_tables(rows: list[dict], aups: dict, title: str) -> None:
 
 
 def plot_pooled(rows: list[dict], path) -> None:
-    from unmask.bench import pareto_plot
-
     pooled = [dict(r, label=f"{r['label']} T={r['temperature']:g}") for r in rows
               if r["task"] == POOLED]
     pareto_plot(pooled, path, x="tokens_per_forward", y="accuracy",

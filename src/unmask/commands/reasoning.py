@@ -43,10 +43,10 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=40_000)
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=1e-3)
-    p.add_argument("--eval-every", type=positive_int, default=1000)
-    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=5400.0,
+    p.add_argument("--eval-every", type=positive_int, default=500)
+    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=7200.0,
                    help="seconds of training over all resumes; the learning rate decays over "
-                        "whichever budget, steps or time, runs out first (default 5400)")
+                        "whichever budget, steps or time, runs out first (default 7200)")
     p.add_argument("--pool", type=positive_int, default=ReasoningData.pool,
                    help=f"training problems per task (default {ReasoningData.pool})")
     p.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS), metavar="TASK",

@@ -229,3 +229,14 @@ def test_generate_takes_its_default_length_from_the_folders_generation_config(
     assert main(["generate", "--model", str(folder), "--prompt", "1 + 2 =", "--json",
                  "--gen-length", "3"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["nfe"] == 3
+
+
+def test_shipped_text_model_solves_mini_sudoku_and_is_the_generate_default(capsys):
+    model = load_model("text", task="text")
+    assert model.default_gen_length == 8
+    task = TASKS["mini_sudoku"]
+    solved = solve(model, task, task.items(10, 0), "confidence")
+    assert sum(s.correct for s in solved) >= 8
+    assert main(["generate", "--prompt", "Calculate 7 * 8.", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["nfe"] == 8

@@ -501,3 +501,15 @@ def corrector_from_args(args: argparse.Namespace, model, corrected: bool):
     return corrector, corrector_hooks(corrector, threshold=args.remask_threshold,
                                       max_remasks=args.max_remasks,
                                       ban_remasked=args.ban_remasked)
+
+
+def temperatures_arg(text: str) -> tuple[float, ...]:
+    """``--temperatures``: comma-separated numbers >= 0."""
+    try:
+        values = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise UnmaskError(f"--temperatures: expected comma-separated numbers, got {text!r}") \
+            from None
+    if not values or any(not t >= 0 for t in values):
+        raise UnmaskError(f"--temperatures: expected numbers >= 0, got {text!r}")
+    return values

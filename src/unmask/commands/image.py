@@ -14,6 +14,7 @@ from unmask.commands.common import (
     bench_entries,
     output_path,
     progress_bar,
+    temperatures_arg,
     training_setup,
 )
 from unmask.commands.registry import arguments, command
@@ -109,18 +110,6 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _temperatures(text: str) -> tuple[float, ...]:
-
-    try:
-        values = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise UnmaskError(f"--temperatures: expected comma-separated numbers, got {text!r}") \
-            from None
-    if not values or any(not t >= 0 for t in values):
-        raise UnmaskError(f"--temperatures: expected numbers >= 0, got {text!r}")
-    return values
-
-
 @command("image", "bench",
          help="benchmark every sampler on class-conditional digits: FID, IS, class accuracy, "
               "NFE, wall time")
@@ -132,7 +121,7 @@ def bench_image(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--n: must be >= 2, got {args.n}")
     if args.rounds < 2:
         raise UnmaskError(f"--rounds: must be >= 2, got {args.rounds}")
-    temperatures = _temperatures(args.temperatures)
+    temperatures = temperatures_arg(args.temperatures)
     json_path = output_path(args.json, "--json") if args.json else None
     grid_path = output_path(args.grid, "--grid", (".png",))
     folder = model_folder(args.model, "image")

@@ -20,6 +20,7 @@ from unmask.commands.common import (
     output_path,
     positive_int,
     progress_bar,
+    temperatures_arg,
 )
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
@@ -75,18 +76,6 @@ def train_reasoning(args: argparse.Namespace) -> int:
                    override=args.override_config, log=lambda s: print(s, flush=True))
     print(f"best weights: {Path(args.out) / 'best'}")
     return 0
-
-
-def temperatures_arg(text: str) -> tuple[float, ...]:
-    """``--temperatures``: comma-separated numbers >= 0."""
-    try:
-        values = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise UnmaskError(f"--temperatures: expected comma-separated numbers, got {text!r}") \
-            from None
-    if not values or any(not t >= 0 for t in values):
-        raise UnmaskError(f"--temperatures: expected numbers >= 0, got {text!r}")
-    return values
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:

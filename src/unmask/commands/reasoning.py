@@ -96,8 +96,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     add_threads_arg(p)
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
     p.add_argument("--plot", default=None, metavar="F.png",
-                   help="pooled accuracy against tokens per forward pass, one panel per "
-                        "temperature")
+                   help="pooled accuracy against tokens per forward pass, a point per "
+                        "sampler and temperature")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -132,10 +132,9 @@ def bench_reasoning(args: argparse.Namespace) -> int:
 
 
 def print_tables(rows: list[dict], aups: dict, title: str) -> None:
-    for r in rows:
-        r["accuracy_pct"] = 100 * r["accuracy"]
-        g, lost = r.get("gained_vs_ref"), r.get("lost_vs_ref")
-        r["vs_seq"] = None if g is None else f"+{g}/-{lost}"
+    shown = [dict(r, accuracy_pct=100 * r["accuracy"],
+                  vs_seq=None if r.get("gained_vs_ref") is None
+                  else f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']}") for r in rows]
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     columns = [("sampler", "label", ""), ("acc %", "accuracy_pct", ".1f"),
                ("NFE", "nfe", ".1f"), ("tok/pass", "tokens_per_forward", ".2f"),
@@ -143,16 +142,15 @@ def print_tables(rows: list[dict], aups: dict, title: str) -> None:
                ("wall s", "wall_s", ".1f"), ("vs conf.", "vs_seq", "")]
     for t, a in aups.items():
         for task in tasks:
-            part = [r for r in rows if r["task"] == task and r["temperature"] == t]
+            part = [r for r in shown if r["task"] == task and r["temperature"] == t]
             extra = f"; AUP {a:.1f}" if task == POOLED and a is not None else ""
             render_table(part, columns, f"{task}, T={t:g} — {title}{extra}")
-    for r in rows:
-        r.pop("accuracy_pct"), r.pop("vs_seq")
 
 
 def plot_pooled(rows: list[dict], path) -> None:
-    pooled = [dict(r, label=f"{r['label']} T={r['temperature']:g}") for r in rows
-              if r["task"] == POOLED]
+    pooled = [r for r in rows if r["task"] == POOLED]
+    if len({r["temperature"] for r in pooled}) > 1:
+        pooled = [dict(r, label=f"{r['label']} T={r['temperature']:g}") for r in pooled]
     pareto_plot(pooled, path, x="tokens_per_forward", y="accuracy",
                 xlabel="tokens per forward pass", ylabel="accuracy %",
                 title="pooled reasoning tasks")

@@ -69,6 +69,42 @@ def test_sampling_follows_the_joint():
     assert torch.allclose(counts, joint.float(), atol=0.03)
 
 
+def joint_frequencies(tokens: torch.Tensor) -> torch.Tensor:
+    """(2, 2) frequency of each outcome of two binary positions over the rows of ``tokens``."""
+    counts = torch.zeros(2, 2, dtype=torch.float64)
+    for a, b in itertools.product(range(2), range(2)):
+        counts[a, b] = ((tokens[:, 0] == a) & (tokens[:, 1] == b)).double().mean()
+    return counts
+
+
+def test_confidence_of_the_draw_is_mode_seeking_and_max_is_exact():
+    # marginals (0.6, 0.4) and (0.5, 0.5). Ranking by the drawn token's probability reveals
+    # position 0 first when it drew 0 (0.6 > 0.5), else position 1: P(0, 0) =
+    # 0.6 * 5/6 + 0.4 * 0.5 * 1 = 0.7, P(0, 1) = 0.6 * 1/6 + 0.4 * 0.5 * 0.2 = 0.14,
+    # P(1, 1) = 0.4 * 0.5 * 0.8 = 0.16. Ranking by the largest probability always reveals
+    # position 0 first: ancestral sampling, the joint itself.
+    joint = torch.tensor([[0.5, 0.1], [0.0, 0.4]]).double()
+    m = ExactJointMDM(joint)
+    x = torch.full((4000, 2), m.mask_id)
+    drawn = decode(m, x, "confidence", DecodeConfig(temperature=1.0), seed=0)
+    largest = decode(m, x, "confidence", DecodeConfig(temperature=1.0, confidence="max"),
+                     seed=0)
+    expected_drawn = torch.tensor([[0.7, 0.14], [0.0, 0.16]]).double()
+    assert torch.allclose(joint_frequencies(drawn.tokens), expected_drawn, atol=0.03)
+    assert torch.allclose(joint_frequencies(largest.tokens), joint, atol=0.03)
+
+
+@pytest.mark.parametrize("spec", ["confidence", "topk:k=2", "threshold:tau=0.5", "info-gain",
+                                  "eb:gamma=0.1,order=confidence+verify=0.01", "klass"])
+def test_confidence_max_equals_draw_at_temperature_zero(toy, spec):
+    x = torch.full((3, 5), toy.mask_id)
+    x[1, 2] = 0
+    a = decode(toy, x, spec, DecodeConfig(), seed=3)
+    b = decode(toy, x, spec, DecodeConfig(confidence="max"), seed=3)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.nfe, b.nfe)
+    assert torch.equal(a.sequences, b.sequences)
+
+
 def test_schedules_reach_the_end_in_steps():
     m = ExactJointMDM(n=6, v=2, seed=4)
     x = torch.full((2, 6), m.mask_id)
@@ -154,7 +190,8 @@ def test_bad_arguments_are_refused_with_one_line(toy):
     with pytest.raises(UnmaskError, match="seed: expected"):
         decode(toy, x, "confidence", seed=1.5)
     for bad in ({"temperature": True}, {"temperature": "0.5"}, {"block_size": True},
-                {"block_size": 0}, {"record_history": 1}, {"self_condition": None}):
+                {"block_size": 0}, {"record_history": 1}, {"self_condition": None},
+                {"confidence": "drawn"}):
         with pytest.raises(UnmaskError, match=next(iter(bad))):
             DecodeConfig(**bad)
 

@@ -25,6 +25,9 @@ from unmask.rng import row_gumbel
 from unmask.samplers.base import Sampler, Selection, StepState
 from unmask.samplers.spec import parse_spec
 
+#: What confidence-type rules rank by when sampling (:class:`DecodeConfig`).
+CONFIDENCE = ("draw", "max")
+
 
 @dataclass
 class DecodeConfig:
@@ -36,12 +39,17 @@ class DecodeConfig:
     record_history: keep the token state after every pass.
     self_condition: give a self-conditioning model the previous pass's beliefs (False: zeros,
         every pass as if it were the first; for ablations). No effect on other models.
+    confidence: what ``StepState.x0_prob`` (the score of confidence-type rules) holds when
+        sampling: ``"draw"``, the probability of the token drawn at the position (LLaDA's
+        low-confidence remasking, MaskGIT); ``"max"``, the largest probability there,
+        which does not depend on the draw. Equal at temperature 0.
     """
 
     temperature: float = 0.0
     block_size: int | None = None
     record_history: bool = False
     self_condition: bool = True
+    confidence: str = "draw"
 
     def __post_init__(self):
         require(isinstance(self.temperature, (int, float)) and not isinstance(
@@ -55,6 +63,8 @@ class DecodeConfig:
                 f"record_history: must be True or False, got {self.record_history!r}")
         require(isinstance(self.self_condition, bool),
                 f"self_condition: must be True or False, got {self.self_condition!r}")
+        require(self.confidence in CONFIDENCE,
+                f"confidence: expected one of {', '.join(CONFIDENCE)}, got {self.confidence!r}")
 
 
 @dataclass
@@ -238,10 +248,12 @@ class _Loop:
         noise = (row_gumbel(self.seeds[rows], self.steps[rows], 0, tuple(log_probs.shape[1:]))
                  if temperature > 0 else None)
         x0 = propose(log_probs, temperature, noise)
+        x0_prob = (probs.amax(-1) if self.config.confidence == "max"
+                   else probs.gather(-1, x0[..., None]).squeeze(-1))
         return StepState(
             tokens=x, masked=masked, eligible=eligible, output=out, log_probs=log_probs,
-            probs=probs, entropy=entropy, x0=x0, x0_prob=probs.gather(-1, x0[..., None])
-            .squeeze(-1), step=self.block_step[rows], global_step=self.steps[rows],
+            probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob, step=self.block_step[rows],
+            global_step=self.steps[rows],
             block_masked=self.block_masked[rows], row_ids=rows, seeds=self.seeds[rows],
             temperature=temperature, model=self.handle, mask_id=self.mask_id)
 

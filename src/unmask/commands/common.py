@@ -13,6 +13,7 @@ from pathlib import Path
 
 from unmask.bench import BenchEntry
 from unmask.corrector import load_corrector
+from unmask.decode import CONFIDENCE
 from unmask.engine import ENGINES, Engine, LocalEngine, make_engine
 from unmask.errors import UnmaskError
 from unmask.hooks import corrector_hooks
@@ -501,6 +502,12 @@ def corrector_from_args(args: argparse.Namespace, model, corrected: bool):
     return corrector, corrector_hooks(corrector, threshold=args.remask_threshold,
                                       max_remasks=args.max_remasks,
                                       ban_remasked=args.ban_remasked)
+
+
+def add_confidence_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--confidence", choices=CONFIDENCE, default="draw",
+                   help="what confidence-type rules rank by when sampling: the drawn token's "
+                        "probability (draw, default) or the largest probability (max)")
 
 
 def temperatures_arg(text: str) -> tuple[float, ...]:

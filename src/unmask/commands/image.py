@@ -7,6 +7,7 @@ from pathlib import Path
 
 from unmask.bench import wide_console
 from unmask.commands.common import (
+    add_confidence_arg,
     add_presets_arg,
     add_seed_arg,
     add_threads_arg,
@@ -101,6 +102,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="sampler specs NAME[:K=V,...][+verify[=T]] (default: every sampler)")
     p.add_argument("--temperatures", default="1.0",
                    help="comma-separated token temperatures (default: 1.0)")
+    add_confidence_arg(p)
     p.add_argument("--rounds", type=int, default=200, help="bootstrap resamples")
     add_seed_arg(p)
     add_threads_arg(p)
@@ -134,7 +136,8 @@ def bench_image(args: argparse.Namespace) -> int:
     total = len(entries) * len(temperatures)
     with progress_bar(total, "decoding", enabled=not args.quiet) as update:
         rows, real, samples = run_image_bench(model, classifier, entries, args.n, temperatures,
-                                              args.seed, args.rounds, progress=update)
+                                              args.seed, args.rounds, progress=update,
+                                              confidence=args.confidence)
     source = describe_source(folder)
     print_table(rows, real, f"{source}, {args.n} samples")
     if json_path is not None:

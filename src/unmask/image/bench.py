@@ -76,9 +76,11 @@ def real_reference(model: MDMTransformer, classifier: DigitClassifier, n: int,
 def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
                     entries: list[BenchEntry], n: int = 500,
                     temperatures: tuple[float, ...] = (1.0,), seed: int = 0,
-                    rounds: int = 200, progress=None) -> tuple[list[dict], dict, dict]:
+                    rounds: int = 200, progress=None, confidence: str = "draw"
+                    ) -> tuple[list[dict], dict, dict]:
     """Decode ``n`` class-conditional digits (classes 0..9 in turn) with every entry at every
-    temperature.
+    temperature (``confidence``: :class:`~unmask.decode.DecodeConfig`; rows decoded with
+    ``"max"`` say so in their label).
 
     Returns (rows, real, samples): one row per (entry, temperature) with fid, inception_score,
     class_accuracy (each with a bootstrap ``_se`` over the samples), mean nfe and its standard
@@ -98,17 +100,19 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     decode(model, x[:2], "confidence")
     rows, samples = [], {}
     for temperature in temperatures:
-        cfg = DecodeConfig(temperature=temperature)
+        cfg = DecodeConfig(temperature=temperature, confidence=confidence)
         for entry in entries:
             res, wall = timed_decode(model, x, entry, cfg, seed=seed * n, batch_size=n)
             pixels, _ = decode_tokens(res.tokens, levels)
             feats, probs = classifier.embed(to_unit(pixels, levels))
             nfe = res.nfe.double()
             label = entry.label if len(temperatures) == 1 else f"{entry.label} T={temperature:g}"
+            label += " conf=max" if confidence == "max" else ""
             rows.append({
                 "label": label, "sampler": entry.label, "name": entry.name,
                 "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
                 "verified": entry.verified, "temperature": temperature, "n": n,
+                "confidence": confidence,
                 **sample_metrics(feats, probs, labels, reference, rounds=rounds, seed=seed),
                 "nfe": float(nfe.mean()), "nfe_se": float(nfe.std() / np.sqrt(n)),
                 "tokens_per_forward": N_PIXELS / float(nfe.mean()),

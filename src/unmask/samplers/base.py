@@ -35,7 +35,8 @@ class StepState:
     probs: (B, N, V) ``log_probs.exp()``.
     entropy: (B, N) H_i in nats over real tokens (0 where not masked).
     x0: (B, N) proposed token per position (argmax, or a Gumbel draw at the temperature).
-    x0_prob: (B, N) p_i(x0_i), the "confidence" of the proposal.
+    x0_prob: (B, N) the "confidence" of the proposal: p_i(x0_i), or max_v p_i(v) with
+        ``DecodeConfig(confidence="max")`` (equal at temperature 0).
     step: (B,) step index within the current block (0 on entering a block).
     global_step: (B,) step index since the start of decoding.
     block_masked: (B,) how many positions of the current block were masked on entering it.

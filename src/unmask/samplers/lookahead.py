@@ -137,6 +137,7 @@ class LookaheadSampler(CountRule, Sampler):
         if c > 1 and tau_tok > 0:
             tokens[:, 1:] = self._draw_tokens(state, tau_tok, c - 1)
         conf = state.probs.double().gather(-1, tokens.transpose(1, 2)).transpose(1, 2)  # (B,C,N)
+        conf[:, 0] = state.x0_prob.double()  # the greedy candidate ranks as the loop does
         scores = conf.clone()
         if c > 1 and self.tau_pos > 0:
             scores[:, 1:] = conf[:, 1:] / self.tau_pos + state.gumbel(2, (c - 1, n))

@@ -188,7 +188,7 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
              block_length: int | None = None, steps: int | None = None,
              temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
              stop_at_eos: bool = True, batch_size: int | None = None,
-             min_new_tokens: int = 0) -> list[Generation]:
+             min_new_tokens: int = 0, confidence: str = "draw") -> list[Generation]:
     """Generate a continuation of each prompt.
 
     Args:
@@ -210,6 +210,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
         min_new_tokens: the first this many generated positions cannot take an EOS id (their
             EOS log-probabilities are -inf before the sampler sees them), so each text has at
             least this many tokens; at most gen_length.
+        confidence: what confidence-type rules rank by when sampling (``"draw"`` or
+            ``"max"``, :class:`~unmask.decode.DecodeConfig`).
     Returns:
         one :class:`Generation` per prompt, in order.
     """
@@ -234,7 +236,7 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             f"min_new_tokens: must be an integer in [0, gen_length {gen_length}], got "
             f"{min_new_tokens!r}")
     sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
-    config = DecodeConfig(temperature=temperature, block_size=block)
+    config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence)
     encoded = [_encode(tokenizer, p, chat_template) for p in prompts]
     for i, ids in enumerate(encoded):
         require(len(ids) + gen_length <= model.max_length,

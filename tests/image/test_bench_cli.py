@@ -50,6 +50,19 @@ def test_bench_end_to_end_writes_json_and_grid(tiny, tmp_path, capsys):
     assert grid.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_bench_confidence_max_labels_its_rows_and_leaves_margin_unchanged(tiny, tmp_path):
+    rows = {}
+    for confidence in ("draw", "max"):
+        out = tmp_path / f"{confidence}.json"
+        assert main(_bench(tiny, "--n", "4", "--samplers", "margin", "confidence",
+                           "--confidence", confidence, "--json", str(out))) == 0
+        rows[confidence] = json.loads(out.read_text())["rows"]
+    assert [r["label"] for r in rows["max"]] == ["margin conf=max", "confidence conf=max"]
+    assert [r["confidence"] for r in rows["max"]] == ["max", "max"]
+    # margin never reads the confidence score: the same images either way
+    assert rows["max"][0]["fid"] == rows["draw"][0]["fid"]
+
+
 @pytest.mark.parametrize("extra, field", [
     (["--n", "1"], "--n"),
     (["--samplers", "nope"], "--samplers"),

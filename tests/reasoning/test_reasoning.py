@@ -182,6 +182,21 @@ def test_bench_rows_pool_and_pair_against_sequential(tiny_folder):
     assert set(aup_by_temperature(rows)) == {0.0, 1.0}
 
 
+def test_bench_rows_with_confidence_max_say_so_and_pair_against_their_own_sequential(
+        tiny_folder):
+    model = load_model(tiny_folder, task="text")
+    tasks = get_tasks(["chain_sum"])
+    entries = [parse_spec("confidence"), parse_spec("topk:k=4")]
+    drawn = run_reasoning_bench(model, tasks, entries, limit=3, temperatures=(1.0,))
+    largest = run_reasoning_bench(model, tasks, entries, limit=3, temperatures=(1.0,),
+                                  confidence="max")
+    assert [r["label"] for r in largest] == ["confidence conf=max"] * 2 + ["topk k=4 conf=max"] * 2
+    assert {r["confidence"] for r in largest} == {"max"}
+    assert {r["confidence"] for r in drawn} == {"draw"}
+    assert all(r["gained_vs_ref"] == r["lost_vs_ref"] == 0 for r in largest[:2])
+    assert all(r["gained_vs_ref"] is not None for r in largest)
+
+
 def test_bench_cli_writes_json_and_plot(tiny_folder, tmp_path, capsys):
     out, plot = tmp_path / "r.json", tmp_path / "r.png"
     rc = main(["reasoning", "bench", "--model", str(tiny_folder), "--tasks", "chain_sum",

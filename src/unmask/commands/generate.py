@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from unmask.commands.common import (
+    add_confidence_arg,
     add_device_arg,
     add_seed_arg,
     add_threads_arg,
@@ -45,6 +46,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default=None, choices=list(PRESETS),
                    help="a named configuration instead of --sampler")
     p.add_argument("--temperature", type=finite_float(0.0), default=0.0)
+    add_confidence_arg(p)
     add_seed_arg(p)
     p.add_argument("--batch-size", type=positive_int, default=None, help="prompts per batch (all)")
     p.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template")
@@ -102,7 +104,7 @@ def generate_cmd(args: argparse.Namespace) -> int:
                        block_length=args.block_length, steps=args.steps,
                        temperature=args.temperature, seed=args.seed, chat_template=args.chat,
                        stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size,
-                       min_new_tokens=args.min_new_tokens)
+                       min_new_tokens=args.min_new_tokens, confidence=args.confidence)
     for r in results:
         if args.json:
             print(json.dumps(r.to_json()), flush=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from unmask.bench import pareto_plot, render_table
 from unmask.commands.common import (
+    add_confidence_arg,
     add_presets_arg,
     add_resume_args,
     add_seed_arg,
@@ -91,6 +92,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                         "that needs no extra file, plus verified variants)")
     p.add_argument("--temperatures", default="0",
                    help="comma-separated token temperatures, e.g. 0,0.5,1.0,1.5 (default 0)")
+    add_confidence_arg(p)
     add_seed_arg(p, help="generator seed of the problems (default 0; the problems of seed S "
                          "are S..S+limit-1)")
     add_threads_arg(p)
@@ -117,7 +119,7 @@ def bench_reasoning(args: argparse.Namespace) -> int:
     total = len(entries) * len(temperatures) * len(tasks)
     with progress_bar(total, "decoding", enabled=not args.quiet) as update:
         rows = run_reasoning_bench(model, tasks, entries, args.limit, temperatures, args.seed,
-                                   progress=update)
+                                   progress=update, confidence=args.confidence)
     aups = aup_by_temperature(rows)
     print_tables(rows, aups, f"{model.source}, {args.limit} problems per task, seed "
                              f"{args.seed}")
@@ -125,6 +127,7 @@ def bench_reasoning(args: argparse.Namespace) -> int:
         atomic_write_text(json_path, json.dumps(
             {"model": str(model.source), "tasks": [t.name for t in tasks],
              "limit": args.limit, "seed": args.seed, "temperatures": list(temperatures),
+             "confidence": args.confidence,
              "aup": {str(t): a for t, a in aups.items()}, "rows": rows}, indent=2) + "\n")
     if plot_path is not None:
         plot_pooled(rows, plot_path)

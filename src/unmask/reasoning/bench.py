@@ -30,7 +30,8 @@ class Solved:
 
 
 def solve(model, task: ReasoningTask, items: list[Item], sampler="confidence", *,
-          temperature: float = 0.0, seed: int = 0, batch_size: int = 32) -> list[Solved]:
+          temperature: float = 0.0, seed: int = 0, batch_size: int = 32,
+          confidence: str = "draw") -> list[Solved]:
     """Decode ``items`` (problems of ``task``) with ``sampler``, ``batch_size`` prompts at a
     time in order of prompt length (less padding); the batch of the k-th shortest prompts
     decodes with seed ``seed + k // batch_size * batch_size``. wall_s is each item's share of
@@ -38,7 +39,7 @@ def solve(model, task: ReasoningTask, items: list[Item], sampler="confidence", *
     order = sorted(range(len(items)), key=lambda i: (len(items[i].prompt), i))
     gens = generate(model, prompts=[items[i].prompt for i in order], sampler=sampler,
                     gen_length=task.gen_length, temperature=temperature, seed=seed,
-                    batch_size=batch_size)
+                    batch_size=batch_size, confidence=confidence)
     out: list[Solved | None] = [None] * len(items)
     for k, (i, g) in enumerate(zip(order, gens, strict=True)):
         rows = min(batch_size, len(items) - k // batch_size * batch_size)
@@ -60,12 +61,13 @@ DEFAULT_SPECS = [
 POOLED = "pooled"
 
 
-def _row(entry, task: str, temperature: float, gen_length: float, solved: list[Solved]
-         ) -> dict:
+def _row(entry, task: str, temperature: float, gen_length: float, solved: list[Solved],
+         confidence: str = "draw") -> dict:
     n = len(solved)
     nfe = float(np.mean([s.nfe for s in solved]))
     return {
-        "label": entry.label, "name": entry.name, "verified": entry.verified,
+        "label": entry.label + (" conf=max" if confidence == "max" else ""),
+        "name": entry.name, "verified": entry.verified, "confidence": confidence,
         "task": task, "temperature": temperature, "n_items": n,
         "accuracy": float(np.mean([s.correct for s in solved])),
         "solved_each": "".join("1" if s.correct else "0" for s in solved),
@@ -78,9 +80,10 @@ def _row(entry, task: str, temperature: float, gen_length: float, solved: list[S
 
 def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEntry],
                         limit: int, temperatures: tuple[float, ...] = (0.0,), seed: int = 0,
-                        progress=None) -> list[dict]:
+                        progress=None, confidence: str = "draw") -> list[dict]:
     """Decode ``limit`` problems of every task (generator seed ``seed``) with every entry at
-    every temperature.
+    every temperature (``confidence``: :class:`~unmask.decode.DecodeConfig`; rows decoded
+    with ``"max"`` say so in their label and ``confidence``).
 
     Returns one row per (entry, temperature, task), then per (entry, temperature) the
     ``pooled`` row over the tasks: accuracy (the verifier's full credit), solved_each (a
@@ -106,13 +109,15 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
             parts = []
             for task in tasks:
                 solved = solve(model, task, problems[task.name], entry.build(),
-                               temperature=temperature, seed=seed)
-                parts.append(_row(entry, task.name, temperature, task.gen_length, solved))
+                               temperature=temperature, seed=seed, confidence=confidence)
+                parts.append(_row(entry, task.name, temperature, task.gen_length, solved,
+                                  confidence))
                 done += 1
                 if progress is not None:
                     progress(done)
             group += parts + [pool_rows(parts)]
-        ref = {r["task"]: r for r in group if r["label"] == "confidence"}
+        ref = {r["task"]: r for r in group
+               if r["label"].removesuffix(" conf=max") == "confidence"}
         for task in [t.name for t in tasks] + [POOLED]:
             add_paired_vs([r for r in group if r["task"] == task], ref.get(task))
         rows += group
@@ -130,7 +135,8 @@ def pool_rows(parts: list[dict]) -> dict:
         return sum(p[key] * p["n_items"] for p in parts) / n
 
     nfe, gen = mean("nfe"), mean("gen_length")
-    return {**{k: parts[0][k] for k in ("label", "name", "verified", "temperature")},
+    return {**{k: parts[0][k] for k in ("label", "name", "verified", "confidence",
+                                        "temperature")},
             "task": POOLED, "n_items": n, "accuracy": each.count("1") / n,
             "solved_each": each, "nfe": nfe, "sequences": mean("sequences"),
             "gen_length": gen, "tokens_per_forward": gen / nfe,

@@ -43,6 +43,10 @@ def test_bench_end_to_end_writes_json_and_grid(tiny, tmp_path, capsys):
         assert r["fid"] >= 0 and 1.0 <= r["inception_score"] <= 10.0
         assert 0.0 <= r["class_accuracy"] <= 1.0
         assert r["tokens_per_forward"] == pytest.approx(64 / r["nfe"])
+    for t in ("T=0", "T=1"):  # FID minus the first row's at the same temperature
+        first, other = [r for r in rows if r["label"].endswith(t)][:2]
+        assert first["fid_vs_first"] == 0.0 and first["fid_vs_first_se"] == 0.0
+        assert other["fid_vs_first"] == pytest.approx(other["fid"] - first["fid"], abs=1e-9)
     by = {r["label"]: r for r in rows}
     assert by["topk k=16 T=1"]["nfe"] == 4 and by["info-gain k=16 T=1"]["nfe"] <= 5
     assert by["info-gain k=16 T=1"]["sequences"] > by["info-gain k=16 T=1"]["nfe"]

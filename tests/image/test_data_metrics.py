@@ -22,7 +22,9 @@ from unmask.image.metrics import (
     class_accuracy,
     fid,
     frechet_distance,
+    gaussian_stats,
     inception_score,
+    paired_fid_difference,
 )
 from unmask.image.model import DigitsMDM
 from unmask.samplers import make_sampler
@@ -89,6 +91,22 @@ def test_fid_identical_sets_is_zero_and_symmetric():
     assert fid(a, a) == pytest.approx(0.0, abs=1e-8)
     assert fid(a, b) == pytest.approx(fid(b, a), rel=1e-9)
     assert fid(a, b) > 1.0
+
+
+def test_paired_fid_difference_is_exact_and_its_error_shrinks_with_pairing():
+    rng = np.random.default_rng(1)
+    ref_feats = rng.normal(size=(300, 4))
+    reference = gaussian_stats(ref_feats)
+    a = rng.normal(size=(200, 4)) + 0.5
+    b = a + 0.05 * rng.normal(size=(200, 4))  # each sample of b is its partner in a, nudged
+    diff, se = paired_fid_difference(a, b, reference, rounds=100, seed=0)
+    assert diff == pytest.approx(fid(a, ref_feats) - fid(b, ref_feats), rel=1e-9)
+    assert paired_fid_difference(a, a, reference, rounds=20)[1] == 0.0
+    unpaired = paired_fid_difference(a, b[rng.permutation(200)], reference, rounds=100,
+                                     seed=0)[1]
+    assert se < unpaired / 3  # partners resampled together: most of the noise cancels
+    with pytest.raises(UnmaskError, match="equal shapes"):
+        paired_fid_difference(a, b[:10], reference)
 
 
 def test_frechet_distance_of_diagonal_gaussians_is_closed_form():

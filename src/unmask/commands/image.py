@@ -155,15 +155,16 @@ def print_table(rows: list[dict], real: dict, title: str) -> None:
 
     table = Table(title=f"class-conditional digits — {title}")
     table.add_column("sampler", no_wrap=True)
-    for col in ("FID", "IS", "class acc %", "NFE", "tok/pass", "wall s"):
+    for col in ("FID", "FID - first", "IS", "class acc %", "NFE", "tok/pass", "wall s"):
         table.add_column(col, justify="right")
     for key in ("floor", "ceiling"):
         r = real[key]
         table.add_row(f"(real {key})", f"{r['fid']:.1f} ± {r['fid_se']:.1f}",
                       f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
-                      f"{100 * r['class_accuracy']:.1f}", "-", "-", "-")
+                      f"{100 * r['class_accuracy']:.1f}", "-", "-", "-", "-")
     for r in rows:
         table.add_row(r["label"], f"{r['fid']:.1f} ± {r['fid_se']:.1f}",
+                      f"{r['fid_vs_first']:+.1f} ± {r['fid_vs_first_se']:.1f}",
                       f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
                       f"{100 * r['class_accuracy']:.1f} ± {100 * r['class_accuracy_se']:.1f}",
                       f"{r['nfe']:.1f}", f"{r['tokens_per_forward']:.2f}", f"{r['wall_s']:.1f}")

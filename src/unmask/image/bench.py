@@ -22,7 +22,7 @@ from unmask.image.data import (
     prompts,
     to_unit,
 )
-from unmask.image.metrics import gaussian_stats, sample_metrics
+from unmask.image.metrics import gaussian_stats, paired_fid_difference, sample_metrics
 from unmask.io import atomic_path
 from unmask.models.transformer import MDMTransformer
 from unmask.samplers.pc import frequency_table
@@ -83,8 +83,11 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     ``"max"`` say so in their label).
 
     Returns (rows, real, samples): one row per (entry, temperature) with fid, inception_score,
-    class_accuracy (each with a bootstrap ``_se`` over the samples), mean nfe and its standard
-    error, tokens_per_forward (64 / mean nfe), mean sequences evaluated, wall seconds; ``real``
+    class_accuracy (each with a bootstrap ``_se`` over the samples), ``fid_vs_first`` (its FID
+    minus the first row's at the same temperature, with the paired bootstrap error
+    ``fid_vs_first_se``: :func:`~unmask.image.metrics.paired_fid_difference`), mean nfe and
+    its standard error, tokens_per_forward (64 / mean nfe), mean sequences evaluated, wall
+    seconds; ``real``
     the metric's floor and ceiling (:func:`real_reference`); ``samples`` label -> pixel
     levels (n, 64) of each row.
     """
@@ -101,10 +104,14 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     rows, samples = [], {}
     for temperature in temperatures:
         cfg = DecodeConfig(temperature=temperature, confidence=confidence)
+        first = None
         for entry in entries:
             res, wall = timed_decode(model, x, entry, cfg, seed=seed * n, batch_size=n)
             pixels, _ = decode_tokens(res.tokens, levels)
             feats, probs = classifier.embed(to_unit(pixels, levels))
+            first = feats if first is None else first
+            diff, diff_se = paired_fid_difference(feats, first, reference, rounds=rounds,
+                                                  seed=seed)
             nfe = res.nfe.double()
             label = entry.label if len(temperatures) == 1 else f"{entry.label} T={temperature:g}"
             label += " conf=max" if confidence == "max" else ""
@@ -114,6 +121,7 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
                 "verified": entry.verified, "temperature": temperature, "n": n,
                 "confidence": confidence,
                 **sample_metrics(feats, probs, labels, reference, rounds=rounds, seed=seed),
+                "fid_vs_first": diff, "fid_vs_first_se": diff_se,
                 "nfe": float(nfe.mean()), "nfe_se": float(nfe.std() / np.sqrt(n)),
                 "tokens_per_forward": N_PIXELS / float(nfe.mean()),
                 "sequences": float(res.sequences.double().mean()),

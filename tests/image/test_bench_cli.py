@@ -30,8 +30,12 @@ def test_bench_end_to_end_writes_json_and_grid(tiny, tmp_path, capsys):
                      "info-gain:k=16", "--temperatures", "0,1",
                      "--json", str(out), "--grid", str(grid)))
     assert rc == 0
-    assert "real floor" in capsys.readouterr().out
+    printed = capsys.readouterr().out
     data = json.loads(out.read_text())
+    floor = next(line for line in printed.splitlines() if "(real floor)" in line)
+    cells = [c.strip() for c in floor.split("│")[1:-1]]
+    assert cells[2] == "-"  # no FID difference for real data; IS in its own column
+    assert cells[3].startswith(f"{data['real']['floor']['inception_score']:.2f}")
     rows = data["rows"]
     assert [r["label"] for r in rows[:3]] == ["topk k=16 T=0", "topk k=64 +verify T=0",
                                               "info-gain k=16 T=0"]

@@ -159,9 +159,9 @@ def print_table(rows: list[dict], real: dict, title: str) -> None:
         table.add_column(col, justify="right")
     for key in ("floor", "ceiling"):
         r = real[key]
-        table.add_row(f"(real {key})", f"{r['fid']:.1f} ± {r['fid_se']:.1f}",
+        table.add_row(f"(real {key})", f"{r['fid']:.1f} ± {r['fid_se']:.1f}", "-",
                       f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
-                      f"{100 * r['class_accuracy']:.1f}", "-", "-", "-", "-")
+                      f"{100 * r['class_accuracy']:.1f}", "-", "-", "-")
     for r in rows:
         table.add_row(r["label"], f"{r['fid']:.1f} ± {r['fid_se']:.1f}",
                       f"{r['fid_vs_first']:+.1f} ± {r['fid_vs_first_se']:.1f}",

@@ -246,8 +246,13 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower right")
+    # outside the axes, to the right, so that no point hides behind it however many rows;
+    # a second column once one would outgrow the plot's height
+    n_entries = len(ax.get_legend_handles_labels()[1])
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              ncol=1 + (n_entries - 1) // 24)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=Path(path).suffix.lower().lstrip(".") or "png")
+    with atomic_path(path) as tmp:  # the saved image grows to hold the legend
+        fig.savefig(tmp, format=Path(path).suffix.lower().lstrip(".") or "png",
+                    bbox_inches="tight")
     plt.close(fig)

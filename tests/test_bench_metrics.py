@@ -43,3 +43,12 @@ def test_rate_metrics():
     assert rows[0]["tokens_per_pass"] == 6.0 and rows[0]["sequences_per_token"] == 0.5
     assert rows[0]["wall_per_solved"] == pytest.approx(0.4)
     assert rows[1]["tokens_per_pass"] == 1.0 and rows[1]["wall_per_solved"] is None
+
+
+def test_rate_metrics_read_a_named_accuracy_key():
+    rows = [{"revealed": 3.0, "nfe": 1.0, "sequences": 1.0, "accuracy": 0.25, "n_items": 8,
+             "wall_s": 1.0},
+            {"revealed": 3.0, "nfe": 3.0, "sequences": 3.0, "n_items": 8, "wall_s": 1.0}]
+    add_rate_metrics(rows, solved="accuracy")
+    assert rows[0]["tokens_per_pass"] == 3.0 and rows[0]["wall_per_solved"] == 0.5
+    assert rows[1]["tokens_per_pass"] == 1.0 and rows[1]["wall_per_solved"] is None

@@ -75,6 +75,10 @@ def test_pareto_plot_zoom_and_guides(tmp_path, monkeypatch):
         seen["lines"] = [(tuple(line.get_xdata()), tuple(line.get_ydata()))
                          for line in ax.get_lines() if line.get_linestyle() == ":"]
         seen["texts"] = [t.get_text() for t in ax.texts]
+        renderer = fig.canvas.get_renderer()
+        seen["legend"] = ax.get_legend().get_window_extent(renderer)
+        seen["axes"] = ax.get_window_extent(renderer)
+        seen["bbox_inches"] = kw.get("bbox_inches")
         return save(fig, fname, **kw)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", capture)
@@ -88,6 +92,33 @@ def test_pareto_plot_zoom_and_guides(tmp_path, monkeypatch):
     assert seen["xlim"] == (8.0, 14.0) and seen["ylim"] == (75.0, 81.0)
     assert ((0, 1), (80.0, 80.0)) in seen["lines"] and ((11.4, 11.4), (0, 1)) in seen["lines"]
     assert {"sequential", "1/5"} <= set(seen["texts"])
+    # the legend sits beside the axes, covering no point, and the saved image holds it
+    assert seen["legend"].x0 >= seen["axes"].x1 and not seen["legend"].overlaps(seen["axes"])
+    assert seen["bbox_inches"] == "tight"
+
+
+def test_pareto_plot_legend_of_many_rows_leaves_the_axes_clear(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    from unmask.bench import pareto_plot
+
+    seen = {}
+    save = matplotlib.figure.Figure.savefig
+
+    def capture(fig, fname, **kw):
+        ax, renderer = fig.axes[0], fig.canvas.get_renderer()
+        seen["legend"] = ax.get_legend().get_window_extent(renderer)
+        seen["axes"] = ax.get_window_extent(renderer)
+        seen["figure"] = fig.bbox
+        return save(fig, fname, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", capture)
+    rows = [{"label": f"rule{k}", "name": f"rule{k}", "nfe": 5.0 + k, "accuracy": 0.5}
+            for k in range(30)]
+    pareto_plot(rows, tmp_path / "many.png")
+    # 31 entries (30 rules and the front) beside the axes, within the figure's height
+    assert seen["figure"].y0 <= seen["legend"].y0 and seen["legend"].y1 <= seen["figure"].y1
+    assert seen["legend"].x0 >= seen["axes"].x1 and not seen["legend"].overlaps(seen["axes"])
 
 
 def test_default_sudoku_specs_parse_and_hold_the_target_rows():

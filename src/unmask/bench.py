@@ -38,19 +38,26 @@ def timed_decode(model, tokens: torch.Tensor, entry: SamplerSpec, config: Decode
     return result, wall
 
 
-def add_rate_metrics(rows: list[dict]) -> None:
+def add_rate_metrics(rows: list[dict], *, solved: str = "solved") -> None:
     """Set on every row that has them: ``tokens_per_pass`` (mean tokens revealed per row,
     ``revealed``, over its mean forward passes ``nfe``), ``sequences_per_token`` (``sequences``
-    over ``revealed``), and ``wall_per_solved`` (``wall_s`` over the items solved,
-    ``solved`` * ``n_items``; None when none was solved)."""
+    over ``revealed``), and ``wall_per_solved`` (``wall_s`` over the items solved, the share
+    ``solved`` names times ``n_items``; None when none was solved or the row has no such
+    share).
+
+    Args:
+        solved: the key of the row's share of items solved (a bench's accuracy key, e.g.
+            ``accuracy``).
+    """
     for r in rows:
         revealed, nfe = r.get("revealed"), r.get("nfe")
         r["tokens_per_pass"] = revealed / nfe if revealed is not None and nfe else None
         seqs = r.get("sequences")
         r["sequences_per_token"] = seqs / revealed if seqs is not None and revealed else None
-        n_solved = (r["solved"] * r["n_items"] if "solved" in r and "n_items" in r else None)
-        r["wall_per_solved"] = (r["wall_s"] / n_solved if n_solved and "wall_s" in r
-                                else None)
+        n_solved = (r[solved] * r["n_items"]
+                    if r.get(solved) is not None and r.get("n_items") is not None else None)
+        r["wall_per_solved"] = (r["wall_s"] / n_solved
+                                if n_solved and r.get("wall_s") is not None else None)
 
 
 def aup(rows: list[dict], *, x: str = "tokens_per_pass", y: str = "solved",
@@ -239,8 +246,13 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower right")
+    # outside the axes, to the right, so that no point hides behind it however many rows;
+    # a second column once one would outgrow the plot's height
+    n_entries = len(ax.get_legend_handles_labels()[1])
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              ncol=1 + (n_entries - 1) // 24)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=Path(path).suffix.lower().lstrip(".") or "png")
+    with atomic_path(path) as tmp:  # the saved image grows to hold the legend
+        fig.savefig(tmp, format=Path(path).suffix.lower().lstrip(".") or "png",
+                    bbox_inches="tight")
     plt.close(fig)

@@ -71,7 +71,8 @@ class ContextTask:
     generate(seed, start, count, mask_ratio) -> (count, N) long tokens with MASK, context
         start + k depending only on (seed, start + k, mask_ratio).
     check(model) raises :class:`UnmaskError` if the model cannot read the task's tokens.
-    load_model(name_or_path) loads a model for the task (None = the task's shipped model).
+    load_model(name_or_path, trust_remote_code=False) loads a model for the task (None = the
+        task's shipped model; trust_remote_code: as for :func:`unmask.models.auto.load_model`).
     symmetries(count, seed) -> (cell_perm (count, N) new position -> old position,
         token_map (count, V) old token -> new token): random elements of a group under which
         the task's joint distribution is invariant (None = no known symmetry). A context moved
@@ -85,7 +86,7 @@ class ContextTask:
     name: str
     generate: Callable[[int, int, int, tuple[float, float]], torch.Tensor]
     check: Callable[[MaskedModel], None]
-    load_model: Callable[[str | None], MaskedModel]
+    load_model: Callable[..., MaskedModel]
     description: str = ""
     symmetries: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None
     options: tuple[str, ...] = ()
@@ -158,8 +159,9 @@ def _check_sudoku_model(model: MaskedModel) -> None:
             "length 81)")
 
 
-def _load_sudoku_model(name_or_path: str | None) -> MaskedModel:
-    return load_model(name_or_path, task="sudoku")
+def _load_sudoku_model(name_or_path: str | None, trust_remote_code: bool = False
+                       ) -> MaskedModel:
+    return load_model(name_or_path, task="sudoku", trust_remote_code=trust_remote_code)
 
 
 def _sudoku_symmetries(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -186,8 +188,13 @@ def _check_protein_model(model: MaskedModel) -> None:
     check_protein_model(model)
 
 
-def _load_protein_model(name_or_path: str | None) -> MaskedModel:
-    return load_protein_model(name_or_path)
+def _load_protein_model(name_or_path: str | None, trust_remote_code: bool = False
+                        ) -> MaskedModel:
+    if not trust_remote_code:
+        return load_protein_model(name_or_path)
+    model = load_model(name_or_path, task="protein", trust_remote_code=True)
+    check_protein_model(model)
+    return model
 
 
 register_task(ContextTask("protein", _protein_contexts, _check_protein_model,
@@ -283,10 +290,11 @@ def _check_text_model(model: MaskedModel) -> None:
             "model: the text task needs a Hugging Face masked LM folder with its tokenizer")
 
 
-def _load_text_model(name_or_path: str | None) -> MaskedModel:
+def _load_text_model(name_or_path: str | None, trust_remote_code: bool = False
+                     ) -> MaskedModel:
     require(name_or_path is not None, "model: the text task has no shipped model; give "
                                       "--model DIR (a Hugging Face masked LM folder)")
-    return load_model(name_or_path, task="text")
+    return load_model(name_or_path, task="text", trust_remote_code=trust_remote_code)
 
 
 register_task(ContextTask("text", text_contexts, _check_text_model, _load_text_model,
@@ -481,16 +489,20 @@ class ModelLoader:
     """A picklable recipe loading the task's model where it runs (a Ray worker, say).
 
     ``name_or_path`` is a shipped name or a folder every worker can read (None = the task's
-    shipped model); ``device`` is cpu or cuda (under Ray, the worker's own GPU).
+    shipped model); ``device`` is cpu or cuda (under Ray, the worker's own GPU);
+    ``trust_remote_code`` lets a transformers folder run the modelling code it holds
+    (:func:`unmask.models.auto.load_model`).
     """
 
     task: str
     name_or_path: str | None = None
     device: str = "cpu"
     bf16: bool = False
+    trust_remote_code: bool = False
 
     def __call__(self) -> MaskedModel:
-        model = get_task(self.task).load_model(self.name_or_path).to(self.device)
+        model = get_task(self.task).load_model(
+            self.name_or_path, trust_remote_code=self.trust_remote_code).to(self.device)
         model.autocast_bf16 = bool(self.bf16)
         return model
 

@@ -99,7 +99,8 @@ def tiny_model_dir(tmp_path):
 def test_bench_command_prints_and_writes_every_task(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "bench.json"
     rc = main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--prompts", "6",
-               "--samplers", "confidence", "info-gain", "klass", "--quiet", "--json", str(out)])
+               "--samplers", "confidence", "info-gain", "klass", "--quiet", "--json", str(out),
+               "--threads", "1"])
     assert rc == 0
     text = capsys.readouterr().out
     assert "product given -> factors" in text and "info-gain bypass=0.9" in text
@@ -114,15 +115,21 @@ def test_bench_command_prints_and_writes_every_task(tiny_model_dir, tmp_path, ca
         assert 0.0 <= r["accuracy"] <= r["well_formed"] <= 1.0
         assert r["sequences"] >= r["nfe"] > 0
         assert r["steps"] <= n_masked[r["task"]]
+        # every masked position is decoded: the rates are over those
+        assert r["n_items"] == 6 and r["revealed"] == n_masked[r["task"]]
+        assert r["tokens_per_pass"] == r["revealed"] / r["nfe"]
+        assert r["sequences_per_token"] == r["sequences"] / r["revealed"]
     # sequential decoding: one model call per masked position
     conf = {r["task"]: r for r in rows if r["sampler"] == "confidence"}
     assert all(conf[t]["nfe"] == n_masked[t] for t in conf)
+    assert all(conf[t]["tokens_per_pass"] == 1.0 for t in conf)
 
 
 def test_bench_verified_rows_draft_every_position(tiny_model_dir, tmp_path):
     out = tmp_path / "bench.json"
     assert main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--prompts", "6",
-                 "--samplers", "confidence", "topk", "--quiet", "--json", str(out)]) == 0
+                 "--samplers", "confidence", "topk", "--quiet", "--json", str(out),
+                 "--threads", "1"]) == 0
     rows = json.loads(out.read_text())["rows"]
     fmt = EquationFormat()
     n_masked = {"generate": fmt.length, "product": fmt.c_digits,
@@ -137,6 +144,28 @@ def test_bench_verified_rows_draft_every_position(tiny_model_dir, tmp_path):
         # a pass reveals at least one position and costs one call (its verification),
         # plus the first pass's own call
         assert r["nfe"] <= n_masked[r["task"]] + 1 and r["sequences"] >= r["nfe"]
+
+
+def test_bench_rates_and_aup_of_the_shipped_model(tmp_path, capsys):
+    from unmask.bench import aup
+
+    out = tmp_path / "bench.json"
+    assert main(["arithmetic", "bench", "--prompts", "6", "--tasks", "product", "--samplers",
+                 "confidence", "topk:k=3", "--quiet", "--json", str(out), "--threads",
+                 "1"]) == 0
+    report = json.loads(out.read_text())
+    rows = {r["sampler"]: r for r in report["rows"]}
+    # 3 product digits: one per pass, or all three in one pass
+    assert rows["confidence"]["tokens_per_pass"] == 1.0
+    assert rows["topk k=3"]["tokens_per_pass"] == 3.0
+    for r in rows.values():
+        assert r["accuracy"] > 0  # the easy direction: the shipped model gets it right
+        assert r["wall_per_solved"] == pytest.approx(r["wall_s"] / (6 * r["accuracy"]))
+    score = aup(report["rows"], y="accuracy")
+    assert score is not None and report["aup"] == {"product": score}
+    text = capsys.readouterr().out
+    assert f"AUP over these rows: {score:.1f} " in text
+    assert "tok/pass" in text and "seq/row" in text and "s/solved" in text
 
 
 def test_bench_command_rejects_bad_input(tiny_model_dir, capsys):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from unmask import UnmaskError
+from unmask.bench import aup
 from unmask.cli import main
 from unmask.decode import decode
 from unmask.models import MDMTransformer, TransformerConfig
@@ -121,6 +122,21 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
         assert 0 <= r["jsd_heldout"] <= np.log(2) and 0 <= r["low_complexity"] <= 1
     # natural crops are far closer to held-out composition than an untrained model's output
     assert rows["natural: held-out crops"]["jsd_2mer"] < rows["confidence"]["jsd_2mer"]
+    # rates: every residue of a protein is decoded, one per pass or up to 12 per pass
+    assert rows["confidence"]["revealed"] == lengths.mean()
+    assert rows["confidence"]["tokens_per_pass"] == 1.0
+    assert rows["topk k=12"]["tokens_per_pass"] == pytest.approx(
+        lengths.mean() / np.ceil(lengths / 12).mean())
+    for r in report["rows"]:
+        assert r["n_items"] == 6 and r["closeness"] == 1.0 - r["jsd_heldout"]
+        assert r["wall_per_solved"] is None  # generation solves no item
+        if r["nfe"] is None:  # the natural crops decode nothing
+            assert r["tokens_per_pass"] is None and r["sequences_per_token"] is None
+        else:
+            assert r["sequences_per_token"] == r["sequences"] / r["revealed"]
+    score = aup(report["rows"], y="closeness")
+    assert score is not None and report["aup"] == score
+    assert f"AUP over these rows: {score:.1f} " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args, field", [

@@ -6,6 +6,7 @@ import torch
 
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.arithmetic.train import TASKS, task_inputs, training_batch
+from unmask.bench import add_rate_metrics
 from unmask.decode import DecodeConfig
 from unmask.engine import Engine
 from unmask.errors import require
@@ -56,9 +57,11 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
 
     'generate' samples at ``generate_temperature`` (at 0 every row would be the same);
     the conditional tasks decode at temperature 0. Per pair: accuracy (well formed and the
-    equation holds), well_formed, mean nfe (model calls), mean sequences evaluated, mean
-    cumulative entropy (nats), mean steps, wall seconds, and ms per batched step (wall time
-    over the loop's iterations, i.e. the longest row's steps).
+    equation holds), well_formed, mean nfe (model calls), mean sequences evaluated per row,
+    mean cumulative entropy (nats), mean steps, wall seconds, ms per batched step (wall time
+    over the loop's iterations, i.e. the longest row's steps), n_items (``prompts``), revealed
+    (mean tokens decoded per row), and :func:`unmask.bench.add_rate_metrics`'s
+    tokens_per_pass, sequences_per_token and wall_per_solved (per correct equation).
     """
     require(prompts >= 1, f"prompts: must be >= 1, got {prompts}")
     for task in tasks:
@@ -91,5 +94,8 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
             "steps": float(res.steps.double().mean()),
             "wall_s": wall,
             "ms_per_step": 1000 * wall / max(1, int(res.steps.max())),
+            "n_items": prompts,
+            "revealed": float((run.tokens == MASK_ID).sum(1).double().mean()),
         })
+    add_rate_metrics(rows, solved="accuracy")
     return rows

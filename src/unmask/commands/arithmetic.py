@@ -14,7 +14,7 @@ from unmask.arithmetic.train import (
     training_batch,
     training_metrics,
 )
-from unmask.bench import wide_console
+from unmask.bench import aup, wide_console
 from unmask.commands.common import (
     JSON_SUFFIXES,
     add_engine_args,
@@ -125,10 +125,10 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
                          recipe=ModelRecipe(args.model or "arithmetic", task="arithmetic",
                                             bf16=model.autocast_bf16))
     source = describe_source(model.source)
-    print_tables(rows, f"{source}, {fmt.a_digits}x{fmt.b_digits}-digit factors")
+    scores = print_tables(rows, f"{source}, {fmt.a_digits}x{fmt.b_digits}-digit factors")
     if json_path is not None:
-        atomic_write_text(json_path, json.dumps({"model": source, "rows": rows},
-                                                indent=2) + "\n")
+        atomic_write_text(json_path, json.dumps({"model": source, "aup": scores,
+                                                 "rows": rows}, indent=2) + "\n")
     return 0
 
 
@@ -136,9 +136,15 @@ TASK_TITLES = {"generate": "unconditional generation", "product": "factors given
                "factors": "product given -> factors"}
 
 
-def print_tables(rows: list[dict], source: str) -> None:
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_tables(rows: list[dict], source: str) -> dict[str, float | None]:
+    """One table per task, each followed by its AUP line; returns {task: AUP}."""
     from rich.table import Table
 
+    scores = {}
     for task in dict.fromkeys(r["task"] for r in rows):
         part = [r for r in rows if r["task"] == task]
         base = next((r["ms_per_step"] for r in part if r["sampler"] == "confidence"), None)
@@ -146,12 +152,19 @@ def print_tables(rows: list[dict], source: str) -> None:
         table = Table(title=f"{TASK_TITLES.get(task, task)} ({part[0]['prompts']} prompts, "
                             f"temperature {t:g}) — {source}")
         table.add_column("sampler", no_wrap=True)
-        for col in ("acc %", "format %", "NFE", "seqs", "cum H", "ms/step", "vs conf"):
+        for col in ("acc %", "format %", "NFE", "tok/pass", "seq/row", "cum H", "ms/step",
+                    "vs conf", "s/solved"):
             table.add_column(col, justify="right")
         for r in part:
             ratio = f"{r['ms_per_step'] / base:.2f}x" if base else "-"
             table.add_row(r["sampler"], f"{100 * r['accuracy']:.1f}",
                           f"{100 * r['well_formed']:.1f}", f"{r['nfe']:.2f}",
-                          f"{r['sequences']:.1f}", f"{r['cumulative_entropy']:.3f}",
-                          f"{r['ms_per_step']:.2f}", ratio)
+                          _number(r["tokens_per_pass"], ".2f"), f"{r['sequences']:.1f}",
+                          f"{r['cumulative_entropy']:.3f}", f"{r['ms_per_step']:.2f}", ratio,
+                          _number(r["wall_per_solved"], ".2g"))
         wide_console(table).print(table)
+        scores[task] = aup(part, y="accuracy")
+        if scores[task] is not None:
+            print(f"AUP over these rows: {scores[task]:.1f} (accuracy-weighted area under "
+                  f"acc % vs tokens per pass, d3LLM)")
+    return scores

@@ -59,6 +59,8 @@ def _label_args(p: argparse.ArgumentParser) -> None:
                    help="--task text: context length in tokens, special tokens included "
                         "(default 64)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="run modelling code shipped inside the model folder (only from there)")
     p.add_argument("--threads", type=threads_int, default=None, metavar="N",
                    help="CPU threads of torch and numba (per worker with --engine ray; "
                         "default: torch's default, which follows OMP_NUM_THREADS)")
@@ -95,7 +97,8 @@ def mi_label(args: argparse.Namespace) -> int:
     engine, device = engine_from_args(args)
     # a Ray worker may run in another folder: it reads the model at its absolute path
     model_arg = args.model if args.engine == "local" else worker_path(args.model)
-    model = ModelLoader(args.task, model_arg, str(device), bool(args.bf16))
+    model = ModelLoader(args.task, model_arg, str(device), bool(args.bf16),
+                        trust_remote_code=args.trust_remote_code)
     t0 = time.perf_counter()
     manifest = write_labels(model, args.out, contexts=args.contexts, task=args.task,
                             seed=args.seed, eps=args.eps, mask_ratio=mask_ratio,

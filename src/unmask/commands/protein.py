@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from unmask.bench import add_nfe_vs_sequential, pareto_plot, render_table
+from unmask.bench import add_nfe_vs_sequential, aup, pareto_plot, render_table
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
@@ -183,8 +183,14 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
                         ("JSD aa bg", "jsd_background", ".4f"),
                         ("JSD 2-mer", "jsd_2mer", ".4f"), ("JSD per seq", "jsd_per_seq", ".3f"),
                         ("low-cplx %", "low_complexity_pct", ".1f"),
-                        ("distinct %", "distinct_pct", ".1f"), ("wall s", "wall_s", ".1f"),
-                        ("proteins/s", "proteins_per_s", ".1f")], title)
+                        ("distinct %", "distinct_pct", ".1f"),
+                        ("tok/pass", "tokens_per_pass", ".2f"), ("seq/row", "sequences", ".1f"),
+                        ("wall s", "wall_s", ".1f"), ("proteins/s", "proteins_per_s", ".1f")],
+                 title)
+    score = aup(rows, y="closeness")
+    if score is not None:
+        print(f"AUP over these rows: {score:.1f} (accuracy-weighted area under "
+              f"100 × (1 − JSD aa) vs tokens per pass, d3LLM)")
     print("published reference (ESM-C, 500 proteins vs 500 UniRef50): " + "; ".join(
         f"{label[4:]} {nfe} passes / JSD {j}" for label, nfe, j in SEED_REFERENCE))
     if json_path is not None:
@@ -192,11 +198,9 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
             {"model": describe_source(model.source), "n": args.n,
              "temperature": args.temperature, "lengths": [args.min_length, args.max_length],
              "data": split.source, "heldout_proteins": len(split.heldout),
-             "rows": rows}, indent=2) + "\n")
+             "aup": score, "rows": rows}, indent=2) + "\n")
     if plot_path is not None:
-        decoded = [{**r, "closeness": 1.0 - r["jsd_heldout"]} for r in rows
-                   if r["nfe"] is not None]
-        pareto_plot(decoded, plot_path, y="closeness",
+        pareto_plot([r for r in rows if r["nfe"] is not None], plot_path, y="closeness",
                     ylabel="100 × (1 − JSD of amino-acid composition vs held-out, nats)",
                     title=f"{args.n} proteins of length {args.min_length}-{args.max_length}, "
                           f"temperature {args.temperature:g}, {describe_source(model.source)}",

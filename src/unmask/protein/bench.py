@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from unmask.bench import add_rate_metrics
 from unmask.decode import DecodeConfig
 from unmask.engine import Engine
 from unmask.errors import require
@@ -50,8 +51,12 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
 
     Every entry decodes the same lengths (uniform in [min_length, max_length], from ``seed``)
     at ``temperature`` (0 would give one protein per length). Keys: label, name, params,
-    nfe, sequences, cumulative_entropy, wall_s, proteins_per_s and the metrics of
-    :func:`unmask.protein.metrics.generation_metrics`. With ``natural``, two reference rows
+    nfe, sequences (mean sequences evaluated per protein), cumulative_entropy, wall_s,
+    proteins_per_s, n_items (``n``), revealed (mean residues decoded per protein), the metrics
+    of :func:`unmask.protein.metrics.generation_metrics`, closeness (1 - jsd_heldout: the
+    accuracy the Pareto plot and :func:`unmask.bench.aup` read, ``y="closeness"``), and
+    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
+    wall_per_solved (None: generation solves no item). With ``natural``, two reference rows
     with NFE None come first: crops of training and of held-out proteins at the same lengths
     (the composition floor a perfect model of the training data would reach with n proteins).
     """
@@ -71,7 +76,7 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
             tokens, _ = crops.crops(lengths, rng, model.max_length)
             rows.append({"label": label, "name": "natural", "params": {}, "nfe": None,
                          "sequences": None, "cumulative_entropy": None, "wall_s": None,
-                         "proteins_per_s": None,
+                         "proteins_per_s": None, "n_items": n, "revealed": None,
                          **generation_metrics(tokens, split.heldout, background)})
     cfg = DecodeConfig(temperature=temperature)
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
@@ -86,6 +91,10 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
                      "nfe": float(res.nfe.double().mean()),
                      "sequences": float(res.sequences.double().mean()),
                      "cumulative_entropy": float(res.cumulative_entropy.mean()),
-                     "wall_s": wall, "proteins_per_s": n / wall,
+                     "wall_s": wall, "proteins_per_s": n / wall, "n_items": n,
+                     "revealed": float(lengths.mean()),
                      **generation_metrics(res.tokens, split.heldout, background)})
+    for r in rows:
+        r["closeness"] = 1.0 - r["jsd_heldout"]
+    add_rate_metrics(rows)
     return rows, torch.as_tensor(lengths)

@@ -19,32 +19,11 @@ import time
 from pathlib import Path
 
 import torch
+from engine_timing import Timed
 
 from unmask.engine import Engine, LocalEngine, RayEngine
 from unmask.labels import ModelLoader, write_labels
 from unmask.mi.label_files import read_labels
-
-
-class Timed(Engine):
-    """An engine that records how long ``open`` (start-up and model loads) took."""
-
-    def __init__(self, inner: Engine):
-        self.inner, self.name, self.workers, self.open_seconds = inner, inner.name, \
-            inner.workers, 0.0
-
-    def open(self, setup):
-        t0 = time.perf_counter()
-        self.inner.open(setup)
-        self.open_seconds = time.perf_counter() - t0
-
-    def call(self, fn, arg=None):
-        return self.inner.call(fn, arg)
-
-    def map_unordered(self, fn, jobs):
-        return self.inner.map_unordered(fn, jobs)
-
-    def close(self):
-        self.inner.close()
 
 
 def run(engine: Engine, loader: ModelLoader, out: Path, args) -> dict:

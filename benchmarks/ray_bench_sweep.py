@@ -17,9 +17,10 @@ import os
 import time
 
 import torch
+from engine_timing import Timed
 
 from unmask.bench import BenchEntry
-from unmask.engine import Engine, LocalEngine, RayEngine
+from unmask.engine import LocalEngine, RayEngine
 from unmask.models.auto import load_model
 from unmask.sudoku.bench import bench_sudoku
 from unmask.sudoku.datasets import set_puzzles
@@ -28,28 +29,6 @@ from unmask.sweep import ModelRecipe
 WALL = {"wall_s", "puzzles_per_s", "wall_per_solved"}
 SPECS = ["confidence", "topk:k=5", "eb:gamma=0.1,order=confidence",
          "mi-guided:gamma=0.3,order=confidence"]
-
-
-class Timed(Engine):
-    """An engine that records how long ``open`` (start-up, model loads, warm-up) took."""
-
-    def __init__(self, inner: Engine):
-        self.inner, self.name, self.workers, self.open_seconds = inner, inner.name, \
-            inner.workers, 0.0
-
-    def open(self, setup):
-        t0 = time.perf_counter()
-        self.inner.open(setup)
-        self.open_seconds = time.perf_counter() - t0
-
-    def call(self, fn, arg=None):
-        return self.inner.call(fn, arg)
-
-    def map_unordered(self, fn, jobs):
-        return self.inner.map_unordered(fn, jobs)
-
-    def close(self):
-        self.inner.close()
 
 
 def main() -> None:

@@ -182,16 +182,6 @@ def test_cli_benches_on_ray_write_the_local_rows(tiny, tmp_path, capsys):
     capsys.readouterr()
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray instance for the module (engines reuse it and leave it running)."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
-             object_store_memory=1 << 29, runtime_env={"env_vars": {"PYTHONPATH": SRC}})
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.slow
 def test_ray_workers_give_the_local_rows(tiny, puzzles, ray_session):
     local = _bench(tiny[0], puzzles)

@@ -48,16 +48,6 @@ def local_labels(tiny, tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray instance for the module (engines reuse it and leave it running)."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
-             object_store_memory=1 << 29, runtime_env={"env_vars": {"PYTHONPATH": SRC}})
-    yield ray
-    ray.shutdown()
-
-
 def _same_folder(a: Path, b: Path) -> None:
     names = sorted(p.name for p in a.iterdir())
     assert names == sorted(p.name for p in b.iterdir())  # no temporary files either

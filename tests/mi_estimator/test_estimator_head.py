@@ -272,3 +272,30 @@ def test_entropy_gate_bounds_each_pair_by_its_smaller_marginal_entropy():
 def test_entropy_gate_needs_the_marginals():
     with pytest.raises(UnmaskError, match="entropy_gate"):
         EstimatorConfig(hidden_size=4, entropy_gate=True)
+
+
+@pytest.mark.parametrize("kw", [{}, {"pair_prior_length": 9}, {"activation": "gelu"},
+                                {"marginal_size": 4, "entropy_gate": True},
+                                {"two_hop": 2}])
+def test_rows_gives_the_pairs_touching_them_and_zero_elsewhere(kw):
+    """forward(..., rows=R) equals the full matrix on every pair with an end in R (computed
+    from those rows alone unless two-hop units need every pair) and is 0 on the others."""
+    torch.manual_seed(4)
+    est = perturb(MIEstimator(EstimatorConfig(hidden_size=6, d=8, n_heads=2, pair_hidden=3,
+                                              pair_rank=2, **kw)))
+    feats = torch.randn(5, 9, est.config.feature_size) * 2
+    if kw.get("entropy_gate"):
+        feats[..., -1] = feats[..., -1].abs()
+    masked = torch.rand(5, 9) < 0.7
+    rows = (torch.rand(5, 9) < 0.25) & masked
+    rows[0] = False  # a row asking for nothing
+    full = est(feats, masked)
+    part = est(feats, masked, rows=rows)
+    touch = rows[:, :, None] | rows[:, None, :]
+    assert torch.allclose(part[touch], full[touch], atol=1e-6)
+    assert (part[~touch] == 0).all()
+    assert torch.equal(part, part.transpose(1, 2))
+    every = est(feats, masked, rows=torch.ones(5, 9, dtype=torch.bool))
+    assert torch.equal(every, full)
+    with pytest.raises(UnmaskError, match="rows"):
+        est(feats, masked, rows=rows[:, :4])

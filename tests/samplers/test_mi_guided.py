@@ -212,3 +212,33 @@ def test_an_estimator_given_by_path_reading_a_hidden_layer_works_from_pass_one(
                   if not verify else Verified(make_sampler("mi-guided", estimator=est,
                                                            gamma=1.0)), seed=0)
     assert torch.equal(res.tokens, same.tokens) and torch.equal(res.nfe, same.nfe)
+
+
+@pytest.mark.parametrize("uncharged", ["none", "free_head", "free_max"])
+@pytest.mark.parametrize("stop", [False, True])
+@pytest.mark.parametrize("gamma", [0.0, 0.1, 0.5])
+def test_mi_off_the_candidates_never_changes_the_set(uncharged, stop, gamma):
+    """The rule's set is the same with the MI of every pair as with only the pairs that have
+    an end among its candidates (the rest 0): what lets the estimator compute those alone."""
+    gen = torch.Generator().manual_seed(11)
+    b, n = 256, 10
+    own = torch.rand(b, n, generator=gen, dtype=torch.float64) ** 3 * 0.8
+    eligible = torch.rand(b, n, generator=gen) < 0.8
+    scores = torch.rand(b, n, generator=gen, dtype=torch.float64)
+    mi = torch.rand(b, n, n, generator=gen, dtype=torch.float64) * 0.2
+    mi = (mi + mi.transpose(1, 2)) * (1 - torch.eye(n, dtype=torch.float64))
+    flags = {"free_head": uncharged == "free_head", "free_max": uncharged == "free_max"}
+    sampler = make_sampler("mi-guided", gamma=gamma, lam=1.0, stop_at_first_miss=stop, **flags)
+    cand = sampler.candidates(own, scores, eligible)
+    touch = cand[:, :, None] | cand[:, None, :]
+    want = mi_budget_select(own, mi, eligible, scores, gamma, 1.0, stop, **flags)
+    got = mi_budget_select(own, mi * touch, eligible, scores, gamma, 1.0, stop, **flags)
+    assert torch.equal(got, want)
+    assert (cand <= eligible).all()
+    # the candidates are a real restriction (most rows leave positions out) ...
+    assert (cand.sum(1) < eligible.sum(1)).double().mean() > 0.5
+    # ... and a needed one: where a row takes two or more, its MI mattered, and with all MI
+    # zeroed off the candidates' complement only would some sets change (checked at one setting)
+    if gamma == 0.5 and not stop and uncharged == "none":
+        far = mi_budget_select(own, mi * ~touch, eligible, scores, gamma, 1.0, stop, **flags)
+        assert not torch.equal(far, want)

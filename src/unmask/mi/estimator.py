@@ -204,20 +204,39 @@ class MIEstimator(FrozenHead):
         # start near MI ~ 0 (softplus(-4) ~ 0.018): most pairs carry little information
         nn.init.constant_(self.out.bias, -4.0)
 
-    def forward(self, hidden: torch.Tensor, masked: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, masked: torch.Tensor | None = None,
+                rows: torch.Tensor | None = None) -> torch.Tensor:
         """MI (B, N, N) from features (B, N, F) (see :meth:`features`; F = D without
         marginals).
 
         masked: optional (B, N) bool; pairs that are not both masked get 0 (revealed positions
         carry no conditional information).
+        rows: optional (B, N) bool, the positions whose pairs are wanted; pairs with neither end
+            in ``rows`` get 0. Without two-hop units only those pairs are computed: the pair
+            stage then costs about 2K/N of the full one, K the most positions a row asks for.
         """
-        z = self.pair_units(hidden)
+        b, n = hidden.shape[:2]
+        for name, t in (("masked", masked), ("rows", rows)):
+            if t is not None and t.shape != (b, n):
+                raise UnmaskError(f"{name}: expected shape {(b, n)}, got {tuple(t.shape)}")
+        e = self.embed(hidden)
+        ent = hidden[..., -1].to(e.device, e.dtype).clamp(min=0) if self.config.entropy_gate \
+            else None  # (B, N) the marginal entropies, which bound each pair
+        k = int(rows.sum(1).max()) if rows is not None and b else n
+        if self.config.two_hop or 2 * k >= n:
+            m = self._all_pairs(e, masked, ent)
+            return m if rows is None else m * (rows[:, :, None] | rows[:, None, :]).to(m.device)
+        rows = rows.to(e.device)
+        index = rows.float().topk(k, dim=1).indices  # (B, K) each row's asked positions first
+        return self._pairs_of(e, masked, ent, index, rows.gather(1, index))
+
+    def _all_pairs(self, e: torch.Tensor, masked: torch.Tensor | None,
+                   ent: torch.Tensor | None) -> torch.Tensor:
+        """(B, N, N) MI of every pair from embedded features e (B, N, d) (``ent``: (B, N)
+        marginal entropies for the entropy gate, else None)."""
+        z = self._units(e, e)  # (B, U, N, N)
         b, u, n, _ = z.shape
-        if masked is not None and masked.shape != (b, n):
-            raise UnmaskError(f"masked: expected shape {(b, n)}, got {tuple(masked.shape)}")
-        # contract the units with (1, U) @ (B, U, N*N): no permute of the pair tensor
-        w = self.out.weight[:, :u].expand(b, 1, u)
-        m = torch.bmm(w, z.view(b, u, n * n)).view(b, n, n) + self.out.bias
+        m = self._unit_logits(z)
         h = self.config.two_hop
         if h:
             legs = z[:, :h]
@@ -226,49 +245,104 @@ class MIEstimator(FrozenHead):
             y = torch.matmul(legs, z[:, :h]) * (1.0 / n)  # (B, H, N, N)
             v = self.out.weight[:, u:].expand(b, 1, h)
             m = m + torch.bmm(v, y.reshape(b, h, n * n)).view(b, n, n)
-        if self.pair_prior is not None:
-            if n > self.config.pair_prior_length:
-                raise UnmaskError(f"hidden: {n} positions exceed the estimator's pair prior of "
-                                  f"{self.config.pair_prior_length}")
-            prior = self.pair_prior[:n, :n]
-            m = m + 0.5 * (prior + prior.T)
-        if self.config.entropy_gate:
-            ent = hidden[..., -1].to(m.dtype).clamp(min=0)  # (B, N) the marginal entropies
-            m = torch.sigmoid(m) * torch.minimum(ent[:, :, None], ent[:, None, :])
-        else:
-            m = F.softplus(m)
+        prior = self._prior(n)
+        m = self._pair_mi(m if prior is None else m + prior, _gate(ent, None))
         m = 0.5 * (m + m.transpose(1, 2))
         if masked is None:
             return m * ~torch.eye(n, dtype=torch.bool, device=m.device)
         return m * ordered_masked_pairs(masked.to(m.device))
 
-    def pair_units(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(B, U, N, N) the pair units act(q_i^u . k_j^u + b_u) of features (B, N, F), before
-        they are weighted, summed and symmetrised by :meth:`forward`."""
+    def _pairs_of(self, e: torch.Tensor, masked: torch.Tensor | None,
+                  ent: torch.Tensor | None, index: torch.Tensor, asked: torch.Tensor
+                  ) -> torch.Tensor:
+        """(B, N, N) MI of the pairs with an end in ``index`` (B, K) where ``asked`` (B, K)
+        (0 elsewhere): the rows i = index[b, k] of :meth:`_all_pairs`, from the ordered pairs
+        (i, j) and (j, i)."""
+        b, n, d = e.shape
+        e_k = e.gather(1, index[..., None].expand(-1, -1, d))  # (B, K, d)
+        prior = self._prior(n)
+        prior = 0 if prior is None else prior[index]  # (B, K, N)
+        gate = _gate(ent, index)
+        m_out = self._pair_mi(self._unit_logits(self._units(e_k, e)) + prior, gate)
+        m_in = self._pair_mi(self._unit_logits(self._units(e, e_k)).transpose(1, 2) + prior,
+                             gate)
+        r = 0.5 * (m_out + m_in)  # (B, K, N)
+        keep = (index[..., None] != torch.arange(n, device=e.device)) & asked[..., None]
+        if masked is not None:
+            masked = masked.to(e.device)
+            keep = keep & masked.gather(1, index)[..., None] & masked[:, None, :]
+        m = torch.zeros(b, n, n, dtype=r.dtype, device=r.device)
+        m.scatter_(1, index[..., None].expand(-1, -1, n), r * keep)
+        return torch.maximum(m, m.transpose(1, 2))  # the columns of the rows (MI >= 0)
+
+    def embed(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, N, d) the per-position embedding of features (B, N, F) that the pair units read."""
         if hidden.dim() != 3 or hidden.shape[-1] != self.config.feature_size:
             raise UnmaskError(f"hidden: expected features of shape (B, N, "
                               f"{self.config.feature_size}), got {tuple(hidden.shape)}")
-        dtype = self.adapter.weight.dtype
-        a = F.gelu(self.adapter(hidden.to(dtype)))
+        a = F.gelu(self.adapter(hidden.to(self.adapter.weight.dtype)))
         for blk in self.mixer:
             a = blk(a)
-        a = self.norm(a)
-        b, n, _ = a.shape
+        return self.norm(a)
+
+    def _units(self, e_i: torch.Tensor, e_j: torch.Tensor) -> torch.Tensor:
+        """(B, U, I, J) the pair units act(q_i^u . k_j^u + b_u) of embeddings e_i (B, I, d)
+        (queries) and e_j (B, J, d) (keys)."""
+        b, ni, _ = e_i.shape
+        nj = e_j.shape[1]
         u, r = self.config.pair_hidden, self.config.pair_rank
-        q = self.query(a).view(b, n, u, r).transpose(1, 2)  # (B, U, N, r)
-        k = self.key(a).view(b, n, u, r).transpose(1, 2)
+        q = self.query(e_i).view(b, ni, u, r).transpose(1, 2)  # (B, U, I, r)
+        k = self.key(e_j).view(b, nj, u, r).transpose(1, 2)  # (B, U, J, r)
         # z[b, u, i, j] = q_i^u . k_j^u + bias_u as one batched matmul: the bias rides on an
-        # extra constant-1 channel so no separate pass over the (B, U, N, N) tensor is needed
-        q = torch.cat([q, self.pair_bias.view(1, u, 1, 1).expand(b, u, n, 1)], -1)
-        k = torch.cat([k, k.new_ones(b, u, n, 1)], -1)
-        z = torch.matmul(q, k.transpose(-1, -2))  # (B, U, N, N)
+        # extra constant-1 channel so no separate pass over the (B, U, I, J) tensor is needed
+        q = torch.cat([q, self.pair_bias.view(1, u, 1, 1).expand(b, u, ni, 1)], -1)
+        k = torch.cat([k, k.new_ones(b, u, nj, 1)], -1)
+        z = torch.matmul(q, k.transpose(-1, -2))  # (B, U, I, J)
         return F.gelu(z) if self.config.activation == "gelu" else F.relu_(z)
+
+    def _unit_logits(self, z: torch.Tensor) -> torch.Tensor:
+        """(B, I, J) the pair logits sum_u w_u z_u + c of pair units z (B, U, I, J)."""
+        b, u, ni, nj = z.shape
+        # contract the units with (1, U) @ (B, U, I*J): no permute of the pair tensor
+        w = self.out.weight[:, :u].expand(b, 1, u)
+        return torch.bmm(w, z.reshape(b, u, ni * nj)).view(b, ni, nj) + self.out.bias
+
+    def _prior(self, n: int) -> torch.Tensor | None:
+        """(N, N) the symmetrised learned pair table, or None without one."""
+        if self.pair_prior is None:
+            return None
+        if n > self.config.pair_prior_length:
+            raise UnmaskError(f"hidden: {n} positions exceed the estimator's pair prior of "
+                              f"{self.config.pair_prior_length}")
+        prior = self.pair_prior[:n, :n]
+        return 0.5 * (prior + prior.T)
+
+    @staticmethod
+    def _pair_mi(logits: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+        """Non-negative MI of ordered pairs from their logits: softplus, or with the entropy
+        gate sigmoid(logit) * min(H_i, H_j)."""
+        return F.softplus(logits) if gate is None else torch.sigmoid(logits) * gate
+
+    def pair_units(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, U, N, N) the pair units act(q_i^u . k_j^u + b_u) of features (B, N, F), before
+        they are weighted, summed and symmetrised by :meth:`forward`."""
+        e = self.embed(hidden)
+        return self._units(e, e)
 
     # -- the MDM it belongs to -------------------------------------------------------------
 
     def features(self, output, model: MaskedModel) -> torch.Tensor:
         """The features (B, N, F) this estimator reads from ``model``'s :class:`ModelOutput`."""
         return estimator_features(output, model, self.config)
+
+
+def _gate(ent: torch.Tensor | None, index: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, I, N) the entropy gate min(H_i, H_j) of rows i (every position, or ``index``
+    (B, K)) from marginal entropies ent (B, N); None without the gate."""
+    if ent is None:
+        return None
+    rows = ent if index is None else ent.gather(1, index)
+    return torch.minimum(rows[:, :, None], ent[:, None, :])
 
 
 def needs_hidden_layers(estimator: MIEstimator) -> bool:

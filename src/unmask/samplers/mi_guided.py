@@ -7,7 +7,8 @@ descending confidence); take position i while its cost
 fits the remaining budget (which starts at gamma); otherwise i waits for a later pass.
 Independent, confident positions go in parallel; dependent ones are split across passes.
 The MI matrix I comes from the neural estimator on the hidden states of the same forward pass
-(no extra model call).
+(no extra model call), for the pairs that can change the pass's set only
+(:meth:`_BudgetedMISampler.candidates`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from unmask.samplers.base import (
     check_scan_order,
     register,
     scan_order_scores,
-    top_k_mask,
 )
 
 SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator"}
@@ -110,21 +110,49 @@ class _BudgetedMISampler(Sampler):
         check_uncharged(self.free_head, self.free_max)
         check_scan_order(self.order)
 
-    def mutual_information(self, state: StepState) -> torch.Tensor:  # pragma: no cover
+    def mutual_information(self, state: StepState, rows: torch.Tensor | None = None
+                           ) -> torch.Tensor:  # pragma: no cover
+        """(B, N, N) pairwise MI in nats; with ``rows`` (B, N) bool, only the pairs with an end
+        in ``rows`` need be right (the others may be 0)."""
         raise NotImplementedError
 
-    def position_cost(self, state: StepState, mi: torch.Tensor) -> torch.Tensor:
+    def position_cost(self, state: StepState) -> torch.Tensor:
         """(B, N) each position's own cost against the budget, before the MI with positions
         already taken: its entropy in nats."""
         return state.entropy
 
     def select(self, state: StepState) -> Selection:
-        mi = self.mutual_information(state)
-        reveal = mi_budget_select(self.position_cost(state, mi), mi, state.eligible,
-                                  scan_order_scores(state, self.order), self.gamma, self.lam,
+        own, scores = self.position_cost(state), scan_order_scores(state, self.order)
+        mi = self.mutual_information(state, self.candidates(own, scores, state.eligible))
+        reveal = mi_budget_select(own, mi, state.eligible, scores, self.gamma, self.lam,
                                   self.stop_at_first_miss, self.free_head, self.free_max)
         return Selection(reveal)
 
+    def candidates(self, own: torch.Tensor, scores: torch.Tensor, eligible: torch.Tensor
+                   ) -> torch.Tensor:
+        """(B, N) bool: the positions whose MI can change this pass's set, given own costs
+        (B, N), scan scores (B, N) and the eligible positions (B, N). Every pair the rule can
+        take together has an end among them, so MI elsewhere may be left 0.
+
+        A position is charged at least its own cost (MI >= 0), so only those with own cost
+        <= gamma can join another: the uncharged head of ``free_head`` goes with riders that
+        fit, and with ``free_max`` one position above gamma may be taken, but never two (the
+        smaller would be charged). With ``stop_at_first_miss`` the scan also ends where the
+        prefix's own costs alone overrun the budget, so only that prefix counts.
+        """
+        ok = eligible & (own <= self.gamma + 1e-12)
+        if not self.stop_at_first_miss:
+            return ok
+        order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+                              descending=True, stable=True)
+        cost = own.double().gather(1, order)
+        if self.free_head:
+            cost[:, 0] = 0.0
+        cost = torch.where(eligible.gather(1, order), cost, 0.0)
+        charged = cost.cumsum(1) - (cost.cummax(1).values if self.free_max else 0.0)
+        prefix = torch.zeros_like(eligible)
+        prefix.scatter_(1, order, charged <= self.gamma + 1e-12)
+        return ok & prefix
 
 @register("mi-guided")
 @dataclass
@@ -156,10 +184,11 @@ class MIGuidedSampler(_BudgetedMISampler):
     def needs_hidden_layers(self) -> bool:
         return isinstance(self.estimator, MIEstimator) and needs_hidden_layers(self.estimator)
 
-    def mutual_information(self, state: StepState) -> torch.Tensor:
+    def mutual_information(self, state: StepState, rows: torch.Tensor | None = None
+                           ) -> torch.Tensor:
         est = self.estimator
         with torch.inference_mode():
-            return est(est.features(state.output, state.model.model), state.masked)
+            return est(est.features(state.output, state.model.model), state.masked, rows=rows)
 
 
 @register("mi-oracle")
@@ -168,11 +197,9 @@ class MIOracleSampler(_BudgetedMISampler):
     """The same rule with ground-truth MI by perturbation probing (slow; for analysis of how
     much the estimator loses). Every probe is charged to the row's NFE and sequences.
 
-    Only positions whose own entropy fits the budget (H_i <= gamma) can ever be taken, so only
-    those are probed (and, with ``free_head``, the head): the same decisions as probing all,
-    at a fraction of the cost. With ``free_max`` one position above gamma may be taken, but
-    never two, so every pair that can be taken together has a probed end (a pair probed in one
-    direction takes that direction's value) and the same probes suffice.
+    Only the :meth:`~_BudgetedMISampler.candidates` are probed (a pair probed in one direction
+    takes that direction's value): the same decisions as probing all, at a fraction of the
+    cost.
     eps: probe pruning threshold passed to :func:`~unmask.mi.probe.perturbation_mi`.
     """
 
@@ -183,13 +210,9 @@ class MIOracleSampler(_BudgetedMISampler):
         super().__post_init__()
         require(0.0 <= self.eps < 1.0, f"eps: must be in [0, 1), got {self.eps}")
 
-    def mutual_information(self, state: StepState) -> torch.Tensor:
-        candidates = state.eligible & (state.entropy <= self.gamma + 1e-12)
-        if self.free_head:  # the head is taken whatever its entropy: its pairs are needed too
-            first = torch.ones(state.tokens.shape[0], dtype=torch.long,
-                               device=state.tokens.device)
-            candidates = candidates | top_k_mask(scan_order_scores(state, self.order),
-                                                 state.eligible, first)
+    def mutual_information(self, state: StepState, rows: torch.Tensor | None = None
+                           ) -> torch.Tensor:
+        candidates = state.eligible if rows is None else rows & state.eligible
         b, n = state.tokens.shape
         mi = torch.zeros(b, n, n, dtype=torch.float64, device=state.tokens.device)
         # probe only rows with a candidate, so a row's cost never depends on its batch-mates

@@ -6,8 +6,13 @@ passes (NFE), sequences evaluated per row, tokens per pass, wall-clock, wall-clo
 puzzle, and each against sequential decoding's; then the wall-clock of one pass of each
 rule (its wall-clock over its total passes) against one plain model call on the same batch.
 
+The rules take turns batch by batch (each batch decoded by every rule before the next), and
+with ``--rounds R`` the whole set is decoded R times: a rule's wall-clock is its median over
+the rounds and ``wall/seq lo-hi`` the range of its round-by-round ratio to sequential
+decoding, so a shared machine's changing load shows as a spread rather than a bias.
+
     python benchmarks/wallclock.py [--set hard] [--limit 200] [--batch 256] [--threads 1]
-        [--rules NAME ...] [--json OUT.json]
+        [--rules NAME ...] [--rounds 1] [--json OUT.json]
 
 A rule is a sampler spec (``unmask.samplers.spec``) or one of the named rules below
 (verified rules with a prefix scheme the spec syntax does not carry).
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 
 import torch
@@ -62,19 +68,35 @@ def build(rule: str):
     return NAMED[rule]() if rule in NAMED else parse_spec(rule).build()
 
 
-def run(model, x, puzzles, rule: str, batch: int) -> dict:
-    sampler = build(rule)
-    parts, start = [], time.perf_counter()
-    for i in range(0, len(x), batch):
-        parts.append(decode(model, x[i:i + batch], sampler, DecodeConfig(), seed=i))
-    wall = time.perf_counter() - start
+def run_interleaved(model, x, puzzles, rules: list[str], batch: int, rounds: int
+                    ) -> list[dict]:
+    """Decode every batch with every rule in turn (the order rotated from batch to batch),
+    ``rounds`` times over, so that a change of the machine's load falls on all rules alike.
+    A rule's ``wall_s`` is its median total over the rounds; ``wall_s_rounds`` lists them."""
+    samplers = {rule: build(rule) for rule in rules}
+    walls = {rule: [0.0] * rounds for rule in rules}
+    parts: dict[str, list] = {rule: [] for rule in rules}
+    for r in range(rounds):
+        for j, i in enumerate(range(0, len(x), batch)):
+            shift = (j + r) % len(rules)
+            for rule in rules[shift:] + rules[:shift]:
+                start = time.perf_counter()
+                res = decode(model, x[i:i + batch], samplers[rule], DecodeConfig(), seed=i)
+                walls[rule][r] += time.perf_counter() - start
+                if r == 0:
+                    parts[rule].append(res)
+    return [_row(rule, parts[rule], x, puzzles, model, walls[rule]) for rule in rules]
+
+
+def _row(rule: str, parts: list, x, puzzles, model, walls: list[float]) -> dict:
     tokens = torch.cat([p.tokens for p in parts])
     nfe = torch.cat([p.nfe for p in parts]).double()
     seqs = torch.cat([p.sequences for p in parts]).double()
     solved = is_valid_solution(tokens_to_grid(tokens), puzzles)
     blanks = float((x == model.mask_id).sum(1).double().mean())
     return {"label": rule, "solved": float(solved.mean()), "nfe": float(nfe.mean()),
-            "sequences": float(seqs.mean()), "revealed": blanks, "wall_s": wall,
+            "sequences": float(seqs.mean()), "revealed": blanks,
+            "wall_s": statistics.median(walls), "wall_s_rounds": walls,
             "passes_total": float(nfe.sum()), "n_items": len(puzzles),
             "n_solved": int(solved.sum()),
             "solved_each": "".join("1" if v else "0" for v in solved)}
@@ -99,6 +121,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rules", nargs="+", default=DEFAULT_RULES)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="times every batch is decoded by every rule (median wall-clock)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -108,11 +132,17 @@ def main(argv=None):
     x = grid_to_tokens(puzzles)
     decode(model, x[:2], "topk")  # warm-up
     plain = plain_pass_seconds(model, x, args.batch)
-    rows = [run(model, x, puzzles, rule, args.batch) for rule in args.rules]
+    rows = run_interleaved(model, x, puzzles, args.rules, args.batch, args.rounds)
     add_rate_metrics(rows)
     seq = next((r for r in rows if r["label"] == "confidence"), None)
     for r in rows:
         r["wall_vs_sequential"] = r["wall_s"] / seq["wall_s"] if seq else None
+        # the ratio round by round (both rules timed on the same batches, side by side)
+        r["wall_vs_sequential_rounds"] = ([a / b for a, b in zip(r["wall_s_rounds"],
+                                                                 seq["wall_s_rounds"], strict=True)]
+                                          if seq else None)
+        ratios = r["wall_vs_sequential_rounds"] or [float("nan")]
+        r["wall_vs_sequential_range"] = f"{min(ratios):.3f}-{max(ratios):.3f}"
         r["nfe_vs_sequential"] = r["nfe"] / seq["nfe"] if seq else None
         # one pass of the rule: its wall-clock spread over its batched passes
         batches = -(-r["n_items"] // args.batch)
@@ -124,6 +154,7 @@ def main(argv=None):
                         ("s/solved", "wall_per_solved", ".3f"),
                         ("NFE/seq", "nfe_vs_sequential", ".3f"),
                         ("wall/seq", "wall_vs_sequential", ".3f"),
+                        ("wall/seq lo-hi", "wall_vs_sequential_range", ""),
                         ("pass/plain", "pass_vs_plain", ".2f")],
                  title=f"{args.set}, {len(puzzles)} puzzles, batch {args.batch}, "
                        f"{args.threads} thread(s); plain pass {plain * 1e3:.1f} ms")
@@ -131,6 +162,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"set": args.set, "limit": args.limit, "batch": args.batch,
+                       "rounds": args.rounds,
                        "threads": args.threads, "plain_pass_s": plain, "rows": rows}, f,
                       indent=1)
 

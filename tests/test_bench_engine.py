@@ -18,6 +18,10 @@ from unmask.bench import BenchEntry
 from unmask.cli import main
 from unmask.decode import DecodeConfig, decode
 from unmask.engine import Engine, RayEngine
+from unmask.image.bench import run_image_bench
+from unmask.image.classifier import ClassifierConfig, DigitClassifier
+from unmask.image.data import image_model_config
+from unmask.image.model import DigitsMDM, load_digits_model
 from unmask.models import MDMTransformer
 from unmask.models.toy import ExactJointMDM
 from unmask.sudoku import grid_to_tokens, load_set
@@ -53,6 +57,17 @@ def tiny(tmp_path_factory):
     """(the model, its folder)."""
     path = _tiny_dir(tmp_path_factory.mktemp("model"), 0)
     return MDMTransformer.from_pretrained(path), path
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """A tiny digits MDM and classifier: (their folder)."""
+    root = tmp_path_factory.mktemp("digits")
+    torch.manual_seed(0)
+    DigitsMDM(image_model_config(9, d_model=16, n_layers=1, n_heads=2, d_ff=32,
+                                 dropout=0.0)).save_pretrained(root / "mdm")
+    DigitClassifier(ClassifierConfig(channels=4, features=8)).save_pretrained(root / "clf")
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +148,28 @@ def test_workers_load_the_model_by_recipe_and_rows_come_back_in_order(tiny, puzz
     assert _rows(remote) == _rows(local)
 
 
+def test_image_bench_workers_load_the_digits_model_by_its_loader(digits):
+    """The digits MDM is not a model load_model builds: its recipe names a loader, and the
+    rows match the local engine's (every run, two temperatures, in order)."""
+    model = load_digits_model(digits / "mdm")
+    clf = DigitClassifier.from_pretrained(digits / "clf")
+    entries = [BenchEntry.parse(s) for s in ("confidence", "topk:k=16", "topk:k=64+verify")]
+
+    def bench(**kw):
+        rows, _, samples = run_image_bench(model, clf, entries, n=6, temperatures=(0.0, 1.0),
+                                           rounds=3, **kw)
+        return _rows(rows), samples
+
+    local_rows, local_samples = bench()
+    rows, samples = bench(engine=Reversed(), recipe=ModelRecipe(str(digits / "mdm"),
+                                                                loader=load_digits_model))
+    assert [r["label"] for r in rows] == [f"{e.label} T={t}" for t in (0, 1) for e in entries]
+    assert rows == local_rows
+    assert all(torch.equal(samples[k], local_samples[k]) for k in local_samples)
+    with pytest.raises(UnmaskError, match="not an mdm-transformer config|no config.json"):
+        ModelRecipe(str(digits / "clf"), loader=load_digits_model).load()
+
+
 def test_a_worker_with_other_weights_or_no_recipe_is_refused(tiny, puzzles, tmp_path):
     other = _tiny_dir(tmp_path, 1)
     with pytest.raises(UnmaskError, match=r"^model: a worker loaded weights \w+, not the "
@@ -167,7 +204,7 @@ def _cli_rows(argv: list[str], out: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_cli_benches_on_ray_write_the_local_rows(tiny, tmp_path, capsys):
+def test_cli_benches_on_ray_write_the_local_rows(tiny, digits, tmp_path, capsys):
     """`--engine ray --workers 2` against the local engine, one thread per worker: the JSON
     files are equal but for wall-clock fields. Before the module's Ray instance is up: each
     command starts a local one and shuts it down."""
@@ -175,7 +212,10 @@ def test_cli_benches_on_ray_write_the_local_rows(tiny, tmp_path, capsys):
               "--batch-size", "2", "--seed", "4", "--samplers", *SPECS]
     arith = ["arithmetic", "bench", "--prompts", "4", "--tasks", "generate,factors",
              "--samplers", "confidence", "topk:k=2"]
-    for k, argv in enumerate((sudoku, arith)):
+    image = ["image", "bench", "--model", str(digits / "mdm"), "--classifier",
+             str(digits / "clf"), "--n", "4", "--rounds", "3", "--samplers", "confidence",
+             "topk:k=16"]
+    for k, argv in enumerate((sudoku, arith, image)):
         local = _cli_rows(argv, tmp_path / f"local{k}.json")
         ray = _cli_rows([*argv, "--engine", "ray", "--workers", "2"], tmp_path / f"ray{k}.json")
         assert {**ray, "rows": _rows(ray["rows"])} == {**local, "rows": _rows(local["rows"])}
@@ -195,7 +235,7 @@ def test_ray_workers_give_the_local_rows(tiny, puzzles, ray_session):
 # --- the CLI --------------------------------------------------------------------------------------
 
 BENCHES = [["sudoku", "bench", "--limit", "1"], ["protein", "bench", "--n", "1"],
-           ["arithmetic", "bench", "--prompts", "1"]]
+           ["arithmetic", "bench", "--prompts", "1"], ["image", "bench", "--n", "2"]]
 
 
 @pytest.mark.parametrize("bench", BENCHES, ids=lambda b: b[0])

@@ -85,6 +85,9 @@ class ModelRecipe:
         device: cpu or cuda (under Ray, the worker's own GPU).
         bf16: the model's ``autocast_bf16`` (None: as loaded).
         corrector: the corrector of entries marked ``corrected`` (None: no such entry).
+        loader: a module-level function ``loader(name_or_path) -> MaskedModel`` that loads
+            the model in place of :func:`~unmask.models.auto.load_model` (a model class that
+            function does not build, such as the digits MDM); pickled by reference.
     """
 
     name_or_path: str | None = None
@@ -92,6 +95,7 @@ class ModelRecipe:
     device: str = "cpu"
     bf16: bool | None = None
     corrector: CorrectorRecipe | None = None
+    loader: Callable[[str | None], MaskedModel] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "name_or_path", worker_path(self.name_or_path))
@@ -100,7 +104,8 @@ class ModelRecipe:
                 self.corrector, source=worker_path(self.corrector.source)))
 
     def load(self) -> tuple[MaskedModel, tuple[Hook, ...]]:
-        model = load_model(self.name_or_path, task=self.task).to(self.device)
+        model = (load_model(self.name_or_path, task=self.task) if self.loader is None
+                 else self.loader(self.name_or_path)).to(self.device)
         if self.bf16 is not None:
             model.autocast_bf16 = bool(self.bf16)
         return model, (() if self.corrector is None else self.corrector.hooks(model))

@@ -8,11 +8,13 @@ from pathlib import Path
 from unmask.bench import wide_console
 from unmask.commands.common import (
     add_confidence_arg,
+    add_engine_args,
     add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     add_training_args,
     bench_entries,
+    engine_from_args,
     output_path,
     progress_bar,
     temperatures_arg,
@@ -29,10 +31,11 @@ from unmask.image.bench import (
 )
 from unmask.image.classifier import DigitClassifier, train_classifier
 from unmask.image.data import DEFAULT_LEVELS, image_model_config, levels_of, load_digits_split
-from unmask.image.model import DigitsMDM
+from unmask.image.model import DigitsMDM, load_digits_model
 from unmask.image.train import SELECT_METRIC, train_image_mdm
 from unmask.io import atomic_write_text
 from unmask.pretrained import describe_source, model_folder
+from unmask.sweep import ModelRecipe
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -106,6 +109,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=200, help="bootstrap resamples")
     add_seed_arg(p)
     add_threads_arg(p)
+    add_engine_args(p, gpus=False)
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     p.add_argument("--grid", default=None, metavar="F.png",
                    help="write a PNG with one row of samples per sampler")
@@ -123,11 +127,12 @@ def bench_image(args: argparse.Namespace) -> int:
         raise UnmaskError(f"--n: must be >= 2, got {args.n}")
     if args.rounds < 2:
         raise UnmaskError(f"--rounds: must be >= 2, got {args.rounds}")
+    engine, _ = engine_from_args(args)
     temperatures = temperatures_arg(args.temperatures)
     json_path = output_path(args.json, "--json") if args.json else None
     grid_path = output_path(args.grid, "--grid", (".png",))
     folder = model_folder(args.model, "image")
-    model = DigitsMDM.from_pretrained(folder)
+    model = load_digits_model(folder)
     levels = levels_of(model)
     classifier = DigitClassifier.from_pretrained(model_folder(args.classifier,
                                                               "digit_classifier"))
@@ -137,7 +142,9 @@ def bench_image(args: argparse.Namespace) -> int:
     with progress_bar(total, "decoding", enabled=not args.quiet) as update:
         rows, real, samples = run_image_bench(model, classifier, entries, args.n, temperatures,
                                               args.seed, args.rounds, progress=update,
-                                              confidence=args.confidence)
+                                              confidence=args.confidence, engine=engine,
+                                              recipe=ModelRecipe(str(folder),
+                                                                 loader=load_digits_model))
     source = describe_source(folder)
     print_table(rows, real, f"{source}, {args.n} samples")
     if json_path is not None:

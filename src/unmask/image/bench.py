@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from unmask.bench import BenchEntry, timed_decode
-from unmask.decode import DecodeConfig, decode
+from unmask.bench import BenchEntry
+from unmask.decode import DecodeConfig
+from unmask.engine import Engine
 from unmask.errors import require
 from unmask.image.classifier import DigitClassifier
 from unmask.image.data import (
@@ -26,6 +27,7 @@ from unmask.image.metrics import gaussian_stats, paired_fid_difference, sample_m
 from unmask.io import atomic_path
 from unmask.models.transformer import MDMTransformer
 from unmask.samplers.pc import frequency_table
+from unmask.sweep import ModelRecipe, Run, Warmup, sweep
 
 #: every registered sampler at its usual settings (mi-guided needs an MI estimator, and there
 #: is none for digits), fixed-count parallel decoding at 4 and 8 pixels per pass, and every
@@ -76,11 +78,14 @@ def real_reference(model: MDMTransformer, classifier: DigitClassifier, n: int,
 def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
                     entries: list[BenchEntry], n: int = 500,
                     temperatures: tuple[float, ...] = (1.0,), seed: int = 0,
-                    rounds: int = 200, progress=None, confidence: str = "draw"
+                    rounds: int = 200, progress=None, confidence: str = "draw",
+                    engine: Engine | None = None, recipe: ModelRecipe | None = None
                     ) -> tuple[list[dict], dict, dict]:
     """Decode ``n`` class-conditional digits (classes 0..9 in turn) with every entry at every
     temperature (``confidence``: :class:`~unmask.decode.DecodeConfig`; rows decoded with
-    ``"max"`` say so in their label).
+    ``"max"`` say so in their label), one run per (temperature, entry) on ``engine``
+    (:func:`unmask.sweep.sweep`; ``recipe`` tells a Ray engine's workers how to load the
+    model, e.g. ``ModelRecipe(path, loader=load_digits_model)``).
 
     Returns (rows, real, samples): one row per (entry, temperature) with fid, inception_score,
     class_accuracy (each with a bootstrap ``_se`` over the samples), ``fid_vs_first`` (its FID
@@ -99,14 +104,16 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     reference, real = real_reference(model, classifier, n, seed, rounds)
     labels = class_labels(n)
     x = prompts(labels, levels)
-    # one untimed decode first: the first model call pays one-off set-up costs
-    decode(model, x[:2], "confidence")
+    configs = [DecodeConfig(temperature=t, confidence=confidence) for t in temperatures]
+    runs = [Run(entry, x, cfg, seed * n) for cfg in configs for entry in entries]
+    # one untimed decode first on each worker: the first model call pays one-off set-up costs
+    results = iter(sweep(runs, model, batch_size=n, engine=engine, recipe=recipe,
+                         warmup=Warmup(x[:2], "confidence"), progress=progress))
     rows, samples = [], {}
     for temperature in temperatures:
-        cfg = DecodeConfig(temperature=temperature, confidence=confidence)
         first = None
         for entry in entries:
-            res, wall = timed_decode(model, x, entry, cfg, seed=seed * n, batch_size=n)
+            res, wall = next(results)
             pixels, _ = decode_tokens(res.tokens, levels)
             feats, probs = classifier.embed(to_unit(pixels, levels))
             first = feats if first is None else first
@@ -128,8 +135,6 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
                 "wall_s": wall,
             })
             samples[label] = pixels
-            if progress is not None:
-                progress(len(rows))
     return rows, real, samples
 
 

@@ -10,6 +10,7 @@ import torch
 from unmask.image.data import N_CLASSES, SEQ_LEN, levels_of
 from unmask.models.base import ModelOutput
 from unmask.models.transformer import MDMTransformer, TransformerConfig
+from unmask.pretrained import model_folder
 
 
 class DigitsMDM(MDMTransformer):
@@ -36,3 +37,8 @@ class DigitsMDM(MDMTransformer):
         out = super().forward(tokens, output_hidden_layers, prev_probs)
         logits = out.logits.masked_fill(~self.allowed[:tokens.shape[1]], -torch.inf)
         return dataclasses.replace(out, logits=logits)
+
+
+def load_digits_model(name_or_path: str | None = None) -> DigitsMDM:
+    """The digits MDM by shipped name or folder (None: the shipped ``image`` model)."""
+    return DigitsMDM.from_pretrained(model_folder(name_or_path, "image")).eval()

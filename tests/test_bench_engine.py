@@ -16,8 +16,10 @@ import unmask
 from unmask import UnmaskError
 from unmask.bench import BenchEntry
 from unmask.cli import main
+from unmask.corrector import Corrector, CorrectorConfig
 from unmask.decode import DecodeConfig, decode
-from unmask.engine import Engine, RayEngine
+from unmask.engine import Engine, LocalEngine, RayEngine
+from unmask.hooks import corrector_hooks
 from unmask.image.bench import run_image_bench
 from unmask.image.classifier import ClassifierConfig, DigitClassifier
 from unmask.image.data import image_model_config
@@ -168,6 +170,97 @@ def test_image_bench_workers_load_the_digits_model_by_its_loader(digits):
     assert all(torch.equal(samples[k], local_samples[k]) for k in local_samples)
     with pytest.raises(UnmaskError, match="not an mdm-transformer config|no config.json"):
         ModelRecipe(str(digits / "clf"), loader=load_digits_model).load()
+
+
+class Killed(LocalEngine):
+    """The local engine, killed (an exception) after ``after`` shards; counts the shards it
+    decoded."""
+
+    def __init__(self, after: int | None = None):
+        super().__init__()
+        self.after, self.decoded = after, 0
+
+    def map_unordered(self, fn, jobs):
+        for k, out in super().map_unordered(fn, jobs):
+            if self.after is not None and self.decoded == self.after:
+                raise KeyboardInterrupt
+            self.decoded += 1
+            yield k, out
+
+
+def _cached_runs(model, x, seed=5):
+    return [Run(BenchEntry.parse(s), x, DecodeConfig(temperature=0.7), seed) for s in SPECS]
+
+
+def _same(got, want, seconds=True):
+    for (g, gs), (w, ws) in zip(got, want, strict=True):
+        assert all(torch.equal(getattr(g, k), getattr(w, k)) for k in
+                   ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step"))
+        assert g.stats.keys() == w.stats.keys()
+        assert all(torch.equal(g.stats[k], w.stats[k]) for k in g.stats)
+        assert gs == ws or not seconds
+
+
+def test_a_killed_sweep_resumes_from_its_cache_and_gives_the_same_results(tiny, puzzles,
+                                                                          tmp_path):
+    model, x = tiny[0], grid_to_tokens(puzzles)  # 2 runs x 3 shards of 2 puzzles
+    plain = sweep(_cached_runs(model, x), model, batch_size=2)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(_cached_runs(model, x), model, batch_size=2, engine=Killed(after=4),
+              cache=tmp_path / "c")
+    assert len(list((tmp_path / "c").glob("*.safetensors"))) == 4
+    resumed = Killed()
+    first = sweep(_cached_runs(model, x), model, batch_size=2, engine=resumed,
+                  cache=tmp_path / "c")
+    assert resumed.decoded == 2
+    _same(first, plain, seconds=False)
+    again = Killed(after=0)  # everything kept: nothing is decoded, not even opened
+    _same(sweep(_cached_runs(model, x), model, batch_size=2, engine=again,
+                cache=tmp_path / "c"), first)
+    # another seed, other settings or other tokens are other shards
+    for runs in (_cached_runs(model, x, seed=6),
+                 [Run(r.entry, r.tokens, DecodeConfig(), r.seed) for r in _cached_runs(model, x)],
+                 _cached_runs(model, x.flip(0))):
+        fresh = Killed()
+        sweep(runs, model, batch_size=2, engine=fresh, cache=tmp_path / "c")
+        assert fresh.decoded == 6
+
+
+def test_cache_keeps_no_corrected_shard_without_a_recipe_and_refuses_a_foreign_file(
+        tiny, puzzles, tmp_path):
+    model, x = tiny[0], grid_to_tokens(puzzles[:2])
+    runs = [Run(BenchEntry.parse("topk:k=5+corrector"), x)]
+    hooks = corrector_hooks(Corrector(CorrectorConfig.for_model(model, d=8, n_heads=2,
+                                                                layers=1)).eval())
+    sweep(runs, model, hooks=hooks, cache=tmp_path / "c")
+    assert not list((tmp_path / "c").glob("*.safetensors"))
+    sweep(_cached_runs(model, x)[:1], model, cache=tmp_path / "c")
+    (kept,) = (tmp_path / "c").glob("*.safetensors")
+    kept.write_bytes(b"not safetensors")
+    with pytest.raises(UnmaskError, match=r"^cache: .* is not a shard this sweep wrote"):
+        sweep(_cached_runs(model, x)[:1], model, cache=tmp_path / "c")
+    (tmp_path / "f").write_text("")
+    with pytest.raises(UnmaskError, match="cache: .* is not a folder"):
+        sweep(_cached_runs(model, x)[:1], model, cache=tmp_path / "f")
+
+
+@pytest.mark.parametrize("bench", ["sudoku", "image"])
+def test_cli_bench_with_a_cache_reruns_from_it(bench, tiny, digits, tmp_path, capsys):
+    """A second run with the same flags and --cache reads every shard back: the JSON is
+    byte-equal, wall-clock fields included (a decode would time itself anew)."""
+    argv = {"sudoku": ["sudoku", "bench", "--model", str(tiny[1]), "--set", "medium",
+                       "--limit", "4", "--batch-size", "2", "--samplers", *SPECS],
+            "image": ["image", "bench", "--model", str(digits / "mdm"), "--classifier",
+                      str(digits / "clf"), "--n", "4", "--rounds", "3", "--samplers",
+                      "confidence", "topk:k=16"]}[bench]
+    cache = tmp_path / "cache"
+    first = _cli_rows([*argv, "--cache", str(cache)], tmp_path / "a.json")
+    kept = sorted(cache.glob("*.safetensors"))
+    assert len(kept) == (4 if bench == "sudoku" else 2)
+    again = _cli_rows([*argv, "--cache", str(cache)], tmp_path / "b.json")
+    assert again == first and sorted(cache.glob("*.safetensors")) == kept
+    assert main([*argv, "--quiet", "--cache", str(tmp_path / "a.json")]) == 2
+    assert "cache: " in capsys.readouterr().err
 
 
 def test_a_worker_with_other_weights_or_no_recipe_is_refused(tiny, puzzles, tmp_path):

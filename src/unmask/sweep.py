@@ -19,6 +19,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -30,6 +31,7 @@ from unmask.hooks import Hook, corrector_hooks
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.samplers.spec import SamplerSpec
+from unmask.sweep_cache import ShardCache
 
 #: sampler parameters naming a folder the sampler reads (made absolute for the workers)
 PATH_PARAMS = ("estimator",)
@@ -199,7 +201,8 @@ def _for_workers(entry: SamplerSpec) -> SamplerSpec:
 def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
           hooks: Sequence[Hook] = (), engine: Engine | None = None,
           recipe: ModelRecipe | None = None, warmup: Warmup | None = None,
-          progress: Callable[[int], None] | None = None) -> list[tuple[DecodeResult, float]]:
+          progress: Callable[[int], None] | None = None,
+          cache: str | Path | None = None) -> list[tuple[DecodeResult, float]]:
     """Decode every run in shards of ``batch_size`` items on ``engine``.
 
     Args:
@@ -213,6 +216,9 @@ def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
             there; the model is never pickled).
         warmup: an untimed decode each worker runs once before its first shard.
         progress: called with the number of runs finished, as each finishes.
+        cache: a folder of finished shards (:mod:`unmask.sweep_cache`): shards found there
+            are not decoded again, and each shard decoded is written there as it arrives, so
+            a killed sweep resumes where it stopped.
 
     Returns:
         per run, in order: (its shards' results merged, the sum of its shards' decode seconds).
@@ -232,26 +238,49 @@ def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
         require(recipe is not None, f"recipe: the {engine.name} engine's workers load the "
                                     "model themselves; give a ModelRecipe")
         setup, expected = _Load(recipe, warmup), model.fingerprint()
+    kept = None if cache is None else ShardCache(
+        cache, model.fingerprint(), model.device.type if local else recipe.device,
+        recipe.corrector if recipe is not None else None, PATH_PARAMS)
     parts: list[dict] = [{} for _ in runs]
     left = [0] * len(runs)
     for shard in shards:
         left[shard.run] += 1
     finished = 0
+
+    def done(shard: Shard, out: dict) -> None:
+        nonlocal finished
+        parts[shard.run][shard.start] = out
+        left[shard.run] -= 1
+        if left[shard.run] == 0:
+            finished += 1
+            if progress is not None:
+                progress(finished)
+
+    todo = []
+    for shard in shards:
+        out = kept.get(shard) if kept is not None else None
+        if out is None:
+            todo.append(shard)
+        else:
+            done(shard, out)
+    if not todo:
+        return _merged(parts)
     try:
         engine.open(setup)
-        for k, out in engine.map_unordered(decode_shard, shards):
-            shard = shards[k]
+        for k, out in engine.map_unordered(decode_shard, todo):
             if not local and out["fingerprint"] != expected:
                 raise UnmaskError(f"model: a worker loaded weights {out['fingerprint']}, not "
                                   f"the driver's {expected}; every worker must read the same "
                                   f"model")
-            parts[shard.run][shard.start] = out
-            left[shard.run] -= 1
-            if left[shard.run] == 0:
-                finished += 1
-                if progress is not None:
-                    progress(finished)
+            if kept is not None:
+                kept.put(todo[k], out)
+            done(todo[k], out)
     finally:
         engine.close()
+    return _merged(parts)
+
+
+def _merged(parts: list[dict]) -> list[tuple[DecodeResult, float]]:
+    """Per run: its shards' results merged in item order, and their decode seconds summed."""
     return [(merge_results([p[s]["result"] for s in sorted(p)]),
              sum(p[s]["seconds"] for s in p)) for p in parts]

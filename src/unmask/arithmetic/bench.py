@@ -48,12 +48,13 @@ def training_frequencies(fmt: EquationFormat, n: int = 20_000) -> torch.Tensor:
 def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec],
               tasks: tuple[str, ...] = tuple(TASKS), prompts: int = 500,
               generate_temperature: float = 1.0, seed: int = 0, progress=None,
-              engine: Engine | None = None, recipe: ModelRecipe | None = None) -> list[dict]:
+              engine: Engine | None = None, recipe: ModelRecipe | None = None,
+              cache=None) -> list[dict]:
     """Decode ``prompts`` inputs of every task with every entry; one result dict per pair.
 
     Each (task, entry) pair is one shard, decoded on ``engine`` (default: this process): see
     :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
-    ``model``.
+    ``model``, and whose ``cache`` folder keeps finished shards.
 
     'generate' samples at ``generate_temperature`` (at 0 every row would be the same);
     the conditional tasks decode at temperature 0. Per pair: accuracy (well formed and the
@@ -76,7 +77,7 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
     # otherwise be charged to whichever sampler runs first
     warmup = Warmup(task_inputs(fmt, tasks[0], 2, seed=seed), "confidence")
     results = sweep(runs, model, batch_size=prompts, engine=engine, recipe=recipe,
-                    warmup=warmup, progress=progress)
+                    warmup=warmup, progress=progress, cache=cache)
     rows = []
     for i, (run, (res, wall)) in enumerate(zip(runs, results, strict=True)):
         entry = run.entry

@@ -17,6 +17,7 @@ from unmask.arithmetic.train import (
 from unmask.bench import aup, wide_console
 from unmask.commands.common import (
     JSON_SUFFIXES,
+    add_cache_arg,
     add_engine_args,
     add_presets_arg,
     add_seed_arg,
@@ -86,6 +87,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     add_seed_arg(p)
     add_threads_arg(p)
     add_engine_args(p, gpus=False)
+    add_cache_arg(p)
     p.add_argument("--json", default=None, metavar="OUT.json",
                    help="also write the results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -121,7 +123,7 @@ def bench_arithmetic(args: argparse.Namespace) -> int:
             preset_entry(name) for name in args.preset]
     with progress_bar(len(tasks) * len(entries), "decoding", enabled=not args.quiet) as update:
         rows = run_bench(model, fmt, entries, tasks, args.prompts, args.temperature, args.seed,
-                         progress=update, engine=engine,
+                         progress=update, engine=engine, cache=args.cache,
                          recipe=ModelRecipe(args.model or "arithmetic", task="arithmetic",
                                             bf16=model.autocast_bf16))
     source = describe_source(model.source)

@@ -9,6 +9,7 @@ from unmask.bench import add_nfe_vs_sequential, add_paired_vs, aup, pareto_plot,
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
+    add_cache_arg,
     add_corrector_args,
     add_device_arg,
     add_engine_args,
@@ -57,6 +58,7 @@ def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
     add_threads_arg(p)
     add_device_arg(p)
     add_engine_args(p)
+    add_cache_arg(p)
     p.add_argument("--no-self-condition", action="store_true",
                    help="(self-conditioning models) give every pass zeros instead of the "
                         "previous pass's beliefs, to measure what they add")
@@ -95,7 +97,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
                             batch_size=args.batch_size, config=config, corrector_hooks=hooks,
-                            progress=update, engine=engine,
+                            progress=update, engine=engine, cache=args.cache,
                             recipe=ModelRecipe(args.model, task="sudoku", device=device.type,
                                                bf16=model.autocast_bf16,
                                                corrector=corrector_recipe(args, corrector)))

@@ -168,6 +168,14 @@ def add_engine_args(p: argparse.ArgumentParser, *, gpus: bool = True) -> None:
                         + (" and, with --device cuda, one GPU" if gpus else ""))
 
 
+def add_cache_arg(p: argparse.ArgumentParser) -> None:
+    """``--cache DIR``: keep each finished shard of a bench sweep there and reuse it
+    (:mod:`unmask.sweep_cache`)."""
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="keep each finished shard here and reuse it: a killed bench run again "
+                        "with the same flags resumes where it stopped")
+
+
 def engine_from_args(args: argparse.Namespace):
     """(the engine ``--engine`` and ``--workers`` name, the torch device its workers run the
     model on). The local engine's device is ``--device`` (cpu without the flag), checked

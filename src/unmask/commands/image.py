@@ -7,6 +7,7 @@ from pathlib import Path
 
 from unmask.bench import wide_console
 from unmask.commands.common import (
+    add_cache_arg,
     add_confidence_arg,
     add_engine_args,
     add_presets_arg,
@@ -110,6 +111,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     add_seed_arg(p)
     add_threads_arg(p)
     add_engine_args(p, gpus=False)
+    add_cache_arg(p)
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     p.add_argument("--grid", default=None, metavar="F.png",
                    help="write a PNG with one row of samples per sampler")
@@ -143,6 +145,7 @@ def bench_image(args: argparse.Namespace) -> int:
         rows, real, samples = run_image_bench(model, classifier, entries, args.n, temperatures,
                                               args.seed, args.rounds, progress=update,
                                               confidence=args.confidence, engine=engine,
+                                              cache=args.cache,
                                               recipe=ModelRecipe(str(folder),
                                                                  loader=load_digits_model))
     source = describe_source(folder)

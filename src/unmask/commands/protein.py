@@ -10,6 +10,7 @@ from unmask.bench import add_nfe_vs_sequential, aup, pareto_plot, render_table
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
+    add_cache_arg,
     add_engine_args,
     add_presets_arg,
     add_seed_arg,
@@ -140,6 +141,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     add_threads_arg(p)
     p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
     add_engine_args(p, gpus=False)
+    add_cache_arg(p)
     p.add_argument("--no-natural", action="store_true",
                    help="leave out the natural-crop reference rows")
     p.add_argument("--json", default=None, metavar="OUT.json", help="write results as JSON")
@@ -168,7 +170,8 @@ def bench_protein_cmd(args: argparse.Namespace) -> int:
             model, split, entries, n=args.n, seed=args.seed, temperature=args.temperature,
             min_length=args.min_length, max_length=args.max_length,
             batch_size=args.batch_size, natural=not args.no_natural, progress=update,
-            engine=engine, recipe=ModelRecipe(args.model, task="protein", bf16=args.bf16))
+            engine=engine, recipe=ModelRecipe(args.model, task="protein", bf16=args.bf16),
+            cache=args.cache)
     add_nfe_vs_sequential(rows)
     for r in rows:
         r["low_complexity_pct"] = 100 * r["low_complexity"]

@@ -79,13 +79,14 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
                     entries: list[BenchEntry], n: int = 500,
                     temperatures: tuple[float, ...] = (1.0,), seed: int = 0,
                     rounds: int = 200, progress=None, confidence: str = "draw",
-                    engine: Engine | None = None, recipe: ModelRecipe | None = None
-                    ) -> tuple[list[dict], dict, dict]:
+                    engine: Engine | None = None, recipe: ModelRecipe | None = None,
+                    cache=None) -> tuple[list[dict], dict, dict]:
     """Decode ``n`` class-conditional digits (classes 0..9 in turn) with every entry at every
     temperature (``confidence``: :class:`~unmask.decode.DecodeConfig`; rows decoded with
     ``"max"`` say so in their label), one run per (temperature, entry) on ``engine``
     (:func:`unmask.sweep.sweep`; ``recipe`` tells a Ray engine's workers how to load the
-    model, e.g. ``ModelRecipe(path, loader=load_digits_model)``).
+    model, e.g. ``ModelRecipe(path, loader=load_digits_model)``; ``cache`` a folder of
+    finished shards).
 
     Returns (rows, real, samples): one row per (entry, temperature) with fid, inception_score,
     class_accuracy (each with a bootstrap ``_se`` over the samples), ``fid_vs_first`` (its FID
@@ -108,7 +109,8 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     runs = [Run(entry, x, cfg, seed * n) for cfg in configs for entry in entries]
     # one untimed decode first on each worker: the first model call pays one-off set-up costs
     results = iter(sweep(runs, model, batch_size=n, engine=engine, recipe=recipe,
-                         warmup=Warmup(x[:2], "confidence"), progress=progress))
+                         warmup=Warmup(x[:2], "confidence"), progress=progress,
+                         cache=cache))
     rows, samples = [], {}
     for temperature in temperatures:
         first = None

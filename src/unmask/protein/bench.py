@@ -41,13 +41,15 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
                   seed: int = 0, temperature: float = 1.0, min_length: int = MIN_GEN_LENGTH,
                   max_length: int = MAX_GEN_LENGTH, batch_size: int = 500,
                   natural: bool = True, progress=None, engine: Engine | None = None,
-                  recipe: ModelRecipe | None = None) -> tuple[list[dict], torch.Tensor]:
+                  recipe: ModelRecipe | None = None, cache=None
+                  ) -> tuple[list[dict], torch.Tensor]:
     """Generate ``n`` proteins with each entry; (one result dict per entry, lengths (n,)).
 
     The sweep is cut into shards of ``batch_size`` proteins per entry, decoded on ``engine``
     (default: this process; protein r decodes with seed ``seed * n + r`` whatever the shard):
     see :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
-    ``model``. ``wall_s`` sums the shards' decode seconds.
+    ``model``, and whose ``cache`` folder keeps finished shards. ``wall_s`` sums the shards'
+    decode seconds.
 
     Every entry decodes the same lengths (uniform in [min_length, max_length], from ``seed``)
     at ``temperature`` (0 would give one protein per length). Keys: label, name, params,
@@ -82,8 +84,7 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
     results = sweep([Run(entry, x, cfg, seed * n) for entry in entries], model,
                     batch_size=batch_size, engine=engine, recipe=recipe,
-                    warmup=Warmup(x[:2], "topk", cfg),
-                    progress=progress)
+                    warmup=Warmup(x[:2], "topk", cfg), progress=progress, cache=cache)
     for entry, (res, wall) in zip(entries, results, strict=True):
         rows.append({"label": entry.label, "name": entry.name,
                      "params": {k: v for k, v in entry.params.items()

@@ -40,7 +40,7 @@ DEFAULT_SPECS = [
 def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: int = 0,
                  batch_size: int = 1000, config: DecodeConfig | None = None,
                  corrector_hooks=(), progress=None, engine: Engine | None = None,
-                 recipe: ModelRecipe | None = None) -> list[dict]:
+                 recipe: ModelRecipe | None = None, cache=None) -> list[dict]:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
     entries marked ``corrected`` with ``corrector_hooks``: :func:`unmask.hooks.corrector_hooks`);
     one result dict per entry.
@@ -48,7 +48,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
     The sweep is cut into shards of ``batch_size`` puzzles per entry, decoded on ``engine``
     (default: this process; puzzle p decodes with seed ``seed + p`` whatever the shard): see
     :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
-    ``model`` and the corrector.
+    ``model`` and the corrector, and whose ``cache`` folder keeps finished shards.
 
     Keys: label, name, corrected (decoded with the corrector), verified (every pass's set
     verified), params, solved (share),
@@ -66,7 +66,8 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
     runs = [Run(entry, x, config or DecodeConfig(), seed) for entry in entries]
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
     results = sweep(runs, model, batch_size=batch_size, hooks=corrector_hooks, engine=engine,
-                    recipe=recipe, warmup=Warmup(x[:2]), progress=progress)
+                    recipe=recipe, warmup=Warmup(x[:2]), progress=progress,
+                    cache=cache)
     rows: list[dict] = []
     for entry, (res, wall) in zip(entries, results, strict=True):
         solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)

@@ -220,6 +220,28 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     require(tokenizer is not None, "tokenizer: none given and the model folder has none")
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
+    sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
+    config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence)
+    encoded = [_encode(tokenizer, p, chat_template) for p in prompts]
+    for i, ids in enumerate(encoded):
+        require(len(ids) + gen_length <= model.max_length,
+                f"prompt {i}: {len(ids)} tokens + gen_length {gen_length} exceed the model's "
+                f"max_length {model.max_length}")
+    size = batch_size or len(prompts)
+    results: list[Generation] = []
+    for lo in range(0, len(prompts), size):
+        results += _generate_chunk(model, tokenizer, prompts[lo:lo + size],
+                                   encoded[lo:lo + size], sampler, config, seed=seed + lo,
+                                   gen_length=gen_length, stop_at_eos=stop_at_eos,
+                                   min_new_tokens=min_new_tokens)
+    return results
+
+
+def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_tokens
+                   ) -> int:
+    """Check :func:`generate`'s prompts and lengths (one line naming what is wrong); returns
+    the block length."""
     require(len(prompts) > 0, "prompts: none given")
     require(all(isinstance(p, str) for p in prompts), "prompts: expected strings")
     require(isinstance(gen_length, int) and gen_length >= 1,
@@ -235,35 +257,31 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             and 0 <= min_new_tokens <= gen_length,
             f"min_new_tokens: must be an integer in [0, gen_length {gen_length}], got "
             f"{min_new_tokens!r}")
-    sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
-    config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence)
-    encoded = [_encode(tokenizer, p, chat_template) for p in prompts]
-    for i, ids in enumerate(encoded):
-        require(len(ids) + gen_length <= model.max_length,
-                f"prompt {i}: {len(ids)} tokens + gen_length {gen_length} exceed the model's "
-                f"max_length {model.max_length}")
+    return block
+
+
+def _generate_chunk(model: MaskedModel, tokenizer, prompts: list[str], encoded: list[list[int]],
+                    sampler: Sampler, config: DecodeConfig, *, seed: int, gen_length: int,
+                    stop_at_eos: bool, min_new_tokens: int) -> list[Generation]:
+    """One batch of :func:`generate`: prompts (their token ids ``encoded``) decoded together,
+    row r with seed ``seed + r``; wall_s is the batch's."""
     eos = getattr(model, "eos_ids", ())
-    pad = getattr(model, "pad_id", None)
-    size = batch_size or len(prompts)
-    results: list[Generation] = []
-    for lo in range(0, len(prompts), size):
-        chunk = encoded[lo:lo + size]
-        x, width = _prompt_batch(model, chunk, block, gen_length, pad)
-        use = sampler
-        if stop_at_eos and eos and not sampler.evaluates_next_state:
-            use = StopAtEOS(sampler, eos[0], block, width)
-        t0 = time.perf_counter()
-        hooks = [NoEOSBefore(eos, width, min_new_tokens)] if eos and min_new_tokens else []
-        res = decode(model, x.to(model.device), use, config, seed=seed + lo, hooks=hooks)
-        wall = time.perf_counter() - t0
-        for r in range(len(chunk)):
-            gen = res.tokens[r, width:].tolist()
-            cut = next((i for i, t in enumerate(gen) if t in eos), len(gen))
-            nfe = int(res.nfe[r])
-            results.append(Generation(
-                prompt=prompts[lo + r],
-                text=tokenizer.decode(gen[:cut], skip_special_tokens=True),
-                token_ids=gen, nfe=nfe, sequences=int(res.sequences[r]),
-                tokens_per_forward=gen_length / max(nfe, 1), wall_s=wall,
-                cumulative_entropy=float(res.cumulative_entropy[r])))
-    return results
+    x, width = _prompt_batch(model, encoded, config.block_size, gen_length,
+                             getattr(model, "pad_id", None))
+    if stop_at_eos and eos and not sampler.evaluates_next_state:
+        sampler = StopAtEOS(sampler, eos[0], config.block_size, width)
+    hooks = [NoEOSBefore(eos, width, min_new_tokens)] if eos and min_new_tokens else []
+    t0 = time.perf_counter()
+    res = decode(model, x.to(model.device), sampler, config, seed=seed, hooks=hooks)
+    wall = time.perf_counter() - t0
+    out = []
+    for r, prompt in enumerate(prompts):
+        gen = res.tokens[r, width:].tolist()
+        cut = next((i for i, t in enumerate(gen) if t in eos), len(gen))
+        nfe = int(res.nfe[r])
+        out.append(Generation(
+            prompt=prompt, text=tokenizer.decode(gen[:cut], skip_special_tokens=True),
+            token_ids=gen, nfe=nfe, sequences=int(res.sequences[r]),
+            tokens_per_forward=gen_length / max(nfe, 1), wall_s=wall,
+            cumulative_entropy=float(res.cumulative_entropy[r])))
+    return out

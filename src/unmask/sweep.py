@@ -226,61 +226,76 @@ def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
     engine = engine if engine is not None else LocalEngine()
     local = isinstance(engine, LocalEngine)
     shards = shards_of(runs, batch_size)
-    for run in runs:
-        if run.entry.corrected and not (hooks if local else recipe and recipe.corrector):
-            raise UnmaskError(f"{run.entry.label}: no corrector to decode with")
-    if local:
-        def setup() -> Worker:  # the driver's model, not a copy
-            if warmup is not None:
-                warmup.run(model)
-            return Worker(model, tuple(hooks))
-    else:
-        require(recipe is not None, f"recipe: the {engine.name} engine's workers load the "
-                                    "model themselves; give a ModelRecipe")
-        setup, expected = _Load(recipe, warmup), model.fingerprint()
+    setup = _setup(runs, model, hooks, engine, recipe, warmup)
+    expected = None if local else model.fingerprint()
     kept = None if cache is None else ShardCache(
         cache, model.fingerprint(), model.device.type if local else recipe.device,
         recipe.corrector if recipe is not None else None, PATH_PARAMS)
-    parts: list[dict] = [{} for _ in runs]
-    left = [0] * len(runs)
-    for shard in shards:
-        left[shard.run] += 1
-    finished = 0
-
-    def done(shard: Shard, out: dict) -> None:
-        nonlocal finished
-        parts[shard.run][shard.start] = out
-        left[shard.run] -= 1
-        if left[shard.run] == 0:
-            finished += 1
-            if progress is not None:
-                progress(finished)
-
+    gather = _Gather(runs, shards, progress)
     todo = []
     for shard in shards:
         out = kept.get(shard) if kept is not None else None
         if out is None:
             todo.append(shard)
         else:
-            done(shard, out)
+            gather.add(shard, out)
     if not todo:
-        return _merged(parts)
+        return gather.merged()
     try:
         engine.open(setup)
         for k, out in engine.map_unordered(decode_shard, todo):
-            if not local and out["fingerprint"] != expected:
+            if expected is not None and out["fingerprint"] != expected:
                 raise UnmaskError(f"model: a worker loaded weights {out['fingerprint']}, not "
                                   f"the driver's {expected}; every worker must read the same "
                                   f"model")
             if kept is not None:
                 kept.put(todo[k], out)
-            done(todo[k], out)
+            gather.add(todo[k], out)
     finally:
         engine.close()
-    return _merged(parts)
+    return gather.merged()
 
 
-def _merged(parts: list[dict]) -> list[tuple[DecodeResult, float]]:
-    """Per run: its shards' results merged in item order, and their decode seconds summed."""
-    return [(merge_results([p[s]["result"] for s in sorted(p)]),
-             sum(p[s]["seconds"] for s in p)) for p in parts]
+def _setup(runs, model, hooks, engine: Engine, recipe, warmup) -> Callable[[], Worker]:
+    """The engine ``setup`` of a sweep: the driver's model on the local engine, a
+    :class:`_Load` of ``recipe`` elsewhere; one line when a corrected entry has no corrector
+    or a non-local engine no recipe."""
+    local = isinstance(engine, LocalEngine)
+    for run in runs:
+        if run.entry.corrected and not (hooks if local else recipe and recipe.corrector):
+            raise UnmaskError(f"{run.entry.label}: no corrector to decode with")
+    if not local:
+        require(recipe is not None, f"recipe: the {engine.name} engine's workers load the "
+                                    "model themselves; give a ModelRecipe")
+        return _Load(recipe, warmup)
+
+    def setup() -> Worker:  # the driver's model, not a copy
+        if warmup is not None:
+            warmup.run(model)
+        return Worker(model, tuple(hooks))
+
+    return setup
+
+
+class _Gather:
+    """The shards' outputs by run, reporting each run as its last shard arrives."""
+
+    def __init__(self, runs: Sequence[Run], shards: list[Shard], progress):
+        self.parts: list[dict] = [{} for _ in runs]
+        self.left = [0] * len(runs)
+        for shard in shards:
+            self.left[shard.run] += 1
+        self.finished, self.progress = 0, progress
+
+    def add(self, shard: Shard, out: dict) -> None:
+        self.parts[shard.run][shard.start] = out
+        self.left[shard.run] -= 1
+        if self.left[shard.run] == 0:
+            self.finished += 1
+            if self.progress is not None:
+                self.progress(self.finished)
+
+    def merged(self) -> list[tuple[DecodeResult, float]]:
+        """Per run: its shards' results merged in item order, their decode seconds summed."""
+        return [(merge_results([p[s]["result"] for s in sorted(p)]),
+                 sum(p[s]["seconds"] for s in p)) for p in self.parts]

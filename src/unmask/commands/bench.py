@@ -84,16 +84,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     config = DecodeConfig(self_condition=not args.no_self_condition)
     corrector, hooks = corrector_from_args(args, model, any(e.corrected for e in entries))
 
-    # the estimators the mi-guided rows read, one record per distinct source: each entry's
-    # own (--estimator or a spec's estimator=FOLDER; None: the shipped one)
-    records = {}
-    for e in entries:
-        if e.name != "mi-guided" or e.params.get("estimator") in records:
-            continue
-        source = e.params.get("estimator")
-        records[source] = {"source": source or f"shipped '{SHIPPED_ESTIMATOR}'",
-                           "fingerprint": load_estimator(source, model=model).fingerprint()}
-    estimators = list(records.values())
+    estimators = _estimator_records(entries, model)
     with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
         rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
                             batch_size=args.batch_size, config=config, corrector_hooks=hooks,
@@ -112,37 +103,16 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {source} "
              + ("without its previous-pass input " if args.no_self_condition else "")
              + f"(mean {ref['mean_blanks']:.1f} blanks)")
-    render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
-                        ("vs seq. +/-", "vs_sequential", ""),
-                        ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
-                        ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
-                        ("cum. H", "cumulative_entropy", ".2f"),
-                        *([("remasked", "remasked", ".2f")] if corrector is not None else []),
-                        *([("held back", "rejected", ".2f")]
-                          if any(e.verified for e in entries) else []),
-                        ("clash %", "same_pass_clash_pct", ".1f"),
-                        ("tok/pass", "tokens_per_pass", ".2f"),
-                        ("wall s", "wall_s", ".1f"), ("s/solved", "wall_per_solved", ".3f")],
-                 title)
-    score = aup(rows)
-    if score is not None:
-        print(f"AUP (accuracy-weighted area under solved vs tokens per pass, d3LLM): "
-              f"{score:.1f}")
-    rounds = (f"{ref['mean_rounds']:.1f} rounds" if ref["mean_rounds"] is not None else "n/a")
-    print(f"physical reference: parallel naked/hidden singles finish "
-          f"{100 * ref['singles_share']:.0f}% of these puzzles ({rounds} where they do); "
-          f"a perfect MDM needs 1 pass.")
-    for est in estimators:
-        print(f"MI estimator: {est['source']} (weights {est['fingerprint']})")
-    print("published reference (1,000 hard): " + "; ".join(
-        f"{label[4:]} {nfe} passes / {acc}%" for label, nfe, acc in SEED_REFERENCE))
+    _print_sudoku_table(rows, title, corrected=corrector is not None,
+                        verified=any(e.verified for e in entries))
+    _print_references(rows, ref, estimators)
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(
             {"set": args.set, "puzzles": len(puzzles), "model": source,
              # a shipped name outlives its weights: the fingerprint says which model ran
              "model_fingerprint": model.fingerprint(),
              "self_condition": model.self_conditioning and not args.no_self_condition,
-             # which MI estimator the mi-guided rows read (None: no mi-guided row; a list
+             # which MI estimator the estimator-reading rows read (None: no such row; a list
              # when specs name different ones)
              "estimator": (None if not estimators else estimators[0] if len(estimators) == 1
                            else estimators),
@@ -157,3 +127,52 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
                     references=SEED_REFERENCE if args.set == "hard" else ())
         print(f"plot: {plot_path}")
     return 0
+
+
+#: the samplers that read an MI estimator (``estimator=FOLDER``; None: the shipped one)
+ESTIMATOR_SAMPLERS = ("mi-guided", "demask")
+
+
+def _estimator_records(entries, model) -> list[dict]:
+    """The estimators the entries read, one record (source, fingerprint) per distinct source:
+    each entry's own (``--estimator`` or a spec's ``estimator=FOLDER``; None: the shipped
+    one)."""
+    records = {}
+    for e in entries:
+        if e.name not in ESTIMATOR_SAMPLERS or e.params.get("estimator") in records:
+            continue
+        source = e.params.get("estimator")
+        records[source] = {"source": source or f"shipped '{SHIPPED_ESTIMATOR}'",
+                           "fingerprint": load_estimator(source, model=model).fingerprint()}
+    return list(records.values())
+
+
+def _print_sudoku_table(rows: list[dict], title: str, *, corrected: bool, verified: bool
+                        ) -> None:
+    render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
+                        ("vs seq. +/-", "vs_sequential", ""),
+                        ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
+                        ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
+                        ("cum. H", "cumulative_entropy", ".2f"),
+                        *([("remasked", "remasked", ".2f")] if corrected else []),
+                        *([("held back", "rejected", ".2f")] if verified else []),
+                        ("clash %", "same_pass_clash_pct", ".1f"),
+                        ("tok/pass", "tokens_per_pass", ".2f"),
+                        ("wall s", "wall_s", ".1f"), ("s/solved", "wall_per_solved", ".3f")],
+                 title)
+
+
+def _print_references(rows: list[dict], ref: dict, estimators: list[dict]) -> None:
+    """The lines under the table: AUP, the singles reference, the estimators, the paper."""
+    score = aup(rows)
+    if score is not None:
+        print(f"AUP (accuracy-weighted area under solved vs tokens per pass, d3LLM): "
+              f"{score:.1f}")
+    rounds = (f"{ref['mean_rounds']:.1f} rounds" if ref["mean_rounds"] is not None else "n/a")
+    print(f"physical reference: parallel naked/hidden singles finish "
+          f"{100 * ref['singles_share']:.0f}% of these puzzles ({rounds} where they do); "
+          f"a perfect MDM needs 1 pass.")
+    for est in estimators:
+        print(f"MI estimator: {est['source']} (weights {est['fingerprint']})")
+    print("published reference (1,000 hard): " + "; ".join(
+        f"{label[4:]} {nfe} passes / {acc}%" for label, nfe, acc in SEED_REFERENCE))

@@ -140,71 +140,102 @@ def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | Non
     Returns:
         A :class:`VerifiedReveal`.
     """
-    b, n = draft.shape
-    device = draft.device
-    conf = state.x0_prob.double().masked_fill(~draft, -torch.inf)
-    order = torch.argsort(conf, dim=1, descending=True, stable=True)  # (B, N)
-    k = draft.sum(1)
-    if max_draft is not None:
-        k = k.clamp(max=max_draft)
-    width = int(k.max()) if b else 0
-    ranks = torch.empty_like(order)
-    ranks.scatter_(1, order, torch.arange(n, device=device).expand(b, n))
-    m = torch.arange(1, width + 1, device=device)
-    in_prefix = (ranks[:, None, :] < m[None, :, None]) & draft[:, None, :]  # (B, K, N)
-    valid = m[None, :] <= k[:, None]  # (B, K)
-    if prefixes == "all":
-        evaluated = valid
-    elif prefixes == "doubling":
-        evaluated = valid & (((m & (m - 1)) == 0)[None, :] | (m[None, :] == k[:, None]))
-    else:
-        raise UnmaskError(f"prefixes: expected one of {PREFIXES}, got {prefixes!r}")
-    # d_{r+1} (rank r) is checked under P_{s_r}, s_r = the longest evaluated prefix <= r
-    last = torch.where(evaluated, m[None, :], 0).cummax(1).values  # (B, K): s_{m}
-    s_rank = torch.zeros(b, width, dtype=torch.long, device=device)
-    s_rank[:, 1:] = last[:, :-1]  # (B, K), >= 1 from rank 1 on (P_1 is always evaluated)
-    seqs = torch.where(in_prefix, state.x0[:, None, :], state.tokens[:, None, :])
-    need = evaluated & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
-
+    pre = _Prefixes.of(state, draft, max_draft, prefixes)
+    seqs = torch.where(pre.in_prefix, state.x0[:, None, :], state.tokens[:, None, :])
+    need = pre.evaluated & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
     proposed, confidence, prefix_entropy, calls = _prefix_passes(
         state, seqs, need, tolerance=tolerance, max_sequences=max_sequences,
         output_hidden_layers=output_hidden_layers)
 
-    # d_{r+1} (rank r >= 1) is checked under P_{s_r} (prefix index s_r - 1; s_r = r for "all")
-    pos = order[:, :width]  # (B, K)
-    under = (s_rank[:, 1:] - 1).clamp(min=0)  # (B, K - 1)
-
-    def at(t: torch.Tensor) -> torch.Tensor:  # t (B, K, N) -> (B, K - 1): t[b, under, pos]
-        return t.gather(1, under[:, :, None].expand(-1, -1, n)).gather(
-            2, pos[:, 1:, None]).squeeze(-1)
-
-    drafted_tok = state.x0.gather(1, pos[:, 1:])
-    ok = torch.ones(b, width, dtype=torch.bool, device=device)
-    ok[:, 1:] = at(proposed) == drafted_tok
+    ok = torch.ones_like(pre.valid)
+    ok[:, 1:] = pre.at(proposed) == state.x0.gather(1, pre.pos[:, 1:])
     if tolerance < 1.0:
         # the surest eligible position sequential decoding would see before d_{r+1}: the open
         # positions of P_r, with their confidences under P_{s_r}
-        open_ = state.eligible[:, None, :] & ~in_prefix  # (B, K, N): open under P_m
-        conf_under = confidence.gather(1, under[:, :, None].expand(-1, -1, n))
+        open_ = state.eligible[:, None, :] & ~pre.in_prefix  # (B, K, N): open under P_m
+        conf_under = confidence.gather(1, pre.under[:, :, None].expand(-1, -1, pre.n))
         surest = conf_under.masked_fill(~open_[:, :-1], -1.0).amax(-1)  # (B, K - 1)
-        ok[:, 1:] &= at(confidence) >= surest - tolerance - 1e-12
-    ok &= valid
+        ok[:, 1:] &= pre.at(confidence) >= surest - tolerance - 1e-12
+    ok &= pre.valid
     # the longest evaluated prefix whose members all pass; d_1 always
-    passing = ok.long().cumprod(1).bool() & evaluated
-    accepted = torch.where(passing, m[None, :], 0).amax(1).clamp(min=1)  # (B,)
-    reveal = (ranks < accepted[:, None]) & draft
-    # d_1 pays its entropy on the current state, d_{r+1} its entropy under P_{s_r}
-    paid = torch.zeros(b, width, dtype=torch.float64, device=device)
-    paid[:, 0] = state.entropy.double().gather(1, pos[:, :1]).squeeze(1)
-    paid[:, 1:] = at(prefix_entropy)
-    entropy = torch.zeros(b, n, dtype=torch.float64, device=device)
-    entropy.scatter_(1, pos, torch.where(m[None, :] <= accepted[:, None], paid, 0.0))
-
+    passing = ok.long().cumprod(1).bool() & pre.evaluated
+    accepted = torch.where(passing, pre.m[None, :], 0).amax(1).clamp(min=1)  # (B,)
     # the next pass is the model on each row's accepted prefix
     next_output = (ModelOutput.cat([out.pick(need[rows], accepted[rows] - 1)
                                     for rows, out in calls]) if calls else None)
-    return VerifiedReveal(reveal=reveal, next_output=next_output, entropy=entropy,
-                          rejected=k - accepted)
+    return VerifiedReveal(reveal=(pre.ranks < accepted[:, None]) & draft,
+                          next_output=next_output,
+                          entropy=pre.paid_entropy(state, prefix_entropy, accepted),
+                          rejected=pre.k - accepted)
+
+
+@dataclass
+class _Prefixes:
+    """The prefixes P_1 .. P_K of a draft (in descending confidence) and which are evaluated.
+
+    order, ranks: (B, N) positions by confidence rank and each position's rank; k: (B,) the
+    draft sizes (capped); m: (K,) 1..K; in_prefix: (B, K, N) the members of P_m; valid:
+    (B, K) m <= k; evaluated: (B, K) the prefixes given a model call; under: (B, K - 1) the
+    prefix index (s_r - 1) under which d_{r+1} is checked; pos: (B, K) the drafted positions
+    by rank.
+    """
+
+    order: torch.Tensor
+    ranks: torch.Tensor
+    k: torch.Tensor
+    m: torch.Tensor
+    in_prefix: torch.Tensor
+    valid: torch.Tensor
+    evaluated: torch.Tensor
+    under: torch.Tensor
+    pos: torch.Tensor
+    n: int
+
+    @classmethod
+    def of(cls, state: StepState, draft: torch.Tensor, max_draft: int | None, prefixes: str
+           ) -> _Prefixes:
+        b, n = draft.shape
+        device = draft.device
+        conf = state.x0_prob.double().masked_fill(~draft, -torch.inf)
+        order = torch.argsort(conf, dim=1, descending=True, stable=True)  # (B, N)
+        k = draft.sum(1)
+        if max_draft is not None:
+            k = k.clamp(max=max_draft)
+        width = int(k.max()) if b else 0
+        ranks = torch.empty_like(order)
+        ranks.scatter_(1, order, torch.arange(n, device=device).expand(b, n))
+        m = torch.arange(1, width + 1, device=device)
+        in_prefix = (ranks[:, None, :] < m[None, :, None]) & draft[:, None, :]  # (B, K, N)
+        valid = m[None, :] <= k[:, None]  # (B, K)
+        if prefixes == "all":
+            evaluated = valid
+        elif prefixes == "doubling":
+            evaluated = valid & (((m & (m - 1)) == 0)[None, :] | (m[None, :] == k[:, None]))
+        else:
+            raise UnmaskError(f"prefixes: expected one of {PREFIXES}, got {prefixes!r}")
+        # d_{r+1} (rank r) is checked under P_{s_r}, s_r = the longest evaluated prefix <= r
+        # (s_r = r for "all"; >= 1 from rank 1 on: P_1 is always evaluated)
+        last = torch.where(evaluated, m[None, :], 0).cummax(1).values  # (B, K): s_m
+        under = (last[:, :-1] - 1).clamp(min=0)  # (B, K - 1)
+        return cls(order, ranks, k, m, in_prefix, valid, evaluated, under, order[:, :width], n)
+
+    def at(self, t: torch.Tensor) -> torch.Tensor:
+        """t (B, K, N) -> (B, K - 1): t[b, under, pos], d_{r+1}'s value under P_{s_r}."""
+        return t.gather(1, self.under[:, :, None].expand(-1, -1, self.n)).gather(
+            2, self.pos[:, 1:, None]).squeeze(-1)
+
+    def paid_entropy(self, state: StepState, prefix_entropy: torch.Tensor,
+                     accepted: torch.Tensor) -> torch.Tensor:
+        """(B, N) nats each revealed position pays: d_1 its entropy on the current state,
+        d_{r+1} its entropy under P_{s_r}; 0 elsewhere."""
+        b, width = self.pos.shape
+        paid = torch.zeros(b, width, dtype=torch.float64, device=self.pos.device)
+        paid[:, 0] = state.entropy.double().gather(1, self.pos[:, :1]).squeeze(1)
+        paid[:, 1:] = self.at(prefix_entropy)
+        entropy = torch.zeros(b, self.n, dtype=torch.float64, device=self.pos.device)
+        entropy.scatter_(1, self.pos, torch.where(self.m[None, :] <= accepted[:, None],
+                                                  paid, 0.0))
+        return entropy
 
 
 @dataclass

@@ -176,25 +176,10 @@ def plot_family(row: dict) -> str:
     return " ".join([row["name"], *forms, *suffixes])
 
 
-def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = "accuracy",
-                xlabel: str = "mean forward passes (NFE)", ylabel: str = "solved %",
-                title: str = "", references: list[tuple[str, float, float]] = (),
-                xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None,
-                guides: list[tuple[str, float, str]] = ()) -> None:
-    """Scatter of ``y`` (as %) against ``x`` per sampler family, Pareto front drawn, saved
-    atomically, in the format its extension names (.png, .pdf, .svg).
-    references: extra (label, x, y%) points drawn hollow (published).
-    xlim / ylim: the axes' ranges (a zoom; y in %). guides: ("h" | "v", value, label) lines
-    drawn across the plot (a target accuracy in %, a pass budget)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+def _plot_families(ax, rows: list[dict], x: str, y: str, cmap) -> None:
+    """One line per sampler family (points sorted by ``x``), each point labelled with the
+    parameters it does not share with the rest of its family."""
     families = list(dict.fromkeys(plot_family(r) for r in rows))
-    cmap = plt.get_cmap("tab10")
     for k, fam in enumerate(families):
         part = sorted((r for r in rows if plot_family(r) == fam), key=lambda r: r[x])
         params = [[t for t in r["label"].split() if t not in fam.split()] for r in part]
@@ -209,9 +194,10 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
                 ax.annotate(short, (r[x], 100 * r[y]), fontsize=7,
                             xytext=(4, 3 if (k + j) % 2 else -10),
                             textcoords="offset points", color=cmap(k % 10))
-    front = sorted(pareto_front(rows, x, y), key=lambda r: r[x])
-    ax.plot([r[x] for r in front], [100 * r[y] for r in front], "k--", lw=1, alpha=0.5,
-            label="Pareto front")
+
+
+def _plot_references(ax, references, guides) -> None:
+    """Published points (hollow squares) and guide lines ("h" | "v", value, label)."""
     for label, rx, ry in references:
         ax.plot([rx], [ry], marker="s", mfc="none", mec="gray", ms=8, ls="none")
         ax.annotate(label, (rx, ry), fontsize=7, color="gray", xytext=(4, -10),
@@ -227,11 +213,14 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
             ax.axvline(value, color="gray", lw=0.8, ls=":")
             ax.annotate(label, (value, 0.99), xycoords=("data", "axes fraction"), rotation=90,
                         va="top", **style)
-    ax.set_xscale("log")
+
+
+def _log_x_axis(ax, xs: list[float], xlim, ylim) -> None:
+    """A log x axis with round ticks around ``xs`` (or every whole count in ``xlim``)."""
     from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
+    ax.set_xscale("log")
     if xlim is None:
-        xs = [r[x] for r in rows] + [rx for _, rx, _ in references]
         ticks = [t for t in (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500)
                  if min(xs) / 1.5 <= t <= max(xs) * 1.5]
     else:  # a zoom: every whole pass count in range
@@ -242,6 +231,30 @@ def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = 
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def pareto_plot(rows: list[dict], path: str | Path, *, x: str = "nfe", y: str = "accuracy",
+                xlabel: str = "mean forward passes (NFE)", ylabel: str = "solved %",
+                title: str = "", references: list[tuple[str, float, float]] = (),
+                xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None,
+                guides: list[tuple[str, float, str]] = ()) -> None:
+    """Scatter of ``y`` (as %) against ``x`` per sampler family, Pareto front drawn, saved
+    atomically, in the format its extension names (.png, .pdf, .svg).
+    references: extra (label, x, y%) points drawn hollow (published).
+    xlim / ylim: the axes' ranges (a zoom; y in %). guides: ("h" | "v", value, label) lines
+    drawn across the plot (a target accuracy in %, a pass budget)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    _plot_families(ax, rows, x, y, plt.get_cmap("tab10"))
+    front = sorted(pareto_front(rows, x, y), key=lambda r: r[x])
+    ax.plot([r[x] for r in front], [100 * r[y] for r in front], "k--", lw=1, alpha=0.5,
+            label="Pareto front")
+    _plot_references(ax, references, guides)
+    _log_x_axis(ax, [r[x] for r in rows] + [rx for _, rx, _ in references], xlim, ylim)
     ax.set_xlabel(xlabel + " (log scale)")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

@@ -4,6 +4,9 @@ import pytest
 import torch
 
 import unmask
+from unmask.image.classifier import ClassifierConfig, DigitClassifier
+from unmask.image.data import image_model_config
+from unmask.image.model import DigitsMDM
 from unmask.models import ExactJointMDM, MDMTransformer, TransformerConfig
 
 
@@ -11,6 +14,17 @@ from unmask.models import ExactJointMDM, MDMTransformer, TransformerConfig
 def toy():
     """Exact MDM: N=5 positions over 3 tokens, a peaked random joint (strong dependence)."""
     return ExactJointMDM(n=5, v=3, seed=1, concentration=0.3)
+
+
+@pytest.fixture(scope="session")
+def tiny_digits(tmp_path_factory):
+    """A folder with a tiny digits MDM (``mdm``) and digit classifier (``clf``)."""
+    root = tmp_path_factory.mktemp("digits")
+    torch.manual_seed(0)
+    DigitsMDM(image_model_config(9, d_model=16, n_layers=1, n_heads=2, d_ff=32,
+                                 dropout=0.0)).save_pretrained(root / "mdm")
+    DigitClassifier(ClassifierConfig(channels=4, features=8)).save_pretrained(root / "clf")
+    return root
 
 
 @pytest.fixture

@@ -21,9 +21,8 @@ from unmask.decode import DecodeConfig, decode
 from unmask.engine import Engine, LocalEngine, RayEngine
 from unmask.hooks import corrector_hooks
 from unmask.image.bench import run_image_bench
-from unmask.image.classifier import ClassifierConfig, DigitClassifier
-from unmask.image.data import image_model_config
-from unmask.image.model import DigitsMDM, load_digits_model
+from unmask.image.classifier import DigitClassifier
+from unmask.image.model import load_digits_model
 from unmask.models import MDMTransformer
 from unmask.models.toy import ExactJointMDM
 from unmask.sudoku import grid_to_tokens, load_set
@@ -62,14 +61,8 @@ def tiny(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def digits(tmp_path_factory):
-    """A tiny digits MDM and classifier: (their folder)."""
-    root = tmp_path_factory.mktemp("digits")
-    torch.manual_seed(0)
-    DigitsMDM(image_model_config(9, d_model=16, n_layers=1, n_heads=2, d_ff=32,
-                                 dropout=0.0)).save_pretrained(root / "mdm")
-    DigitClassifier(ClassifierConfig(channels=4, features=8)).save_pretrained(root / "clf")
-    return root
+def digits(tiny_digits):
+    return tiny_digits
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,13 @@
 import json
 
 import pytest
-import torch
 
 from unmask.cli import main
-from unmask.image.classifier import ClassifierConfig, DigitClassifier
-from unmask.image.data import image_model_config
-from unmask.image.model import DigitsMDM
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("image")
-    torch.manual_seed(0)
-    DigitsMDM(image_model_config(9, d_model=16, n_layers=1, n_heads=2, d_ff=32,
-                                 dropout=0.0)).save_pretrained(root / "mdm")
-    DigitClassifier(ClassifierConfig(channels=4, features=8)).save_pretrained(root / "clf")
-    return root
+def tiny(tiny_digits):
+    return tiny_digits
 
 
 def _bench(tiny, *extra):

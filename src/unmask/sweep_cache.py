@@ -40,9 +40,9 @@ RESULT_FIELDS = ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "r
 
 
 def _tensor_digest(t: torch.Tensor) -> str:
-    t = t.detach().cpu().contiguous()
     head = f"{t.dtype}{tuple(t.shape)}".encode()
-    return hashlib.sha256(head + t.view(torch.uint8).numpy().tobytes()).hexdigest()
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    return hashlib.sha256(head + flat.view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
 def folder_digest(folder: str | Path | None) -> str | None:

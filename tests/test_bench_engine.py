@@ -24,6 +24,7 @@ from unmask.image.bench import run_image_bench
 from unmask.image.classifier import DigitClassifier
 from unmask.image.model import load_digits_model
 from unmask.models import MDMTransformer
+from unmask.models.auto import load_model
 from unmask.models.toy import ExactJointMDM
 from unmask.sudoku import grid_to_tokens, load_set
 from unmask.sudoku.bench import bench_sudoku
@@ -256,6 +257,37 @@ def test_cli_bench_with_a_cache_reruns_from_it(bench, tiny, digits, tmp_path, ca
     assert "cache: " in capsys.readouterr().err
 
 
+def test_reasoning_bench_on_an_engine_gives_solve_problem_by_problem(tmp_path):
+    """Every batch of problems is a sweep run: on a non-local engine the rows equal the local
+    ones, and each problem's outcome and passes are those of :func:`solve`'s batches."""
+    pytest.importorskip("reasoning_gym")
+    from unmask.reasoning.bench import run_reasoning_bench, solve
+    from unmask.reasoning.tasks import get_tasks
+    from unmask.reasoning.tokenizer import char_tokenizer
+    from unmask.reasoning.train import TextModelConfig, text_mdm
+
+    path, tok = tmp_path / "text", char_tokenizer(640)
+    torch.manual_seed(0)
+    text_mdm(tok, TextModelConfig(hidden_size=16, layers=1, heads=2, ff_size=32,
+                                  max_length=640)).save_pretrained(path)
+    tok.save_pretrained(path)
+    model = load_model(path, task="text")
+    tasks, entries = get_tasks(["chain_sum", "countdown"]), [BenchEntry.parse("confidence"),
+                                                             BenchEntry.parse("topk:k=4")]
+    local = run_reasoning_bench(model, tasks, entries, limit=34, temperatures=(1.0,))
+    remote = run_reasoning_bench(model, tasks, entries, limit=34, temperatures=(1.0,),
+                                 engine=Reversed(), recipe=ModelRecipe(str(path), task="text"))
+    assert _rows(remote) == _rows(local)
+    by = {(r["label"], r["task"]): r for r in local}
+    for task in tasks:  # 34 problems: batches of 32 and 2
+        for entry in entries:
+            solved = solve(model, task, task.items(34, 0), entry.build(), temperature=1.0)
+            row = by[(entry.label, task.name)]
+            assert row["solved_each"] == "".join("1" if s.correct else "0" for s in solved)
+            assert row["nfe"] == pytest.approx(sum(s.nfe for s in solved) / 34)
+            assert row["sequences"] == pytest.approx(sum(s.sequences for s in solved) / 34)
+
+
 def test_a_worker_with_other_weights_or_no_recipe_is_refused(tiny, puzzles, tmp_path):
     other = _tiny_dir(tmp_path, 1)
     with pytest.raises(UnmaskError, match=r"^model: a worker loaded weights \w+, not the "
@@ -321,7 +353,8 @@ def test_ray_workers_give_the_local_rows(tiny, puzzles, ray_session):
 # --- the CLI --------------------------------------------------------------------------------------
 
 BENCHES = [["sudoku", "bench", "--limit", "1"], ["protein", "bench", "--n", "1"],
-           ["arithmetic", "bench", "--prompts", "1"], ["image", "bench", "--n", "2"]]
+           ["arithmetic", "bench", "--prompts", "1"], ["image", "bench", "--n", "2"],
+           ["reasoning", "bench", "--limit", "1"]]
 
 
 @pytest.mark.parametrize("bench", BENCHES, ids=lambda b: b[0])

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from unmask.decode import DecodeConfig, decode
+from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
 from unmask.models.auto import load_model
@@ -140,7 +140,9 @@ class NoEOSBefore(Hook):
         return torch.cat([log_probs[:, :self.lo], part, log_probs[:, self.hi:]], 1)
 
 
-def _encode(tokenizer, prompt: str, chat_template: bool) -> list[int]:
+def encode_prompt(tokenizer, prompt: str, chat_template: bool = False) -> list[int]:
+    """The token ids of ``prompt`` (as a user message of the chat template with
+    ``chat_template``)."""
     if chat_template:
         require(getattr(tokenizer, "chat_template", None),
                 "chat_template: the tokenizer has no chat template")
@@ -223,7 +225,7 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
     sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence)
-    encoded = [_encode(tokenizer, p, chat_template) for p in prompts]
+    encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
     for i, ids in enumerate(encoded):
         require(len(ids) + gen_length <= model.max_length,
                 f"prompt {i}: {len(ids)} tokens + gen_length {gen_length} exceed the model's "
@@ -265,19 +267,63 @@ def _generate_chunk(model: MaskedModel, tokenizer, prompts: list[str], encoded: 
                     stop_at_eos: bool, min_new_tokens: int) -> list[Generation]:
     """One batch of :func:`generate`: prompts (their token ids ``encoded``) decoded together,
     row r with seed ``seed + r``; wall_s is the batch's."""
-    eos = getattr(model, "eos_ids", ())
-    x, width = _prompt_batch(model, encoded, config.block_size, gen_length,
-                             getattr(model, "pad_id", None))
-    if stop_at_eos and eos and not sampler.evaluates_next_state:
-        sampler = StopAtEOS(sampler, eos[0], config.block_size, width)
-    hooks = [NoEOSBefore(eos, width, min_new_tokens)] if eos and min_new_tokens else []
+    x, ends = prompt_batch(model, encoded, config.block_size, gen_length,
+                           stop_at_eos=stop_at_eos, min_new_tokens=min_new_tokens)
     t0 = time.perf_counter()
-    res = decode(model, x.to(model.device), sampler, config, seed=seed, hooks=hooks)
-    wall = time.perf_counter() - t0
+    res = decode(model, x.to(model.device), ends.sampler(sampler), config, seed=seed,
+                 hooks=ends.hooks())
+    return generations(res, tokenizer, prompts, ends, time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class TextEnds:
+    """How the rows of one batch of prompts end (plain data: it travels with a sweep's shards,
+    :class:`unmask.sweep.Run`). With ``stop_at_eos`` a row whose last finished block is all EOS
+    fills the rest with EOS (:class:`StopAtEOS`); the first ``min_new_tokens`` generated
+    positions cannot take an EOS id (:class:`NoEOSBefore`).
+
+    eos_ids: the model's EOS ids (none: neither applies); block: the block length;
+    gen_start: the first generated position (the batch's prompt width).
+    """
+
+    eos_ids: tuple[int, ...]
+    block: int
+    gen_start: int
+    min_new_tokens: int = 0
+    stop_at_eos: bool = True
+
+    def sampler(self, sampler: Sampler) -> Sampler:
+        """``sampler``, wrapped to end rows at EOS where that applies."""
+        if self.stop_at_eos and self.eos_ids and not sampler.evaluates_next_state:
+            return StopAtEOS(sampler, self.eos_ids[0], self.block, self.gen_start)
+        return sampler
+
+    def hooks(self) -> list[Hook]:
+        """The decode hooks of the batch."""
+        return ([NoEOSBefore(self.eos_ids, self.gen_start, self.min_new_tokens)]
+                if self.eos_ids and self.min_new_tokens else [])
+
+
+def prompt_batch(model: MaskedModel, encoded: list[list[int]], block: int, gen_length: int, *,
+                 stop_at_eos: bool = True, min_new_tokens: int = 0
+                 ) -> tuple[torch.Tensor, TextEnds]:
+    """The decode input of prompts ``encoded`` (token ids each; see :func:`_prompt_batch`)
+    and how its rows end: (x (B, width + gen_length) long, :class:`TextEnds`)."""
+    x, width = _prompt_batch(model, encoded, block, gen_length, getattr(model, "pad_id", None))
+    ends = TextEnds(tuple(getattr(model, "eos_ids", ())), block, width, min_new_tokens,
+                    stop_at_eos)
+    return x, ends
+
+
+def generations(res: DecodeResult, tokenizer, prompts: list[str], ends: TextEnds,
+                wall: float) -> list[Generation]:
+    """The :class:`Generation` s of one decoded batch of ``prompts`` (rows of ``res``);
+    wall_s is the batch's ``wall``."""
     out = []
+    gen_length = res.tokens.shape[1] - ends.gen_start
     for r, prompt in enumerate(prompts):
-        gen = res.tokens[r, width:].tolist()
-        cut = next((i for i, t in enumerate(gen) if t in eos), len(gen))
+        gen = res.tokens[r, ends.gen_start:].tolist()
+        cut = next((i for i, t in enumerate(gen) if t in ends.eos_ids), len(gen))
         nfe = int(res.nfe[r])
         out.append(Generation(
             prompt=prompt, text=tokenizer.decode(gen[:cut], skip_special_tokens=True),

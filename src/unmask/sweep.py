@@ -46,6 +46,10 @@ class Run:
     tokens: torch.Tensor
     config: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
     seed: int = 0
+    #: plain data applied to every shard of the run: ``extras.sampler(sampler)`` wraps the
+    #: entry's sampler and ``extras.hooks()`` adds decode hooks (text batches:
+    #: :class:`unmask.generate.TextEnds`); None: the entry's sampler alone
+    extras: object = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class Shard:
     tokens: torch.Tensor
     config: DecodeConfig
     seed: int
+    extras: object = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,8 @@ def decode_shard(worker: Worker, shard: Shard) -> dict:
         raise UnmaskError(f"{shard.entry.label}: no corrector to decode with")
     hooks = worker.hooks if shard.entry.corrected else ()
     sampler = shard.entry.build()
+    if shard.extras is not None:
+        sampler, hooks = shard.extras.sampler(sampler), (*hooks, *shard.extras.hooks())
     start = time.perf_counter()
     result = decode(worker.model, shard.tokens, sampler, shard.config,
                     seed=shard.seed + shard.start, hooks=hooks)
@@ -188,7 +195,7 @@ def shards_of(runs: Sequence[Run], batch_size: int) -> list[Shard]:
         for start in range(0, run.tokens.shape[0], batch_size):
             # a copy: a pickled view would carry the whole run's storage to the worker
             shards.append(Shard(k, start, entry, run.tokens[start:start + batch_size].clone(),
-                                run.config, run.seed))
+                                run.config, run.seed, run.extras))
     return shards
 
 

@@ -9,7 +9,8 @@ result, so that a changed input never reuses a stale file:
 * the entry's spec (parameters; a tensor parameter by its bytes; a folder parameter such as
   ``estimator=`` by the bytes of its files) and, for a corrected entry, the corrector recipe
   and its folder's bytes (a corrected entry with hooks but no recipe is never kept);
-* the decode settings, the run's seed, the shard's first item and its tokens' bytes.
+* the decode settings, the run's extras (their repr), the run's seed, the shard's first
+  item and its tokens' bytes.
 
 A sweep with a cache decodes only the shards it lacks, writes each as it arrives (atomically:
 a killed sweep leaves whole files), and reports the rows a sweep without one would, with each
@@ -104,7 +105,7 @@ class ShardCache:
         ident = {**self.base, "sampler": entry.name, "params": params,
                  "verify": entry.verify, "corrector": self.corrector if entry.corrected else None,
                  "config": {k: repr(v) for k, v in dataclasses.asdict(shard.config).items()},
-                 "seed": shard.seed, "start": shard.start,
+                 "seed": shard.seed, "start": shard.start, "extras": repr(shard.extras),
                  "tokens": _tensor_digest(shard.tokens)}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 

@@ -9,13 +9,16 @@ from pathlib import Path
 
 from unmask.bench import pareto_plot, render_table
 from unmask.commands.common import (
+    add_cache_arg,
     add_confidence_arg,
+    add_engine_args,
     add_presets_arg,
     add_resume_args,
     add_seed_arg,
     add_threads_arg,
     bench_entries,
     check_resume_args,
+    engine_from_args,
     finite_float,
     output_folder,
     output_path,
@@ -31,10 +34,12 @@ from unmask.reasoning.bench import (
     DEFAULT_SPECS,
     POOLED,
     aup_by_temperature,
+    n_batches,
     run_reasoning_bench,
 )
 from unmask.reasoning.tasks import TASKS, get_tasks
 from unmask.reasoning.train import ReasoningData, TextModelConfig, train_text_mdm
+from unmask.sweep import ModelRecipe
 from unmask.training import LoopConfig
 
 
@@ -96,6 +101,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     add_seed_arg(p, help="generator seed of the problems (default 0; the problems of seed S "
                          "are S..S+limit-1)")
     add_threads_arg(p)
+    add_engine_args(p, gpus=False)
+    add_cache_arg(p)
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
     p.add_argument("--plot", default=None, metavar="F.png",
                    help="pooled accuracy against tokens per forward pass, a point per "
@@ -108,6 +115,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
               "NFE, tokens per pass, cumulative entropy, wall time, AUP")
 @arguments(_bench_args)
 def bench_reasoning(args: argparse.Namespace) -> int:
+    engine, _ = engine_from_args(args)
     if args.limit < 1:
         raise UnmaskError(f"--limit: must be >= 1, got {args.limit}")
     tasks = get_tasks(args.tasks, "--tasks")
@@ -116,10 +124,12 @@ def bench_reasoning(args: argparse.Namespace) -> int:
     plot_path = output_path(args.plot, "--plot", (".png",)) if args.plot else None
     entries = bench_entries(args.samplers, DEFAULT_SPECS, presets=args.preset)
     model = load_model(args.model, task="text")
-    total = len(entries) * len(temperatures) * len(tasks)
+    total = n_batches(len(tasks), args.limit, len(entries), len(temperatures))
     with progress_bar(total, "decoding", enabled=not args.quiet) as update:
         rows = run_reasoning_bench(model, tasks, entries, args.limit, temperatures, args.seed,
-                                   progress=update, confidence=args.confidence)
+                                   progress=update, confidence=args.confidence, engine=engine,
+                                   recipe=ModelRecipe(args.model, task="text"),
+                                   cache=args.cache)
     aups = aup_by_temperature(rows)
     print_tables(rows, aups, f"{model.source}, {args.limit} problems per task, seed "
                              f"{args.seed}")

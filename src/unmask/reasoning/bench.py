@@ -8,12 +8,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from unmask.bench import BenchEntry, add_paired_vs, aup
+from unmask.decode import DecodeConfig
+from unmask.engine import Engine
 from unmask.errors import require
-from unmask.generate import generate
+from unmask.generate import Generation, TextEnds, encode_prompt, generate, generations, prompt_batch
 from unmask.reasoning.tasks import Item, ReasoningTask
+from unmask.sweep import ModelRecipe, Run, Warmup, sweep
 
 #: bench problems lie below this generator seed (training and weight selection start there)
 SELECT_SEED = 900_000
+#: problems decoded together
+BATCH_SIZE = 32
+
+
+def n_batches(n_tasks: int, limit: int, n_entries: int, n_temperatures: int) -> int:
+    """How many batches (sweep runs) :func:`run_reasoning_bench` decodes."""
+    return n_tasks * -(-limit // BATCH_SIZE) * n_entries * n_temperatures
 
 
 @dataclass(frozen=True)
@@ -30,23 +40,70 @@ class Solved:
 
 
 def solve(model, task: ReasoningTask, items: list[Item], sampler="confidence", *,
-          temperature: float = 0.0, seed: int = 0, batch_size: int = 32,
+          temperature: float = 0.0, seed: int = 0, batch_size: int = BATCH_SIZE,
           confidence: str = "draw") -> list[Solved]:
     """Decode ``items`` (problems of ``task``) with ``sampler``, ``batch_size`` prompts at a
     time in order of prompt length (less padding); the batch of the k-th shortest prompts
     decodes with seed ``seed + k // batch_size * batch_size``. wall_s is each item's share of
     its batch's wall time. Results are in the order of ``items``."""
-    order = sorted(range(len(items)), key=lambda i: (len(items[i].prompt), i))
+    order = _by_length(items)
     gens = generate(model, prompts=[items[i].prompt for i in order], sampler=sampler,
                     gen_length=task.gen_length, temperature=temperature, seed=seed,
                     batch_size=batch_size, confidence=confidence)
     out: list[Solved | None] = [None] * len(items)
     for k, (i, g) in enumerate(zip(order, gens, strict=True)):
         rows = min(batch_size, len(items) - k // batch_size * batch_size)
-        text = g.text.strip()
-        out[i] = Solved(items[i], text, task.correct(text, items[i]), g.nfe, g.sequences,
-                        g.cumulative_entropy, g.wall_s / rows)
+        out[i] = _solved(task, items[i], g, rows)
     return out
+
+
+def _by_length(items: list[Item]) -> list[int]:
+    """Item indices in order of prompt length (then index): batches with less padding."""
+    return sorted(range(len(items)), key=lambda i: (len(items[i].prompt), i))
+
+
+def _solved(task: ReasoningTask, item: Item, g: Generation, rows: int) -> Solved:
+    """One problem's :class:`Solved` from its generation (a batch of ``rows`` prompts: each is
+    charged its share of the batch's wall time)."""
+    text = g.text.strip()
+    return Solved(item, text, task.correct(text, item), g.nfe, g.sequences,
+                  g.cumulative_entropy, g.wall_s / rows)
+
+
+@dataclass
+class _TaskRuns:
+    """One (entry, temperature, task)'s problems as sweep runs, a batch each: the runs, each
+    batch's item indices and how its rows end."""
+
+    task: ReasoningTask
+    runs: list[Run]
+    index: list[list[int]]
+    ends: list[TextEnds]
+
+    @classmethod
+    def of(cls, model, task: ReasoningTask, items: list[Item], entry: BenchEntry,
+           config: DecodeConfig, seed: int, batch_size: int) -> _TaskRuns:
+        """As :func:`solve` batches them: by prompt length, the batch of the k-th shortest
+        prompts with seed ``seed + k // batch_size * batch_size``."""
+        order = _by_length(items)
+        out = cls(task, [], [], [])
+        for lo in range(0, len(items), batch_size):
+            idx = order[lo:lo + batch_size]
+            encoded = [encode_prompt(model.tokenizer, items[i].prompt) for i in idx]
+            x, ends = prompt_batch(model, encoded, task.gen_length, task.gen_length)
+            out.runs.append(Run(entry, x, config, seed + lo, extras=ends))
+            out.index.append(idx)
+            out.ends.append(ends)
+        return out
+
+    def solved(self, model, items: list[Item], results) -> list[Solved]:
+        """The problems' :class:`Solved`, in item order, from the runs' sweep results."""
+        out: list[Solved | None] = [None] * len(items)
+        for idx, ends, (res, wall) in zip(self.index, self.ends, results, strict=True):
+            gens = generations(res, model.tokenizer, [items[i].prompt for i in idx], ends, wall)
+            for i, g in zip(idx, gens, strict=True):
+                out[i] = _solved(self.task, items[i], g, len(idx))
+        return out
 
 
 #: every sampler that needs no extra file, at its usual settings, fixed-count parallel
@@ -80,10 +137,16 @@ def _row(entry, task: str, temperature: float, gen_length: float, solved: list[S
 
 def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEntry],
                         limit: int, temperatures: tuple[float, ...] = (0.0,), seed: int = 0,
-                        progress=None, confidence: str = "draw") -> list[dict]:
+                        progress=None, confidence: str = "draw", engine: Engine | None = None,
+                        recipe: ModelRecipe | None = None, cache=None) -> list[dict]:
     """Decode ``limit`` problems of every task (generator seed ``seed``) with every entry at
     every temperature (``confidence``: :class:`~unmask.decode.DecodeConfig`; rows decoded
     with ``"max"`` say so in their label and ``confidence``).
+
+    Every batch of :data:`BATCH_SIZE` problems (batched as :func:`solve` does) is one run of a
+    sweep on ``engine`` (:func:`unmask.sweep.sweep`: ``recipe`` tells a Ray engine's workers
+    how to load the model, ``cache`` keeps finished batches); ``progress`` is called with the
+    number of batches finished (:func:`n_batches` in all).
 
     Returns one row per (entry, temperature, task), then per (entry, temperature) the
     ``pooled`` row over the tasks: accuracy (the verifier's full credit), solved_each (a
@@ -101,20 +164,25 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
     for t in temperatures:
         require(t >= 0, f"temperatures: must be >= 0, got {t}")
     problems = {t.name: t.items(limit, seed) for t in tasks}
-    solve(model, tasks[0], problems[tasks[0].name][:2])  # one-off set-up costs, untimed
-    rows, done = [], 0
+    groups = [(temperature, entry, _TaskRuns.of(
+        model, task, problems[task.name], entry,
+        DecodeConfig(temperature=temperature, confidence=confidence), seed, BATCH_SIZE))
+        for temperature in temperatures for entry in entries for task in tasks]
+    runs = [run for _, _, g in groups for run in g.runs]
+    # one untimed decode first on each worker: the first model call pays one-off set-up costs
+    results = iter(sweep(runs, model, batch_size=BATCH_SIZE, engine=engine, recipe=recipe,
+                         warmup=Warmup(runs[0].tokens[:2], "confidence"), progress=progress,
+                         cache=cache))
+    rows = []
     for temperature in temperatures:
         group = []
         for entry in entries:
             parts = []
-            for task in tasks:
-                solved = solve(model, task, problems[task.name], entry.build(),
-                               temperature=temperature, seed=seed, confidence=confidence)
-                parts.append(_row(entry, task.name, temperature, task.gen_length, solved,
+            for _, _, g in [x for x in groups if x[0] == temperature and x[1] is entry]:
+                solved = g.solved(model, problems[g.task.name],
+                                  [next(results) for _ in g.runs])
+                parts.append(_row(entry, g.task.name, temperature, g.task.gen_length, solved,
                                   confidence))
-                done += 1
-                if progress is not None:
-                    progress(done)
             group += parts + [pool_rows(parts)]
         ref = {r["task"]: r for r in group
                if r["label"].removesuffix(" conf=max") == "confidence"}

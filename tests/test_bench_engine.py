@@ -2,6 +2,7 @@
 item), workers load the model by recipe and are checked against the driver's; bad engine input
 is one line."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -257,20 +258,27 @@ def test_cli_bench_with_a_cache_reruns_from_it(bench, tiny, digits, tmp_path, ca
     assert "cache: " in capsys.readouterr().err
 
 
+def _text_folder(root: Path) -> Path:
+    """A tiny random text MDM with its character tokenizer, saved under ``root``."""
+    from unmask.reasoning.tokenizer import char_tokenizer
+    from unmask.reasoning.train import TextModelConfig, text_mdm
+
+    path, tok = root / "text", char_tokenizer(640)
+    torch.manual_seed(0)
+    text_mdm(tok, TextModelConfig(hidden_size=16, layers=1, heads=2, ff_size=32,
+                                  max_length=640)).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
 def test_reasoning_bench_on_an_engine_gives_solve_problem_by_problem(tmp_path):
     """Every batch of problems is a sweep run: on a non-local engine the rows equal the local
     ones, and each problem's outcome and passes are those of :func:`solve`'s batches."""
     pytest.importorskip("reasoning_gym")
     from unmask.reasoning.bench import run_reasoning_bench, solve
     from unmask.reasoning.tasks import get_tasks
-    from unmask.reasoning.tokenizer import char_tokenizer
-    from unmask.reasoning.train import TextModelConfig, text_mdm
 
-    path, tok = tmp_path / "text", char_tokenizer(640)
-    torch.manual_seed(0)
-    text_mdm(tok, TextModelConfig(hidden_size=16, layers=1, heads=2, ff_size=32,
-                                  max_length=640)).save_pretrained(path)
-    tok.save_pretrained(path)
+    path = _text_folder(tmp_path)
     model = load_model(path, task="text")
     tasks, entries = get_tasks(["chain_sum", "countdown"]), [BenchEntry.parse("confidence"),
                                                              BenchEntry.parse("topk:k=4")]
@@ -333,7 +341,12 @@ def test_cli_benches_on_ray_write_the_local_rows(tiny, digits, tmp_path, capsys)
     image = ["image", "bench", "--model", str(digits / "mdm"), "--classifier",
              str(digits / "clf"), "--n", "4", "--rounds", "3", "--samplers", "confidence",
              "topk:k=16"]
-    for k, argv in enumerate((sudoku, arith, image)):
+    benches = [sudoku, arith, image]
+    if importlib.util.find_spec("reasoning_gym") is not None:
+        benches.append(["reasoning", "bench", "--model", str(_text_folder(tmp_path)),
+                        "--tasks", "chain_sum", "--limit", "3", "--samplers", "confidence",
+                        "topk:k=4"])
+    for k, argv in enumerate(benches):
         local = _cli_rows(argv, tmp_path / f"local{k}.json")
         ray = _cli_rows([*argv, "--engine", "ray", "--workers", "2"], tmp_path / f"ray{k}.json")
         assert {**ray, "rows": _rows(ray["rows"])} == {**local, "rows": _rows(local["rows"])}

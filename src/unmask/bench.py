@@ -223,6 +223,9 @@ def _log_x_axis(ax, xs: list[float], xlim, ylim) -> None:
     if xlim is None:
         ticks = [t for t in (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500)
                  if min(xs) / 1.5 <= t <= max(xs) * 1.5]
+        if sum(min(xs) <= t <= max(xs) for t in ticks) < 3:  # narrow: whole counts, <= ~10
+            lo, hi = math.floor(min(xs)), math.ceil(max(xs))
+            ticks = list(range(lo, hi + 1, max(1, (hi - lo) // 8)))
     else:  # a zoom: every whole pass count in range
         ticks = list(range(math.ceil(xlim[0]), math.floor(xlim[1]) + 1))
         ax.set_xlim(*xlim)

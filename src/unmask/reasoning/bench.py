@@ -161,6 +161,7 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
             f"seed: problems {seed}..{seed + limit - 1} must lie in [0, {SELECT_SEED}) "
             "(the training and selection problems start there)")
     require(len(temperatures) >= 1, "temperatures: need at least one")
+    require(len(entries) >= 1 and len(tasks) >= 1, "entries, tasks: need at least one of each")
     for t in temperatures:
         require(t >= 0, f"temperatures: must be >= 0, got {t}")
     problems = {t.name: t.items(limit, seed) for t in tasks}

@@ -52,6 +52,18 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
 
+def folder_to_keep(text: str) -> str:
+    """An argparse type: a folder that exists or can be made (its nearest existing ancestor
+    a writable folder); nothing is created here."""
+    path = Path(text)
+    if not text or (path.exists() and not path.is_dir()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
+    parent = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write in {str(parent)!r}")
+    return text
+
+
 def seed_int(text: str) -> int:
     """An argparse type: a seed, an integer in [0, 2**63)."""
     value = non_negative_int(text)
@@ -171,7 +183,7 @@ def add_engine_args(p: argparse.ArgumentParser, *, gpus: bool = True) -> None:
 def add_cache_arg(p: argparse.ArgumentParser) -> None:
     """``--cache DIR``: keep each finished shard of a bench sweep there and reuse it
     (:mod:`unmask.sweep_cache`)."""
-    p.add_argument("--cache", default=None, metavar="DIR",
+    p.add_argument("--cache", default=None, metavar="DIR", type=folder_to_keep,
                    help="keep each finished shard here and reuse it: a killed bench run again "
                         "with the same flags resumes where it stopped")
 

@@ -234,16 +234,19 @@ def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
     local = isinstance(engine, LocalEngine)
     shards = shards_of(runs, batch_size)
     setup = _setup(runs, model, hooks, engine, recipe, warmup)
-    expected = None if local else model.fingerprint()
+    fingerprint = model.fingerprint() if cache is not None or not local else None
+    expected = None if local else fingerprint
     kept = None if cache is None else ShardCache(
-        cache, model.fingerprint(), model.device.type if local else recipe.device,
+        cache, fingerprint, model.device.type if local else recipe.device,
         recipe.corrector if recipe is not None else None, PATH_PARAMS)
     gather = _Gather(runs, shards, progress)
-    todo = []
+    todo, keys = [], []
     for shard in shards:
-        out = kept.get(shard) if kept is not None else None
+        key = kept.key(shard) if kept is not None else None
+        out = kept.load(key, len(shard.tokens)) if kept is not None else None
         if out is None:
             todo.append(shard)
+            keys.append(key)
         else:
             gather.add(shard, out)
     if not todo:
@@ -256,7 +259,7 @@ def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
                                   f"the driver's {expected}; every worker must read the same "
                                   f"model")
             if kept is not None:
-                kept.put(todo[k], out)
+                kept.save(keys[k], out)
             gather.add(todo[k], out)
     finally:
         engine.close()

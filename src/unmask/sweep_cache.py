@@ -93,14 +93,14 @@ class ShardCache:
             **{k: repr(v) for k, v in dataclasses.asdict(corrector).items()},
             "files": folder_digest(corrector.source or SHIPPED_CORRECTOR)}
         self.path_params = path_params
-        self.hits = 0
+        self._folders: dict[str, str | None] = {}  # a folder parameter's digest, read once
 
     def key(self, shard) -> str | None:
         """The shard's file name stem, or None when it is not to be kept."""
         entry = shard.entry
         if entry.corrected and self.corrector is None:
             return None
-        params = {k: folder_digest(v) if k in self.path_params else _value(v)
+        params = {k: self._folder(v) if k in self.path_params else _value(v)
                   for k, v in entry.params.items()}
         ident = {**self.base, "sampler": entry.name, "params": params,
                  "verify": entry.verify, "corrector": self.corrector if entry.corrected else None,
@@ -109,11 +109,15 @@ class ShardCache:
                  "tokens": _tensor_digest(shard.tokens)}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
-    def get(self, shard) -> dict | None:
-        """The shard's output as :func:`~unmask.sweep.decode_shard` gives it, or None."""
-        key = self.key(shard)
-        path = self.folder / f"{key}.safetensors"
-        if key is None or not path.is_file():
+    def _folder(self, value) -> str | None:
+        if str(value) not in self._folders:
+            self._folders[str(value)] = folder_digest(value)
+        return self._folders[str(value)]
+
+    def load(self, key: str | None, rows: int) -> dict | None:
+        """The output (as :func:`~unmask.sweep.decode_shard` gives it) of the shard of
+        :meth:`key` ``key`` and ``rows`` items, or None when it is not kept."""
+        if key is None or not (path := self.folder / f"{key}.safetensors").is_file():
             return None
         try:
             with safe_open(str(path), framework="pt") as f:
@@ -127,14 +131,13 @@ class ShardCache:
             raise UnmaskError(f"cache: {path} is not a shard this sweep wrote "
                               f"({type(e).__name__}); delete it to decode the shard again"
                               ) from None
-        require(meta.get("key") == key and len(result.tokens) == len(shard.tokens),
+        require(meta.get("key") == key and len(result.tokens) == rows,
                 f"cache: {path} holds another shard; delete it to decode the shard again")
-        self.hits += 1
         return {"result": result, "seconds": seconds, "fingerprint": meta.get("fingerprint")}
 
-    def put(self, shard, out: dict) -> None:
-        """Keep a decoded shard's output (nothing for a shard that is not to be kept)."""
-        key = self.key(shard)
+    def save(self, key: str | None, out: dict) -> None:
+        """Keep a decoded shard's output under its :meth:`key` (nothing for None: a shard
+        not to be kept)."""
         if key is None:
             return
         res = out["result"]

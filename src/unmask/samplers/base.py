@@ -291,6 +291,25 @@ def top_k_mask(scores: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor) ->
     return (ranks < k[:, None]) & eligible
 
 
+def budget_prefix(cost: torch.Tensor, scores: torch.Tensor, eligible: torch.Tensor,
+                  gamma: float, *, uncharged_max: bool = False, free_first: bool = False
+                  ) -> torch.Tensor:
+    """(B, N) bool: each row's longest prefix of eligible positions, visited in descending
+    ``scores`` (B, N), whose costs (B, N) fit the budget: sum - (max, with ``uncharged_max``)
+    <= gamma, the first position costing nothing with ``free_first``. The charge never
+    decreases along the scan, so the prefix is a count (EB-Sampler's rule with
+    ``uncharged_max``: its first position always fits)."""
+    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+                          descending=True, stable=True)
+    c = torch.where(eligible, cost.double(), 0.0).gather(1, order)
+    if free_first:
+        c[:, 0] = 0.0
+    charged = c.cumsum(1) - (c.cummax(1).values if uncharged_max else 0.0)
+    prefix = torch.zeros_like(eligible)
+    prefix.scatter_(1, order, charged <= gamma + 1e-12)
+    return prefix & eligible
+
+
 def at_least_one(reveal: torch.Tensor, scores: torch.Tensor, eligible: torch.Tensor
                  ) -> torch.Tensor:
     """Add the best-scoring eligible position to rows that reveal nothing (always progress)."""

@@ -3,13 +3,12 @@ stays within a budget."""
 
 from dataclasses import dataclass
 
-import torch
-
 from unmask.errors import require
 from unmask.samplers.base import (
     Sampler,
     Selection,
     StepState,
+    budget_prefix,
     check_scan_order,
     register,
     scan_order_scores,
@@ -35,15 +34,6 @@ class EBSampler(Sampler):
         check_scan_order(self.order)
 
     def select(self, state: StepState) -> Selection:
-        scores = scan_order_scores(state, self.order).double()
-        scores = scores.masked_fill(~state.eligible, -torch.inf)
-        order = torch.argsort(scores, dim=1, descending=True, stable=True)
-        h = state.entropy.double().gather(1, order)
-        ok = state.eligible.gather(1, order)
-        h = torch.where(ok, h, 0.0)
-        excess = h.cumsum(1) - h.cummax(1).values
-        take = (excess <= self.gamma + 1e-12) & ok
-        take[:, 0] = ok[:, 0]  # always progress
-        reveal = torch.zeros_like(state.eligible)
-        reveal.scatter_(1, order, take)
-        return Selection(reveal)
+        # the first position is always in the prefix (sum - max = 0): always progress
+        return Selection(budget_prefix(state.entropy, scan_order_scores(state, self.order),
+                                       state.eligible, self.gamma, uncharged_max=True))

@@ -25,6 +25,7 @@ from unmask.samplers.base import (
     Sampler,
     Selection,
     StepState,
+    budget_prefix,
     check_scan_order,
     register,
     scan_order_scores,
@@ -143,16 +144,9 @@ class _BudgetedMISampler(Sampler):
         ok = eligible & (own <= self.gamma + 1e-12)
         if not self.stop_at_first_miss:
             return ok
-        order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
-                              descending=True, stable=True)
-        cost = own.double().gather(1, order)
-        if self.free_head:
-            cost[:, 0] = 0.0
-        cost = torch.where(eligible.gather(1, order), cost, 0.0)
-        charged = cost.cumsum(1) - (cost.cummax(1).values if self.free_max else 0.0)
-        prefix = torch.zeros_like(eligible)
-        prefix.scatter_(1, order, charged <= self.gamma + 1e-12)
-        return ok & prefix
+        return ok & budget_prefix(own, scores, eligible, self.gamma,
+                                  uncharged_max=self.free_max, free_first=self.free_head)
+
 
 @register("mi-guided")
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from unmask.bench import BenchEntry, add_paired_vs, aup
 from unmask.decode import DecodeConfig
@@ -71,38 +72,44 @@ def _solved(task: ReasoningTask, item: Item, g: Generation, rows: int) -> Solved
 
 
 @dataclass
-class _TaskRuns:
-    """One (entry, temperature, task)'s problems as sweep runs, a batch each: the runs, each
-    batch's item indices and how its rows end."""
+class _Batches:
+    """One task's problems batched as :func:`solve` batches them (by prompt length, the batch
+    of the k-th shortest prompts with seed ``seed + k // batch_size * batch_size``): each
+    batch's item indices, decode input (B, L) and how its rows end."""
 
     task: ReasoningTask
-    runs: list[Run]
+    items: list[Item]
     index: list[list[int]]
+    tokens: list[torch.Tensor]
     ends: list[TextEnds]
 
     @classmethod
-    def of(cls, model, task: ReasoningTask, items: list[Item], entry: BenchEntry,
-           config: DecodeConfig, seed: int, batch_size: int) -> _TaskRuns:
-        """As :func:`solve` batches them: by prompt length, the batch of the k-th shortest
-        prompts with seed ``seed + k // batch_size * batch_size``."""
+    def of(cls, model, task: ReasoningTask, items: list[Item], batch_size: int) -> _Batches:
         order = _by_length(items)
-        out = cls(task, [], [], [])
+        out = cls(task, items, [], [], [])
         for lo in range(0, len(items), batch_size):
             idx = order[lo:lo + batch_size]
             encoded = [encode_prompt(model.tokenizer, items[i].prompt) for i in idx]
             x, ends = prompt_batch(model, encoded, task.gen_length, task.gen_length)
-            out.runs.append(Run(entry, x, config, seed + lo, extras=ends))
             out.index.append(idx)
+            out.tokens.append(x)
             out.ends.append(ends)
         return out
 
-    def solved(self, model, items: list[Item], results) -> list[Solved]:
+    def runs(self, entry: BenchEntry, config: DecodeConfig, seed: int) -> list[Run]:
+        """The batches as sweep runs of ``entry`` (batch k starts at item k * batch size)."""
+        starts = [sum(map(len, self.index[:k])) for k in range(len(self.index))]
+        return [Run(entry, x, config, seed + lo, extras=ends)
+                for x, ends, lo in zip(self.tokens, self.ends, starts, strict=True)]
+
+    def solved(self, model, results) -> list[Solved]:
         """The problems' :class:`Solved`, in item order, from the runs' sweep results."""
-        out: list[Solved | None] = [None] * len(items)
+        out: list[Solved | None] = [None] * len(self.items)
         for idx, ends, (res, wall) in zip(self.index, self.ends, results, strict=True):
-            gens = generations(res, model.tokenizer, [items[i].prompt for i in idx], ends, wall)
-            for i, g in zip(idx, gens, strict=True):
-                out[i] = _solved(self.task, items[i], g, len(idx))
+            prompts = [self.items[i].prompt for i in idx]
+            for i, g in zip(idx, generations(res, model.tokenizer, prompts, ends, wall),
+                            strict=True):
+                out[i] = _solved(self.task, self.items[i], g, len(idx))
         return out
 
 
@@ -164,12 +171,10 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
     require(len(entries) >= 1 and len(tasks) >= 1, "entries, tasks: need at least one of each")
     for t in temperatures:
         require(t >= 0, f"temperatures: must be >= 0, got {t}")
-    problems = {t.name: t.items(limit, seed) for t in tasks}
-    groups = [(temperature, entry, _TaskRuns.of(
-        model, task, problems[task.name], entry,
-        DecodeConfig(temperature=temperature, confidence=confidence), seed, BATCH_SIZE))
-        for temperature in temperatures for entry in entries for task in tasks]
-    runs = [run for _, _, g in groups for run in g.runs]
+    batches = [_Batches.of(model, t, t.items(limit, seed), BATCH_SIZE) for t in tasks]
+    configs = [DecodeConfig(temperature=t, confidence=confidence) for t in temperatures]
+    runs = [run for cfg in configs for entry in entries for b in batches
+            for run in b.runs(entry, cfg, seed)]
     # one untimed decode first on each worker: the first model call pays one-off set-up costs
     results = iter(sweep(runs, model, batch_size=BATCH_SIZE, engine=engine, recipe=recipe,
                          warmup=Warmup(runs[0].tokens[:2], "confidence"), progress=progress,
@@ -178,12 +183,9 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
     for temperature in temperatures:
         group = []
         for entry in entries:
-            parts = []
-            for _, _, g in [x for x in groups if x[0] == temperature and x[1] is entry]:
-                solved = g.solved(model, problems[g.task.name],
-                                  [next(results) for _ in g.runs])
-                parts.append(_row(entry, g.task.name, temperature, g.task.gen_length, solved,
-                                  confidence))
+            parts = [_row(entry, b.task.name, temperature, b.task.gen_length,
+                          b.solved(model, [next(results) for _ in b.index]), confidence)
+                     for b in batches]
             group += parts + [pool_rows(parts)]
         ref = {r["task"]: r for r in group
                if r["label"].removesuffix(" conf=max") == "confidence"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 from unmask.bench import add_nfe_vs_sequential, add_paired_vs, aup, pareto_plot, render_table
@@ -35,6 +36,7 @@ from unmask.io import atomic_write_text
 from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
 from unmask.models.auto import load_model
 from unmask.pretrained import describe_source
+from unmask.samplers.base import sampler_class
 from unmask.sudoku.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_sudoku, singles_reference
 from unmask.sudoku.datasets import set_puzzles
 from unmask.sweep import ModelRecipe
@@ -129,17 +131,14 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-#: the samplers that read an MI estimator (``estimator=FOLDER``; None: the shipped one)
-ESTIMATOR_SAMPLERS = ("mi-guided", "demask")
-
-
 def _estimator_records(entries, model) -> list[dict]:
-    """The estimators the entries read, one record (source, fingerprint) per distinct source:
-    each entry's own (``--estimator`` or a spec's ``estimator=FOLDER``; None: the shipped
-    one)."""
+    """The estimators the entries read (those of samplers with an ``estimator`` field), one
+    record (source, fingerprint) per distinct source: each entry's own (``--estimator`` or a
+    spec's ``estimator=FOLDER``; None: the shipped one)."""
     records = {}
     for e in entries:
-        if e.name not in ESTIMATOR_SAMPLERS or e.params.get("estimator") in records:
+        fields = {f.name for f in dataclasses.fields(sampler_class(e.name))}
+        if "estimator" not in fields or e.params.get("estimator") in records:
             continue
         source = e.params.get("estimator")
         records[source] = {"source": source or f"shipped '{SHIPPED_ESTIMATOR}'",

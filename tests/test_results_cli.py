@@ -156,3 +156,24 @@ def test_plot_refuses_mixed_sets_and_bad_files(two_sets, tmp_path):
         bench = bench_file(tmp_path, "nowall.json", "hard", [
             {k: v for k, v in row("confidence", "1", 57.0, 1.0).items() if k != "wall_s"}])
         plot_bench([bench], tmp_path / "x.png", x="wall")
+
+
+@pytest.mark.parametrize("command", ["plot", "pool"])
+@pytest.mark.parametrize("field, value", [("nfe", "NaN"), ("wall_s", "Infinity"),
+                                          ("solved", "-Infinity"), ("nfe", '"57"'),
+                                          ("wall_s", "true")])
+def test_non_finite_or_non_numeric_values_are_one_line(two_sets, tmp_path, capsys, command,
+                                                       field, value):
+    """A bench file holding NaN or Infinity (Python's JSON extension) or a non-number is
+    refused in one line naming the file, never drawn or pooled."""
+    a, b = two_sets
+    text = json.loads(open(a).read())
+    text["rows"][1][field] = "__X__"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(text).replace('"__X__"', value))
+    out = tmp_path / ("p.png" if command == "plot" else "p.json")
+    files = [str(bad)] if command == "plot" else [str(bad), b]
+    assert main(["results", command, *files, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(bad) in err and "Traceback" not in err
+    assert not out.exists()

@@ -179,7 +179,7 @@ def _linear_task():
 
 
 def _fit_linear(out, loop, *, resume=False, progress=None, evaluate=None, settings=None,
-                override=False, log=None):
+                override=False, log=None, overwrite=False):
     from unmask.training import fit
 
     batch = _linear_task()
@@ -192,6 +192,7 @@ def _fit_linear(out, loop, *, resume=False, progress=None, evaluate=None, settin
         return ((model(x) - y) ** 2).mean()
 
     res = fit(step, evaluate, loop, out, model=model, optimizer=opt, resume=resume,
+              overwrite=overwrite,
               progress=progress, settings=settings, override=override,
               log=log or (lambda s: None))
     return model, res
@@ -230,15 +231,15 @@ def test_early_stopping_counts_evaluations_without_a_better_metric(tmp_path):
     assert [h.get("best", False) for h in res.history] == [True, True, False, False, False]
 
 
-def test_a_fresh_run_starts_a_fresh_history(tmp_path):
+def test_an_overwritten_run_starts_a_fresh_history(tmp_path):
     import json
 
     from unmask.training import LoopConfig
 
     loop = LoopConfig(total_steps=4, lr=0.01, eval_every=2, metric="m",
                       evaluate_at_start=True)
-    for _ in range(2):
-        _fit_linear(tmp_path, loop, evaluate=lambda m: {"m": 1.0})
+    for overwrite in (False, True):
+        _fit_linear(tmp_path, loop, evaluate=lambda m: {"m": 1.0}, overwrite=overwrite)
     lines = [json.loads(s) for s in (tmp_path / "history.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [0, 2, 4] and lines[0]["baseline"]
     assert lines[1]["best"]  # the baseline is no candidate for the best weights

@@ -302,7 +302,8 @@ def _epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
 def train_corrector(corrector: Corrector, feats: torch.Tensor, states: DecodedStates,
                     cfg: CorrectorTrainConfig, out_dir: str | Path,
                     log: Callable[[str], None] = print, *, resume: bool = False,
-                    override: bool = False, data: dict | None = None) -> dict:
+                    override: bool = False, overwrite: bool = False,
+                    data: dict | None = None) -> dict:
     """Train on precomputed ``feats`` (M, N, F) of ``states`` with
     :func:`unmask.training.fit`: AdamW, cosine from ``cfg.lr`` to a tenth of it, one held-out
     evaluation per epoch. The best held-out corrector is saved to ``out_dir/best``, one line
@@ -338,7 +339,8 @@ def train_corrector(corrector: Corrector, feats: torch.Tensor, states: DecodedSt
 
     opt = torch.optim.AdamW(corrector.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     res = fit(step, evaluate, loop, out, model=corrector, optimizer=opt, save_best=save_best,
-              resume=resume, override=override, identity={"corrector_config": corrector.config},
+              resume=resume, override=override, overwrite=overwrite,
+              identity={"corrector_config": corrector.config},
               settings={"train_config": cfg, **({"data": data} if data is not None else {})},
               log=log)
     best_head = Corrector.load(out / "best")

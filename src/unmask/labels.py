@@ -208,16 +208,30 @@ register_task(ContextTask("protein", _protein_contexts, _check_protein_model,
 _TEXT_MASK_KEY = 0x7E47_3A5C
 
 
+def read_corpus(path: str | os.PathLike) -> tuple[str, str]:
+    """(text, sha256 of its bytes) of a UTF-8 corpus file; one line naming the first byte
+    that is not UTF-8 text (a binary file, say)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise UnmaskError(f"text: cannot read {path} ({e.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UnmaskError(f"text: {path} is not UTF-8 text (byte {e.start}: "
+                          f"0x{data[e.start]:02x})") from None
+    nul = text.find("\x00")
+    require(nul < 0, f"text: {path} is not text (a NUL character at offset {nul})")
+    return text, hashlib.sha256(data).hexdigest()
+
+
 def text_options(path: str | os.PathLike, length: int) -> dict:
     """Options of the text task: the corpus file ``path`` (absolute; its sha256 pins the
-    contents) and the context ``length`` N in tokens, special tokens included."""
+    contents; UTF-8 text) and the context ``length`` N in tokens, special tokens included."""
     p = Path(path)
     require(p.is_file(), f"text: {path} is not a file")
     require(isinstance(length, int) and length >= 2, f"length: must be >= 2, got {length}")
-    try:
-        sha = file_sha256(p)
-    except OSError as e:
-        raise UnmaskError(f"text: cannot read {path} ({e.strerror})") from None
+    _, sha = read_corpus(p)
     return {"text": str(p.resolve()), "text_sha256": sha, "length": int(length)}
 
 
@@ -227,14 +241,9 @@ def _corpus_ids(model: MaskedModel, path: str, sha256: str) -> np.ndarray:
     cache = model.__dict__.setdefault("_text_corpora", {})
     key = (path, sha256)
     if key not in cache:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise UnmaskError(f"text: cannot read {path} ({e.strerror})") from None
-        require(hashlib.sha256(data).hexdigest() == sha256,
-                f"text: {path} changed since these labels were started (sha256 differs); use "
-                "another --out")
-        text = data.decode("utf-8", errors="replace")
+        text, sha = read_corpus(path)
+        require(sha == sha256, f"text: {path} changed since these labels were started (sha256 "
+                               "differs); use another --out")
         ids = model.tokenizer(text, add_special_tokens=False)["input_ids"]
         cache[key] = np.asarray(ids, dtype=np.int64)
     return cache[key]
@@ -345,16 +354,23 @@ class LabelSpec:
         return out
 
 
-def _prepare_folder(out: Path) -> None:
-    """Create ``out`` or refuse with one line if it cannot hold labels."""
+def _check_folder(out: Path) -> None:
+    """Refuse with one line an ``out`` that cannot become a label folder; creates nothing."""
     if out.exists() and not out.is_dir():
         raise UnmaskError(f"out: {out} exists and is not a directory")
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise UnmaskError(f"out: cannot create {out} ({existing} is not a directory)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UnmaskError(f"out: {out} is not writable" if existing == out else
+                          f"out: cannot create {out} ({existing} is not writable)")
+
+
+def _create_folder(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UnmaskError(f"out: cannot create {out} ({e.strerror})") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UnmaskError(f"out: {out} is not writable")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -372,7 +388,8 @@ def _write_manifest(out: Path, manifest: dict) -> None:
 
 def _open_folder(out: Path, spec: LabelSpec) -> dict:
     """Check or create the manifest of ``out``; remove temporary files a killed run left."""
-    _prepare_folder(out)
+    _check_folder(out)
+    _create_folder(out)
     identity = spec.identity()
     manifest_path = out / MANIFEST
     if manifest_path.is_file():
@@ -555,7 +572,7 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
     options = dict(options or {})
     get_task(task).check_options(options)
     out = Path(out)
-    _prepare_folder(out)  # before any worker starts
+    _check_folder(out)  # before any worker starts; created once the inputs are checked
     engine = engine if engine is not None else LocalEngine()
     setup = model if not isinstance(model, torch.nn.Module) else _Given(model)
     if isinstance(engine, LocalEngine) and isinstance(model, torch.nn.Module):

@@ -15,11 +15,16 @@ gives a bound on the likelihood, not the likelihood.
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 import torch
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
+from lm_eval.utils import simple_parse_args_string
 
-from unmask.errors import UnmaskError
+from unmask.commands.common import finite_float, non_negative_int, positive_int, seed_int
+from unmask.errors import UnmaskError, require
 from unmask.generate import generate, parse_sampler
 from unmask.models.auto import load_model
 
@@ -27,48 +32,100 @@ LIKELIHOOD_MESSAGE = ("unmask: likelihood requests are not implemented (a masked
                       "model gives an ELBO, not a likelihood); use generate_until tasks")
 
 
-def _bool(v) -> bool:
-    return v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes")
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("1", "0", "true", "false", "yes", "no"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value in ("1", "true", "yes")
+
+
+def _optional(parse):
+    return lambda text: None if text.strip() in ("", "None") else parse(text)
+
+
+def _batch_size(text: str) -> int:
+    """``auto`` (lm-eval's ``auto`` / ``auto:N``) is one request per batch."""
+    return 1 if text.strip().startswith("auto") else positive_int(text)
+
+
+#: every model argument -> the parser of its text (the CLI's own argument types)
+MODEL_ARGS = {
+    "pretrained": str, "sampler": str, "gen_length": positive_int,
+    "block_length": _optional(positive_int), "steps": _optional(positive_int),
+    "temperature": finite_float(0.0), "seed": seed_int, "chat_template": _bool,
+    "batch_size": _batch_size, "max_batch_size": _optional(positive_int),
+    "trust_remote_code": _bool, "dtype": _optional(str), "device": _optional(str),
+    "min_new_tokens": non_negative_int,
+}
+
+
+def parse_model_args(args: dict) -> dict:
+    """``args`` (lm-eval's parsed ``--model_args`` and its ``--batch_size``/``--device``)
+    checked and typed by :data:`MODEL_ARGS`; :class:`UnmaskError` names the key and what is
+    wrong with its value, or an unknown key."""
+    unknown = sorted(set(args) - set(MODEL_ARGS))
+    if unknown:
+        raise UnmaskError(f"model_args: unknown key {unknown[0]!r}; accepted: "
+                          f"{', '.join(MODEL_ARGS)}")
+    require("pretrained" in args, "model_args: pretrained=DIR (a model folder) is required")
+    typed = {}
+    for key, value in args.items():
+        text = value if isinstance(value, str) else str(value)
+        try:
+            typed[key] = MODEL_ARGS[key](text)
+        except argparse.ArgumentTypeError as e:
+            raise UnmaskError(f"model_args: {key}: {e}") from None
+    return typed
 
 
 @register_model("unmask")
 class UnmaskLM(LM):
     """lm-eval model: ``pretrained`` (a model folder) decoded by ``sampler``.
 
-    Args:
+    Args (every one given as text in ``--model_args``, checked by :func:`parse_model_args`;
+    an unknown key is refused):
         pretrained: a transformers model folder (see :func:`unmask.models.auto.load_model`).
         sampler: a spec ``NAME[:K=V;K=V]`` (LLaDA names accepted).
         gen_length: tokens generated per request (the same for every request; a task's
             ``max_gen_toks`` is not read, its ``until`` strings cut the text).
         block_length, steps, temperature, seed, chat_template, min_new_tokens: as for
             :func:`unmask.generate`.
-        batch_size: requests per batch.
+        batch_size: requests per batch, from ``--model_args`` or lm-eval's ``--batch_size``
+            (``--model_args`` wins when both are given; ``auto`` is 1). ``max_batch_size`` is
+            accepted and not used.
         trust_remote_code, dtype, device: as for loading.
     """
 
-    def __init__(self, pretrained: str, sampler: str = "confidence", gen_length: int = 128,
-                 block_length: int | None = None, steps: int | None = None,
-                 temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
-                 batch_size: int | str = 1, trust_remote_code: bool = False,
-                 dtype: str | None = None, device: str | None = None,
-                 min_new_tokens: int = 0, **_ignored):
+    def __init__(self, pretrained: str, **model_args):
         super().__init__()
-        options = {"trust_remote_code": _bool(trust_remote_code)}
-        if dtype:
-            options["dtype"] = dtype
-        if device and not (str(device).startswith("cuda") and not torch.cuda.is_available()):
+        a = parse_model_args({"pretrained": pretrained, **model_args})
+        options = {"trust_remote_code": a.get("trust_remote_code", False)}
+        if a.get("dtype"):
+            options["dtype"] = a["dtype"]
+        device = a.get("device")
+        if device and not (device.startswith("cuda") and not torch.cuda.is_available()):
             options["device"] = device  # lm-eval passes cuda by default; here it may be absent
-        self.model = load_model(str(pretrained), task="text", **options)
-        self.sampler = parse_sampler(str(sampler).replace(";", ","))
-        self.gen_length = int(gen_length)
-        self.block_length = None if block_length in (None, "") else int(block_length)
-        self.steps = None if steps in (None, "") else int(steps)
-        self.temperature = float(temperature)
-        self.seed = int(seed)
-        self.chat_template = _bool(chat_template)
-        self.min_new_tokens = int(min_new_tokens)
-        self.batch_size = 1 if str(batch_size).startswith("auto") else int(batch_size)
+        self.model = load_model(a["pretrained"], task="text", **options)
+        self.sampler = parse_sampler(a.get("sampler", "confidence").replace(";", ","))
+        self.gen_length = a.get("gen_length", 128)
+        self.block_length, self.steps = a.get("block_length"), a.get("steps")
+        self.temperature, self.seed = a.get("temperature", 0.0), a.get("seed", 0)
+        self.chat_template = a.get("chat_template", False)
+        self.min_new_tokens = a.get("min_new_tokens", 0)
+        self.batch_size = a.get("batch_size", 1)
         self.nfe: list[int] = []
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        """``--model_args`` text plus lm-eval's own settings (``batch_size``, ``device``, ...);
+        a key given in both is read from ``--model_args``."""
+        args = simple_parse_args_string(arg_string)
+        for key, value in (additional_config or {}).items():
+            if value is not None and key not in args:
+                args[key] = value
+        require("pretrained" in args, "model_args: pretrained=DIR (a model folder) is "
+                                      "required")
+        return cls(**args)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         out: list[str] = []
@@ -106,7 +163,8 @@ def main() -> None:
     try:
         cli_evaluate()
     except UnmaskError as e:
-        raise SystemExit(f"error: {e}") from None
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -51,7 +51,10 @@ def load_bench(path: str | Path) -> dict:
     if not path.is_file():
         raise UnmaskError(f"bench file {path}: not found")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except _NonFinite as e:
+        raise UnmaskError(f"bench file {path}: holds {e.args[0]}, not a finite number "
+                          "(a bench writes finite numbers)") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UnmaskError(f"bench file {path}: not JSON ({e})") from None
     rows = data.get("rows") if isinstance(data, dict) else None
@@ -63,7 +66,21 @@ def load_bench(path: str | Path) -> dict:
         if missing:
             raise UnmaskError(f"bench file {path}: a row lacks {missing[0]!r} (a Sudoku bench "
                               "row has label, name, solved, nfe)")
+        for key in ("solved", "nfe", "wall_s", "sequences"):
+            value = r.get(key, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UnmaskError(f"bench file {path}: row {r['label']!r} {key} is "
+                                  f"{json.dumps(value)}, not a number")
     return data
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    """JSON's NaN / Infinity / -Infinity (Python's extension) refused while parsing."""
+    raise _NonFinite(name)
 
 
 def _flags(row: dict) -> dict:

@@ -380,10 +380,22 @@ class _Fit:
             raise KeyboardInterrupt
 
 
+def check_run_folder(out: str | Path, *, resume: bool, overwrite: bool) -> None:
+    """Refuse, in one line, to start a fresh run in a folder that holds one (a checkpoint or
+    a history) unless ``overwrite``; ``resume`` and ``overwrite`` exclude each other."""
+    out = Path(out)
+    require(not (resume and overwrite), "overwrite: cannot be combined with resume (--resume)")
+    held = [name for name in (CHECKPOINT, HISTORY) if (out / name).exists()]
+    require(resume or overwrite or not held,
+            f"out: {out} holds a training run ({held[0] if held else ''}); continue it with "
+            "--resume or replace it with --overwrite")
+
+
 def fit(step: StepFn, evaluate: Callable[[torch.nn.Module], dict] | None, config: LoopConfig,
         out_dir: str | Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         save_best: Callable[[dict, dict], None] | None = None, resume: bool = False,
-        override: bool = False, identity: Mapping[str, object] | None = None,
+        override: bool = False, overwrite: bool = False, identity: Mapping[str,
+            object] | None = None,
         settings: Mapping[str, object] | None = None, meta: Mapping[str, object] | None = None,
         weights_key: str = "model", log: Callable[[str], None] = print,
         progress: Callable[[int, float], None] | None = None) -> FitResult:
@@ -400,6 +412,8 @@ def fit(step: StepFn, evaluate: Callable[[torch.nn.Module], dict] | None, config
 
     Args:
         resume: continue from OUT/checkpoint.pt (read with weights_only).
+        overwrite: start afresh in an OUT that holds a run (its checkpoint and history are
+            replaced); without it, or ``resume``, such an OUT is refused in one line.
         identity: name -> config dataclass the checkpoint must have been written for (the
             architecture); another is refused.
         settings: name -> config dataclass or dict of the training (schedule, data, seed);
@@ -415,6 +429,7 @@ def fit(step: StepFn, evaluate: Callable[[torch.nn.Module], dict] | None, config
         :class:`FitResult`.
     """
     out = Path(out_dir)
+    check_run_folder(out, resume=resume, overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
     loop = _Fit(step, evaluate, config, out, model, optimizer, save_best, weights_key,
                 dict(identity or {}), dict(settings or {}), dict(meta or {}), log, progress)
@@ -512,6 +527,7 @@ def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: t
 
 def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: str | Path,
           evaluate: EvalFn | None = None, *, resume: bool = False, override: bool = False,
+          overwrite: bool = False,
           log=print, progress: Callable[[int, float], None] | None = None,
           origin: dict | None = None, data: dict | None = None,
           on_best: Callable[[Path], None] | None = None) -> list[dict]:
@@ -550,6 +566,6 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
 
     settings = {"train_config": cfg, **({"data": data} if data is not None else {})}
     return fit(step, evaluate, cfg.loop(), out, model=model, optimizer=opt,
-               save_best=save_best, resume=resume, override=override,
+               save_best=save_best, resume=resume, override=override, overwrite=overwrite,
                identity={"model_config": model.config}, settings=settings,
                meta={"origin": origin}, log=log, progress=progress).history

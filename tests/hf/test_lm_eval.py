@@ -19,6 +19,27 @@ DOCS = [{"question": "the cat", "answer": "sat"}, {"question": "a dog ran", "ans
         {"question": "hello", "answer": "world"}]
 
 
+def _write_task(folder):
+    """A generate_until task over DOCS as a local JSONL file (no download)."""
+    data = folder / "data.jsonl"
+    data.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    (folder / "tiny.yaml").write_text(f"""task: unmask_tiny
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{question}}}}"
+doc_to_target: "{{{{answer}}}}"
+generation_kwargs:
+  until: ["\\n"]
+  max_gen_toks: 8
+metric_list:
+  - metric: exact_match
+""")
+
+
 def make_lm(llada_dir, **extra):
     args = {"pretrained": str(llada_dir), "trust_remote_code": "True", "gen_length": 8,
             "block_length": 4, "sampler": "eb:gamma=0.5;order=confidence", **extra}
@@ -55,23 +76,7 @@ def test_min_new_tokens_model_arg(llada_dir):
 
 @pytest.mark.slow
 def test_lm_eval_end_to_end_on_a_local_task(llada_dir, tmp_path):
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
-    (tmp_path / "tiny.yaml").write_text(f"""task: unmask_tiny
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-output_type: generate_until
-doc_to_text: "{{{{question}}}}"
-doc_to_target: "{{{{answer}}}}"
-generation_kwargs:
-  until: ["\\n"]
-  max_gen_toks: 8
-metric_list:
-  - metric: exact_match
-""")
+    _write_task(tmp_path)
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
@@ -83,3 +88,53 @@ metric_list:
     res = out["results"]["unmask_tiny"]
     assert 0.0 <= res["exact_match,none"] <= 1.0
     assert len(out["samples"]["unmask_tiny"]) == 3
+
+
+@pytest.mark.parametrize("arg_string, needle", [
+    ("gen_length=abc", "gen_length: expected an integer"),
+    ("steps=abc", "steps: expected an integer"),
+    ("gen_length=0", "gen_length: must be >= 1"),
+    ("gen_length=True", "gen_length: expected an integer"),
+    ("temperature=nan", "temperature: must be a finite number"),
+    ("batch_size=0", "batch_size: must be >= 1"),
+    ("chat_template=maybe", "chat_template: expected true or false"),
+    ("genlength=8", "unknown key 'genlength'"),
+])
+def test_bad_model_args_are_one_line(llada_dir, arg_string, needle):
+    """Every --model_args value goes through the CLI's typed parsers; misspelt keys are
+    refused rather than ignored."""
+    from unmask.errors import UnmaskError
+
+    base = f"pretrained={llada_dir},trust_remote_code=True,"
+    with pytest.raises(UnmaskError, match=needle):
+        UnmaskLM.create_from_arg_string(base + arg_string, {"batch_size": 1})
+
+
+def test_batch_size_from_either_place(llada_dir):
+    base = f"pretrained={llada_dir},trust_remote_code=True,gen_length=8"
+    assert UnmaskLM.create_from_arg_string(base, {"batch_size": 3}).batch_size == 3
+    lm = UnmaskLM.create_from_arg_string(base + ",batch_size=2",
+                                         {"batch_size": 1, "max_batch_size": None,
+                                          "device": "cpu"})
+    assert lm.batch_size == 2 and lm.gen_length == 8
+    assert UnmaskLM.create_from_arg_string(base, {"batch_size": "auto:4"}).batch_size == 1
+    from unmask.errors import UnmaskError
+
+    with pytest.raises(UnmaskError, match="batch_size: must be >= 1"):
+        UnmaskLM.create_from_arg_string(base, {"batch_size": 0})
+
+
+def test_lm_eval_command_line_refuses_bad_args_in_one_line(llada_dir, tmp_path):
+    import subprocess
+    import sys
+
+    _write_task(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "unmask.lm_eval_model", "--model", "unmask",
+                           "--model_args", f"pretrained={llada_dir},steps=abc",
+                           "--tasks", "unmask_tiny", "--include_path", str(tmp_path),
+                           "--batch_size", "1"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_DATASETS_OFFLINE": "1"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == ("error: model_args: steps: expected an "
+                                                    "integer, got 'abc'")

@@ -127,3 +127,45 @@ def test_atomic_writes_leave_nothing_half_written(tmp_path):
     assert target.read_text() == "old" and files_in(tmp_path) == {"r.json"}
     atomic_write_text(target, "new")
     assert target.read_text() == "new" and files_in(tmp_path) == {"r.json"}
+
+
+TRAINERS = [["sudoku", "train"], ["mi", "train", "--labels", "x"], ["corrector", "train"],
+            ["protein", "train"], ["arithmetic", "train"], ["reasoning", "train"],
+            ["image", "train"]]
+
+
+@pytest.mark.parametrize("argv", TRAINERS, ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("held", ["checkpoint.pt", "history.jsonl"])
+def test_a_fresh_run_never_replaces_a_finished_one(run, tmp_path, argv, held):
+    """An --out that holds a run needs --resume or --overwrite; nothing is touched."""
+    out = tmp_path / "run"
+    (out / "best").mkdir(parents=True)
+    (out / held).write_bytes(b"a finished run")
+    (out / "best" / "config.json").write_text("{}")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    line = run(*argv, "--out", out).refused("holds a training run")
+    assert "--resume" in line and "--overwrite" in line
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    run(*argv, "--out", out, "--resume", "--overwrite").refused("--overwrite")
+
+
+def test_overwrite_starts_afresh_and_resume_continues(tmp_path):
+    """``fit`` with overwrite replaces the run; without either flag the folder is refused."""
+    import torch
+
+    from unmask.errors import UnmaskError
+    from unmask.training import LoopConfig, fit
+
+    model = torch.nn.Linear(2, 1)
+
+    def go(**kw):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        return fit(lambda i: model(torch.ones(1, 2)).square().sum(), None,
+                   LoopConfig(total_steps=2, eval_every=1, lr=0.1, warmup_steps=0),
+                   tmp_path, model=model, optimizer=opt, log=lambda s: None, **kw)
+
+    assert go().steps == 2
+    with pytest.raises(UnmaskError, match="holds a training run"):
+        go()
+    assert go(overwrite=True).steps == 2
+    assert go(resume=True).steps == 2  # already at total_steps: nothing more to do

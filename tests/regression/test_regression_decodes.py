@@ -47,4 +47,4 @@ def test_decode_matches_fixture(case):
     for key in ("tokens", "nfe", "sequences", "steps", "remasked", "rejected"):
         assert got[key] == want[key], key
     for a, b in zip(got["cumulative_entropy"], want["cumulative_entropy"], strict=True):
-        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+        assert math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5), (a, b)

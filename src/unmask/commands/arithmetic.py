@@ -65,6 +65,7 @@ def train_arithmetic(args: argparse.Namespace) -> int:
           f"sequences of {fmt.length} tokens", flush=True)
     train(model, lambda step, bs: training_batch(fmt, step, bs, seed=args.seed), cfg, out,
           lambda m: training_metrics(m, fmt, args.eval_prompts), resume=args.resume,
+              overwrite=args.overwrite,
           override=args.override_config, log=lambda s: print(s, flush=True),
           data={"eval_prompts": args.eval_prompts})
     print(f"best weights: {out / 'best'}")

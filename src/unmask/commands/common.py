@@ -387,11 +387,21 @@ def add_resume_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--override-config", action="store_true",
                    help="with --resume: go on with the training settings given now where they "
                         "differ from the checkpoint's (the differences are logged)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an OUT that holds a run (its checkpoint and history "
+                        "are replaced); without it or --resume such an OUT is refused")
 
 
 def check_resume_args(args: argparse.Namespace) -> None:
+    """--override-config only with --resume; an --out holding a run only with --resume or
+    --overwrite (checked before any work)."""
+    from unmask.training import check_run_folder
+
     if args.override_config and not args.resume:
         raise UnmaskError("--override-config: only with --resume")
+    if args.resume and args.overwrite:
+        raise UnmaskError("--overwrite: cannot be combined with --resume")
+    check_run_folder(args.out, resume=args.resume, overwrite=args.overwrite)
 
 
 def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:

@@ -124,6 +124,7 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
                           "samplers": [e.label for e in specs], "states": len(states.tokens)}}
     res = train_corrector(corrector, feats, states, cfg, args.out,
                           log=lambda s: print(s, flush=True), resume=args.resume,
+                              overwrite=args.overwrite,
                           override=args.override_config, data=key)
     print(f"best epoch {res['best_epoch']}: held-out loss {res['held_out_loss']:.4f}, AUC "
           f"{res['auc']:.3f}; at 0.5: precision {res['precision']:.3f}, recall "

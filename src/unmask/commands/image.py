@@ -59,6 +59,7 @@ def train_image(args: argparse.Namespace) -> int:
           flush=True)
     out = Path(args.out)
     train_image_mdm(model, train_part, heldout, cfg, out, resume=args.resume,
+                    overwrite=args.overwrite,
                     log=lambda s: print(s, flush=True))
     print(f"best weights: {out / 'best'}")
     return 0

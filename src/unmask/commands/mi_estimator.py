@@ -162,7 +162,8 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
              "model": args.model or task.name}
     with progress_bar(planned_steps(labels, cfg), "training") as update:
         res = train_estimator(estimator, hidden, labels, model.mask_id, cfg, args.out,
-                              resume=args.resume, override=args.override_config,
+                              resume=args.resume, overwrite=args.overwrite,
+                                  override=args.override_config,
                               log=lambda s: print(s, flush=True),
                               progress=lambda step, total: update(step), extra=extra,
                               data={"labels": labels.identity, "contexts": probed})

@@ -113,7 +113,8 @@ def train_protein(args: argparse.Namespace) -> int:
     data = {"fasta": str(args.fasta) if args.fasta else None, "heldout_fraction": fraction,
             "split_seed": seed, "eval_size": args.eval_size}
     train(model, lambda step, bs: training_batch(train_crops, step, bs, seed=args.seed), cfg,
-          out, evaluate, resume=args.resume, override=args.override_config,
+          out, evaluate, resume=args.resume, overwrite=args.overwrite,
+              override=args.override_config,
           log=lambda s: print(s, flush=True), data=data, on_best=write_split)
     print(f"best weights: {out / 'best'}")
     return 0

@@ -79,6 +79,7 @@ def train_reasoning(args: argparse.Namespace) -> int:
                       grad_clip=1.0, batch_size=args.batch_size)
     train_text_mdm(args.out, loop, batch_size=args.batch_size, model_config=TextModelConfig(),
                    data=data, seed=args.seed, bf16=not args.no_bf16, resume=args.resume,
+                       overwrite=args.overwrite,
                    override=args.override_config, log=lambda s: print(s, flush=True))
     print(f"best weights: {Path(args.out) / 'best'}")
     return 0

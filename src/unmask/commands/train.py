@@ -136,7 +136,8 @@ def train_sudoku(args: argparse.Namespace) -> int:
             "eval_puzzles": args.eval_puzzles,
             "decoder_states": str(args.decoder_states) if states is not None else None,
             "states_fraction": args.states_fraction if states is not None else None}
-    train(model, batch, cfg, out, evaluate, resume=args.resume, override=args.override_config,
+    train(model, batch, cfg, out, evaluate, resume=args.resume, overwrite=args.overwrite,
+          override=args.override_config,
           log=lambda s: print(s, flush=True), progress=report, origin=origin or None,
           data=data)
     print(f"best weights: {out / 'best'}")

@@ -31,6 +31,7 @@ def heldout_loss(model: MDMTransformer, heldout: DigitSplit, repeats: int = 4,
 
 def train_image_mdm(model: MDMTransformer, train_part: DigitSplit, heldout: DigitSplit,
                     cfg: TrainConfig, out: str | Path, *, resume: bool = False,
+                    overwrite: bool = False,
                     log=print) -> list[dict]:
     """Train ``model`` on ``train_part`` with :func:`unmask.training.train`; OUT/best holds the
     weights with the lowest held-out masked cross-entropy. Returns the evaluation history."""
@@ -42,4 +43,4 @@ def train_image_mdm(model: MDMTransformer, train_part: DigitSplit, heldout: Digi
 
     return train(model, lambda step, bs: training_batch(tokens, step, bs, model.mask_id,
                                                         seed=cfg.seed),
-                 cfg, out, evaluate, resume=resume, log=log)
+                 cfg, out, evaluate, resume=resume, overwrite=overwrite, log=log)

@@ -117,7 +117,7 @@ def augmented_training_set(labels: LabelSet, cfg: EstimatorTrainConfig, symmetri
 
 def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelSet,
                     mask_id: int, cfg: EstimatorTrainConfig, out_dir: str | Path, *,
-                    resume: bool = False, override: bool = False,
+                    resume: bool = False, override: bool = False, overwrite: bool = False,
                     log: Callable[[str], None] = print,
                     progress: Callable[[int, int], None] | None = None,
                     extra: dict | None = None, data: dict | None = None) -> dict:
@@ -175,6 +175,7 @@ def train_estimator(estimator: MIEstimator, hidden: torch.Tensor, labels: LabelS
 
     res = fit(step, evaluate, loop, out, model=estimator, optimizer=adamw(
                   estimator, cfg.lr, cfg.weight_decay), save_best=save_best, resume=resume,
+                      overwrite=overwrite,
               override=override, identity={"estimator_config": estimator.config},
               settings={"train_config": cfg, **({"data": data} if data is not None else {})},
               weights_key="estimator", log=log,

@@ -15,7 +15,10 @@ folder: a folder whose ``auto_map`` points elsewhere, or whose code file is abse
 from __future__ import annotations
 
 import inspect
+import json
 import os
+import pickle
+import re
 from pathlib import Path
 
 import torch
@@ -31,6 +34,9 @@ _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_m
                  "pytorch_model.bin.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
                     "tokenizer.model", "spiece.model")
+#: model types whose position ids start after ``pad_token_id`` (RoBERTa's convention)
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm",
+                     "data2vec-text", "xmod")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -49,24 +55,62 @@ def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
 
 
-def check_remote_code(directory: Path, meta: dict, trust_remote_code: bool) -> None:
-    """Refuse a folder whose ``auto_map`` code is not in the folder itself, or that needs
-    code without ``trust_remote_code``."""
-    auto_map = meta.get("auto_map")
-    if not auto_map:
-        return
-    refs = [v for v in auto_map.values() for v in (v if isinstance(v, list) else [v]) if v]
-    for ref in refs:
-        require(isinstance(ref, str) and "--" not in ref,
-                f"model: {directory} config.json auto_map points outside the folder "
-                f"({ref!r}); only code inside the folder is run")
-        module = ref.rsplit(".", 1)[0]
-        require((directory / f"{module}.py").is_file(),
-                f"model: {directory} config.json names code {module}.py that is not in the "
-                "folder")
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _auto_map_refs(directory: Path, auto_map, where: str) -> list[str]:
+    """The class references of one ``auto_map`` (config.json's or tokenizer_config.json's),
+    each checked to be ``module.Class`` with ``module.py`` a file strictly inside the folder."""
+    require(isinstance(auto_map, dict),
+            f"model: {directory} {where} auto_map must be an object of class references, "
+            f"got a JSON {type(auto_map).__name__}")
+    refs = []
+    for key, value in auto_map.items():
+        values = value if isinstance(value, list) else [value]
+        for ref in values:
+            if ref is None:  # a tokenizer's absent slow or fast class
+                continue
+            require(isinstance(ref, str) and ref,
+                    f"model: {directory} {where} auto_map[{key!r}] must be a class reference "
+                    f"'module.Class', got {json.dumps(ref)}")
+            module, _, name = ref.rpartition(".")
+            require("--" not in ref and bool(_MODULE_NAME.fullmatch(module))
+                    and bool(_MODULE_NAME.fullmatch(name)),
+                    f"model: {directory} {where} auto_map[{key!r}] = {ref!r} points outside "
+                    "the folder (expected 'module.Class' of a file in it); only code inside the "
+                    "folder is run")
+            path = directory / f"{module}.py"
+            require(path.is_file(), f"model: {directory} {where} names code {module}.py that "
+                                    "is not in the folder")
+            refs.append(ref)
+    return refs
+
+
+def check_remote_code(directory: Path, meta: dict, trust_remote_code: bool) -> bool:
+    """Refuse a folder whose ``auto_map`` code (config.json's or tokenizer_config.json's) is
+    not a file strictly inside the folder, or that needs code without ``trust_remote_code``.
+
+    A reference is ``module.Class`` with a plain module name (no path, no ``..``, no other
+    repository's ``repo--module``); every ``*.py`` of a folder that runs code must resolve
+    inside the folder (no symlink leaving it), since the modules import their siblings."""
+    maps = [("config.json", meta["auto_map"])] if "auto_map" in meta else []
+    tokenizer_config = directory / "tokenizer_config.json"
+    if tokenizer_config.is_file():
+        tok_meta = read_json_object(tokenizer_config)
+        if "auto_map" in tok_meta:
+            maps.append(("tokenizer_config.json", tok_meta["auto_map"]))
+    refs = [r for where, auto_map in maps for r in _auto_map_refs(directory, auto_map, where)]
+    if not refs:
+        return False
+    root = directory.resolve()
+    for code in sorted(directory.glob("*.py")):
+        require(code.resolve().is_relative_to(root),
+                f"model: {directory} code file {code.name} is a link to outside the folder; "
+                "only code inside the folder is run")
     require(trust_remote_code,
             f"model: {directory} runs its own modelling code ({', '.join(sorted(set(refs)))});"
             " allow it with trust_remote_code=True (--trust-remote-code)")
+    return True
 
 
 def _accepts(fn, name: str) -> bool:
@@ -82,8 +126,9 @@ class HFMaskedModel(MaskedModel):
         tokenizer: its tokenizer (None: real tokens from the config's ids alone).
         mask_id: the mask token id (default: the tokenizer's, else the config's
             ``mask_token_id``).
-        max_length: longest row (default: the tokenizer's ``model_max_length`` when finite,
-            else the config's ``max_position_embeddings`` / ``max_sequence_length``).
+        max_length: longest row (default: the smallest limit the folder states: the
+            tokenizer's ``model_max_length`` when finite, the config's
+            ``max_position_embeddings`` / ``max_sequence_length`` / ``n_positions``).
         hidden_layer: which of the model's hidden states is ``ModelOutput.hidden`` (-1: last).
         shift_logits: the model's logits at i predict token i+1 (Dream); they are shifted
             back by one (default: from the config's model type).
@@ -162,15 +207,18 @@ class HFMaskedModel(MaskedModel):
 
     @staticmethod
     def _max_length(cfg, tokenizer) -> int:
-        limit = getattr(tokenizer, "model_max_length", None) if tokenizer is not None else None
-        if isinstance(limit, int) and 0 < limit < 1_000_000:
-            return limit
-        for name in ("max_position_embeddings", "max_sequence_length", "n_positions",
-                     "seq_length"):
-            v = getattr(cfg, name, None)
-            if isinstance(v, int) and v > 0:
-                return v
-        return 1 << 20
+        """The smallest length limit the folder states: the tokenizer's ``model_max_length``
+        (when finite) and the config's position limits."""
+        limits = [getattr(cfg, name, None) for name in (
+            "max_position_embeddings", "max_sequence_length", "n_positions", "seq_length")]
+        if tokenizer is not None:
+            limits.append(getattr(tokenizer, "model_max_length", None))
+        if getattr(cfg, "model_type", "") in _OFFSET_POSITIONS:  # ids start past padding_idx
+            limits[0] = limits[0] - (getattr(cfg, "pad_token_id", 1) or 0) - 1 \
+                if isinstance(limits[0], int) else None
+        limits = [v for v in limits
+                  if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1_000_000]
+        return min(limits, default=1 << 20)
 
     @property
     def real_token_mask(self) -> torch.Tensor:
@@ -228,7 +276,7 @@ class HFMaskedModel(MaskedModel):
         """
         directory = Path(directory)
         meta = read_json_object(directory / "config.json")
-        check_remote_code(directory, meta, trust_remote_code)
+        runs_code = check_remote_code(directory, meta, trust_remote_code)
         require(any((directory / f).is_file() for f in _WEIGHT_FILES),
                 f"model: {directory} has no weights (model.safetensors)")
         if isinstance(dtype, str):
@@ -236,7 +284,7 @@ class HFMaskedModel(MaskedModel):
                                      f"{dtype!r}")
             dtype = DTYPES[dtype]
         tr = _import_transformers()
-        options = dict(local_files_only=True, trust_remote_code=bool(meta.get("auto_map")))
+        options = dict(local_files_only=True, trust_remote_code=runs_code)
         try:
             config = tr.AutoConfig.from_pretrained(str(directory), **options)
         except Exception as e:  # noqa: BLE001 - any failure to parse a user's file is one line
@@ -250,6 +298,10 @@ class HFMaskedModel(MaskedModel):
             hf_model, info = loader.from_pretrained(str(directory), config=config,
                                                     dtype=dtype or torch.float32,
                                                     output_loading_info=True, **options)
+        except pickle.UnpicklingError:
+            raise UnmaskError(f"model: {directory} pytorch_model.bin holds objects other than "
+                              "tensors; pickled weights are read only with weights_only=True: "
+                              "save them as model.safetensors") from None
         except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as e:
             raise UnmaskError(f"model: {directory} is not a readable masked LM "
                               f"({_first_line(e)})") from None

@@ -190,7 +190,8 @@ def train_text_mdm(out: str | Path, loop: LoopConfig, *, batch_size: int = 64,
                    model_config: TextModelConfig | None = None,
                    data: ReasoningData | None = None, seed: int = 0, bf16: bool = True,
                    weight_decay: float = 0.05, eval_n: int = 32, resume: bool = False,
-                   override: bool = False, log=print) -> list[dict]:
+                   override: bool = False, overwrite: bool = False, log=print
+                   ) -> list[dict]:
     """Train the text MDM with :func:`unmask.training.fit`; OUT/best holds the weights (and
     tokenizer) with the best held-out accuracy. Returns the evaluation history."""
     out = Path(out)
@@ -221,5 +222,6 @@ def train_text_mdm(out: str | Path, loop: LoopConfig, *, batch_size: int = 64,
     settings = {"data": asdict(data), "training": {"batch_size": batch_size, "seed": seed,
                                                   "bf16": bf16, "weight_decay": weight_decay}}
     return fit(step, evaluate, loop, out, model=hf_model, optimizer=opt, save_best=save_best,
-               resume=resume, override=override, identity={"model_config": model_config},
+               resume=resume, override=override, overwrite=overwrite,
+                   identity={"model_config": model_config},
                settings=settings, log=log).history

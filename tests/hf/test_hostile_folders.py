@@ -1,0 +1,132 @@
+"""Hostile Hugging Face folders: code outside the folder, malformed ``auto_map``, pickled
+weights, limits the tokenizer overstates. Each is refused in one line before any code runs, or
+handled as documented."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from unmask.cli import main
+from unmask.errors import UnmaskError
+from unmask.models.auto import load_model
+
+
+@pytest.fixture
+def llada_copy(llada_dir, tmp_path):
+    """A writable copy of the tiny LLaDA-style folder (code + auto_map)."""
+    return shutil.copytree(llada_dir, tmp_path / "m")
+
+
+@pytest.fixture
+def evil(tmp_path, monkeypatch):
+    """A module outside the model folder that records when it runs."""
+    flag = tmp_path / "ran"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "evil.py").write_text(
+        f"open({str(flag)!r}, 'w').write('ran')\nclass Evil: pass\n")
+    return tmp_path / "elsewhere" / "evil", flag
+
+
+def _set_auto_map(folder, value, file="config.json"):
+    meta = json.loads((folder / file).read_text())
+    meta["auto_map"] = value
+    (folder / file).write_text(json.dumps(meta))
+
+
+def _refused(argv_folder, capsys, needle):
+    code = main(["generate", "--model", str(argv_folder), "--trust-remote-code", "--prompt",
+                 "the cat", "--gen-length", "4", "--threads", "1"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert needle in err, err
+    return err
+
+
+@pytest.mark.parametrize("key", ["AutoModel", "AutoModelForMaskedLM", "AutoConfig"])
+def test_an_absolute_module_path_outside_the_folder_is_refused_and_never_runs(
+        llada_copy, evil, capsys, key):
+    module, flag = evil
+    auto_map = json.loads((llada_copy / "config.json").read_text())["auto_map"]
+    auto_map[key] = f"{module}.Evil"
+    _set_auto_map(llada_copy, auto_map)
+    _refused(llada_copy, capsys, "only code inside the folder is run")
+    assert not flag.exists()
+
+
+@pytest.mark.parametrize("ref", ["../elsewhere/evil.Evil", "..evil.Evil", "other/repo--evil.Evil",
+                                 "sub.dir.evil.Evil", "evil", ".Evil", "evil.", 12])
+def test_a_reference_that_is_not_module_dot_class_in_the_folder_is_refused(
+        llada_copy, capsys, ref):
+    auto_map = json.loads((llada_copy / "config.json").read_text())["auto_map"]
+    auto_map["AutoModel"] = ref
+    _set_auto_map(llada_copy, auto_map)
+    _refused(llada_copy, capsys, "auto_map['AutoModel']")
+
+
+@pytest.mark.parametrize("value", [["configuration_tinyllada.TinyLLaDAConfig"],
+                                   "modeling_tinyllada.TinyLLaDAModel", 3, None])
+def test_an_auto_map_that_is_not_an_object_is_one_line(llada_copy, capsys, value):
+    _set_auto_map(llada_copy, value)
+    _refused(llada_copy, capsys, "auto_map must be an object")
+
+
+def test_a_code_file_that_links_outside_the_folder_is_refused(llada_copy, evil, capsys):
+    module, flag = evil
+    (llada_copy / "modeling_tinyllada.py").unlink()
+    (llada_copy / "modeling_tinyllada.py").symlink_to(f"{module}.py")
+    _refused(llada_copy, capsys, "link to outside the folder")
+    assert not flag.exists()
+
+
+def test_a_tokenizer_auto_map_outside_the_folder_is_refused(llada_copy, evil, capsys):
+    module, flag = evil
+    _set_auto_map(llada_copy, {"AutoTokenizer": [f"{module}.Evil", None]},
+                  "tokenizer_config.json")
+    _refused(llada_copy, capsys, "tokenizer_config.json auto_map")
+    assert not flag.exists()
+
+
+def test_a_tokenizer_that_runs_code_needs_trust_remote_code(bert_dir, tmp_path):
+    folder = shutil.copytree(bert_dir, tmp_path / "b")
+    (folder / "tokenization_x.py").write_text("class Tok: pass\n")
+    _set_auto_map(folder, {"AutoTokenizer": ["tokenization_x.Tok", None]},
+                  "tokenizer_config.json")
+    with pytest.raises(UnmaskError, match="trust_remote_code"):
+        load_model(folder)
+
+
+def test_the_folder_loads_when_its_auto_map_is_inside(llada_copy):
+    model = load_model(llada_copy, trust_remote_code=True)
+    assert model.mask_id == 3
+
+
+def test_pickled_weights_alone_are_read_without_running_code(bert_dir, tmp_path, capsys):
+    """A folder whose only weights are ``pytorch_model.bin``: read with weights_only=True
+    (transformers' own loader), never unpickled freely; a pickle that would run code is
+    refused in one line."""
+    from safetensors.torch import load_file
+
+    folder = shutil.copytree(bert_dir, tmp_path / "p")
+    state = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save(state, folder / "pytorch_model.bin")
+    model = load_model(folder)
+    ref = load_model(bert_dir)
+    tokens = torch.tensor([[2, 5, 4, 6, 3]])
+    assert torch.equal(model(tokens).logits, ref(tokens).logits)
+
+    class Boom:
+        def __reduce__(self):
+            return (print, ("unpickled",))
+
+    torch.save({"x": Boom()}, folder / "pytorch_model.bin")
+    code = main(["generate", "--model", str(folder), "--prompt", "the cat", "--gen-length",
+                 "2", "--threads", "1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "unpickled" not in out
+    assert err.count("\n") == 1 and "safetensors" in err and "Traceback" not in err

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench-loop clean
+.PHONY: demo test test-slow test-kernels lint bench-loop clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# exact results under every CPU kernel set torch offers here, on 1 and 2 threads
+test-kernels: $(STAMP)
+	$(PY) scripts/test_kernels.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks scripts experiments

@@ -8,6 +8,9 @@ import torch
 
 from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
 
+#: CI reruns these under every CPU kernel set and thread count (make test-kernels)
+pytestmark = pytest.mark.kernels
+
 
 def chain_of_conditionals_mode(model: ExactJointMDM, x: torch.Tensor) -> list[int]:
     """Sequential argmax decoding by max-probability, done by hand from the joint table."""

@@ -10,6 +10,9 @@ from unmask.models.toy import ExactJointMDM
 from unmask.probs import real_log_probs
 from unmask.rng import row_gumbel
 
+#: CI reruns these under every CPU kernel set and thread count (make test-kernels)
+pytestmark = pytest.mark.kernels
+
 
 def _v(name, tolerance=1.0, max_draft=None, **params):
     return Verified(make_sampler(name, **params), tolerance=tolerance, max_draft=max_draft)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from unmask.decode import DecodeConfig, DecodeResult, decode
-from unmask.errors import UnmaskError, require
+from unmask.errors import UnmaskError, is_int, require
 from unmask.hooks import Hook
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
@@ -217,11 +218,18 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     Returns:
         one :class:`Generation` per prompt, in order.
     """
-    if isinstance(model, str):
+    if isinstance(model, (str, os.PathLike)):
         model = load_model(model, task="text")
+    require(isinstance(model, MaskedModel), f"model: expected a MaskedModel or a folder, got "
+                                            f"{type(model).__name__}")
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     require(tokenizer is not None, "tokenizer: none given and the model folder has none")
+    require(callable(tokenizer) and hasattr(tokenizer, "decode"),
+            f"tokenizer: expected a transformers tokenizer, got {type(tokenizer).__name__}")
+    require(isinstance(prompts, (str, list, tuple)),
+            f"prompts: expected a string or a list of strings, got {type(prompts).__name__}")
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    require(is_int(seed), f"seed: must be an integer, got {seed!r}")
     block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
     sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence)
@@ -246,14 +254,14 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
     the block length."""
     require(len(prompts) > 0, "prompts: none given")
     require(all(isinstance(p, str) for p in prompts), "prompts: expected strings")
-    require(isinstance(gen_length, int) and gen_length >= 1,
+    require(is_int(gen_length) and gen_length >= 1,
             f"gen_length: must be an integer >= 1, got {gen_length!r}")
     block = gen_length if block_length is None else block_length
-    require(isinstance(block, int) and block >= 1,
+    require(is_int(block) and block >= 1,
             f"block_length: must be an integer >= 1, got {block!r}")
     require(gen_length % block == 0,
             f"block_length: {block} does not divide gen_length {gen_length}")
-    require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
+    require(batch_size is None or (is_int(batch_size) and batch_size >= 1),
             f"batch_size: must be an integer >= 1, got {batch_size!r}")
     require(isinstance(min_new_tokens, int) and not isinstance(min_new_tokens, bool)
             and 0 <= min_new_tokens <= gen_length,

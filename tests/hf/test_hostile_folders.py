@@ -130,3 +130,78 @@ def test_pickled_weights_alone_are_read_without_running_code(bert_dir, tmp_path,
     out, err = capsys.readouterr()
     assert code == 2 and "unpickled" not in out
     assert err.count("\n") == 1 and "safetensors" in err and "Traceback" not in err
+
+
+def test_the_smallest_stated_length_limit_holds(bert_dir, tmp_path, capsys):
+    """A tokenizer that claims 512 tokens does not lift the model's 64 positions: a long
+    prompt is refused in one line, and ``mi label`` writes nothing."""
+    folder = shutil.copytree(bert_dir, tmp_path / "b")
+    meta = json.loads((folder / "tokenizer_config.json").read_text())
+    meta["model_max_length"] = 512
+    (folder / "tokenizer_config.json").write_text(json.dumps(meta))
+    assert load_model(folder).max_length == 64
+    code = main(["generate", "--model", str(folder), "--prompt", " ".join(["cat"] * 70),
+                 "--gen-length", "4", "--threads", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "max_length 64" in err
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat . " * 40)
+    out = tmp_path / "labels"
+    code = main(["mi", "label", "--model", str(folder), "--task", "text", "--text",
+                 str(corpus), "--length", "100", "--contexts", "2", "--out", str(out),
+                 "--threads", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "max_length 64" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("data, needle", [(b"the cat \xff\xfe sat", "is not UTF-8 text"),
+                                          (b"the cat\x00\x00 sat", "is not text")])
+def test_a_binary_corpus_is_refused(bert_dir, tmp_path, capsys, data, needle):
+    corpus = tmp_path / "corpus.bin"
+    corpus.write_bytes(data * 50)
+    out = tmp_path / "labels"
+    code = main(["mi", "label", "--model", str(bert_dir), "--task", "text", "--text",
+                 str(corpus), "--length", "16", "--contexts", "2", "--out", str(out),
+                 "--threads", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and needle in err, err
+    assert not out.exists()
+
+
+def test_a_vocabulary_size_mismatch_names_the_tensor_and_both_shapes(bert_dir, tmp_path,
+                                                                      capsys):
+    folder = shutil.copytree(bert_dir, tmp_path / "b")
+    meta = json.loads((folder / "config.json").read_text())
+    stored = meta["vocab_size"]
+    meta["vocab_size"] = stored + 9
+    (folder / "config.json").write_text(json.dumps(meta))
+    code = main(["generate", "--model", str(folder), "--prompt", "the cat", "--gen-length",
+                 "2", "--threads", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "above report" not in err
+    assert f"({stored}, 16)" in err and f"({stored + 9}, 16)" in err, err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("name", ["sudoku", "bert"])
+@pytest.mark.parametrize("device", ["cuda", "cuda:3", "tpu", "nonsense", 7])
+def test_an_unusable_device_is_one_unmask_error(bert_dir, name, device):
+    with pytest.raises(UnmaskError, match="device"):
+        load_model(bert_dir if name == "bert" else name, device=device)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"prompts": 123}, "prompts"), ({"prompts": None}, "prompts"),
+    ({"prompts": ["a", 3]}, "prompts"), ({"tokenizer": "bert"}, "tokenizer"),
+    ({"gen_length": True}, "gen_length"), ({"gen_length": 4.0}, "gen_length"),
+    ({"block_length": True}, "block_length"), ({"batch_size": True}, "batch_size"),
+    ({"seed": "1"}, "seed"), ({"seed": 1.5}, "seed"), ({"model": 3}, "model"),
+])
+def test_generate_names_the_bad_argument(bert_dir, kwargs, field):
+    from unmask.generate import generate
+
+    args = {"model": load_model(bert_dir), "tokenizer": None, "prompts": ["the cat"],
+            "gen_length": 4, **kwargs}
+    with pytest.raises(UnmaskError, match=f"^{field}"):
+        generate(args.pop("model"), args.pop("tokenizer"), args.pop("prompts"), **args)

@@ -260,22 +260,9 @@ def add_device_arg(p: argparse.ArgumentParser) -> None:
 def resolve_device(name: str):
     """The torch device ``--device`` names, or :class:`UnmaskError` saying why it cannot be
     used here."""
-    import torch
+    from unmask.devices import check_device
 
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise UnmaskError(f"--device: {name!r} is not a torch device (cpu, cuda, cuda:1, ...)"
-                          ) from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UnmaskError(f"--device: {name!r} asked for, but CUDA is not available here")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise UnmaskError(f"--device: {name!r} asked for, but this machine has "
-                              f"{torch.cuda.device_count()} CUDA device(s)")
-    elif device.type != "cpu":
-        raise UnmaskError(f"--device: {name!r}: only cpu and cuda devices are supported")
-    return device
+    return check_device(name, "--device")
 
 
 def sampler_entry(spec: str, flag: str = "--sampler"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from unmask.devices import check_device
 from unmask.errors import UnmaskError
 from unmask.models.base import MaskedModel
 from unmask.models.esm import EsmMaskedModel
@@ -86,6 +87,8 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     if unknown:
         raise UnmaskError(f"load_model: unknown option {unknown[0]!r}; accepted: "
                           f"{', '.join(sorted(HF_OPTIONS))}")
+    if hf_options.get("device") is not None:
+        hf_options["device"] = check_device(hf_options["device"])
     default = task if task in shipped_names() else DEFAULT_MODEL
     path = resolve_model_path(name_or_path, default)
     meta = read_json_object(path / "config.json")

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
+from unmask.devices import check_device
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.files import read_json_object
@@ -275,6 +276,7 @@ class HFMaskedModel(MaskedModel):
         or ``AutoModelForCausalLM``), only with ``trust_remote_code``.
         """
         directory = Path(directory)
+        device = check_device(device)
         meta = read_json_object(directory / "config.json")
         runs_code = check_remote_code(directory, meta, trust_remote_code)
         require(any((directory / f).is_file() for f in _WEIGHT_FILES),
@@ -303,8 +305,7 @@ class HFMaskedModel(MaskedModel):
                               "tensors; pickled weights are read only with weights_only=True: "
                               "save them as model.safetensors") from None
         except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as e:
-            raise UnmaskError(f"model: {directory} is not a readable masked LM "
-                              f"({_first_line(e)})") from None
+            raise UnmaskError(_load_failure(directory, config, loader, e)) from None
         missing = sorted(info.get("missing_keys") or [])
         if missing:
             raise UnmaskError(f"model: {directory} weights lack {missing[0]!r} that its config "
@@ -319,6 +320,45 @@ class HFMaskedModel(MaskedModel):
         model.source = str(directory)
         model.default_gen_length = _max_new_tokens(directory)
         return model
+
+
+def _load_failure(directory: Path, config, loader, error: BaseException) -> str:
+    """One line for a folder transformers could not load; a tensor whose stored shape differs
+    from the one its config.json implies is named with both shapes."""
+    if "mismatched" in str(error):
+        mismatch = _shape_mismatch(directory, config, loader)
+        if mismatch:
+            name, stored, wanted = mismatch
+            return (f"model: {directory} weights {name!r} have shape {stored}, but its "
+                    f"config.json implies {wanted} (vocab_size, hidden_size, ... differ from "
+                    "the weights)")
+        return (f"model: {directory} weights do not have the shapes its config.json implies "
+                "(vocab_size, hidden_size, ... differ from the weights)")
+    return f"model: {directory} is not a readable masked LM ({_first_line(error)})"
+
+
+def _shape_mismatch(directory: Path, config, loader) -> tuple[str, tuple, tuple] | None:
+    """(name, stored shape, shape the config implies) of the first tensor of
+    model.safetensors that differs, matching names up to the model's base prefix; None when
+    none is found (other weight files, say)."""
+    from safetensors import safe_open
+
+    path = directory / "model.safetensors"
+    if not path.is_file():
+        return None
+    try:
+        with torch.device("meta"):
+            wanted = {k: tuple(v.shape) for k, v in loader.from_config(config).state_dict()
+                      .items()}
+        with safe_open(str(path), "pt") as f:
+            stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception:  # noqa: BLE001 - only a better message is at stake
+        return None
+    for name, shape in stored.items():
+        for key in (name, name.split(".", 1)[-1]):
+            if key in wanted and wanted[key] != shape:
+                return name, shape, wanted[key]
+    return None
 
 
 def _max_new_tokens(directory: Path) -> int | None:

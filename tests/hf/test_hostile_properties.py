@@ -1,0 +1,99 @@
+"""Property tests over hostile values on the Hugging Face surfaces: any ``auto_map`` JSON
+value and any ``--model_args`` text either works or is one :class:`UnmaskError` line; no code
+outside the folder ever runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from unmask.errors import UnmaskError
+from unmask.models.hf import check_remote_code
+
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+REF_PIECES = st.sampled_from(["modeling_tinyllada", "configuration_tinyllada", "..", "/", "/tmp",
+                              "evil", "repo--x", ".", "TinyLLaDAModel", "", "a b", "\x00",
+                              "~", "$HOME", "modeling_tinyllada.py"])
+REFS = st.lists(REF_PIECES, min_size=1, max_size=4).map(".".join) | st.text(max_size=20)
+JSON_LEAVES = st.none() | st.booleans() | st.integers() | REFS
+AUTO_MAPS = st.recursive(JSON_LEAVES, lambda inner: st.lists(inner, max_size=3)
+                         | st.dictionaries(st.sampled_from(["AutoModel", "AutoConfig",
+                                                            "AutoModelForMaskedLM", "x"]),
+                                           inner, max_size=3), max_leaves=6)
+
+
+@pytest.fixture(scope="module")
+def folder(llada_dir, tmp_path_factory):
+    return shutil.copytree(llada_dir, tmp_path_factory.mktemp("prop") / "m")
+
+
+@SETTINGS
+@given(AUTO_MAPS)
+def test_any_auto_map_is_inside_the_folder_or_one_line(folder, auto_map):
+    """Accepted only when every reference is ``module.Class`` of a .py file in the folder."""
+    try:
+        runs = check_remote_code(folder, {"auto_map": auto_map}, trust_remote_code=True)
+    except UnmaskError as e:
+        assert "\n" not in str(e) and str(e).startswith("model: ")
+        return
+    refs = [r for v in (auto_map or {}).values() for r in (v if isinstance(v, list) else [v])
+            if r is not None]
+    assert runs == bool(refs)
+    for ref in refs:
+        module, _, name = ref.rpartition(".")
+        assert module.isidentifier() and name.isidentifier()
+        assert (folder / f"{module}.py").resolve().parent == folder.resolve()
+
+
+KEYS = st.sampled_from(["gen_length", "steps", "block_length", "temperature", "seed",
+                        "batch_size", "chat_template", "min_new_tokens", "sampler", "genlength",
+                        "max_batch_size", "trust_remote_code"])
+VALUES = st.sampled_from(["1", "0", "-1", "abc", "", "nan", "inf", "True", "false", "2.5",
+                          "auto", "auto:4", "1e3", "None", "confidence", "eb:gamma=0.1"])
+
+
+@SETTINGS
+@given(st.dictionaries(KEYS, VALUES, max_size=4))
+def test_any_model_args_are_typed_or_one_line(args):
+    pytest.importorskip("lm_eval")
+    from unmask.lm_eval_model import MODEL_ARGS, parse_model_args
+
+    try:
+        typed = parse_model_args({"pretrained": "x", **args})
+    except UnmaskError as e:
+        assert "\n" not in str(e) and str(e).startswith("model_args: ")
+        return
+    assert set(typed) <= set(MODEL_ARGS)
+    for key in ("gen_length", "seed", "min_new_tokens", "batch_size"):
+        if key in typed:
+            assert isinstance(typed[key], int) and not isinstance(typed[key], bool)
+            assert typed[key] >= (1 if key in ("gen_length", "batch_size") else 0)
+    if "temperature" in typed:
+        assert typed["temperature"] >= 0.0 and typed["temperature"] < float("inf")
+
+
+@SETTINGS
+@given(st.binary(max_size=64))
+def test_any_bytes_as_a_corpus_are_text_or_one_line(tmp_path_factory, data):
+    from unmask.labels import read_corpus
+
+    path = tmp_path_factory.mktemp("corpus") / "c.txt"
+    path.write_bytes(data)
+    try:
+        text, sha = read_corpus(path)
+    except UnmaskError as e:
+        assert "\n" not in str(e) and str(e).startswith("text: ")
+        return
+    assert text.encode("utf-8") == data and "\x00" not in text and len(sha) == 64
+
+
+def test_json_round_trip_of_the_tested_folder(folder):
+    """The folder the properties run against loads as it is (the properties are not vacuous)."""
+    meta = json.loads((folder / "config.json").read_text())
+    assert check_remote_code(folder, meta, trust_remote_code=True)

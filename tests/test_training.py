@@ -418,3 +418,21 @@ def test_written_weights_have_the_usual_permissions(tmp_path):
     for f in (tmp_path / "m" / "model.safetensors", tmp_path / "m" / "config.json",
               tmp_path / "x.txt"):
         assert stat.S_IMODE(f.stat().st_mode) == 0o644, f
+
+
+def test_mask_batch_masks_below_the_ratio_among_eligible_and_at_least_one():
+    import numpy as np
+
+    from unmask.training import mask_batch
+
+    targets = torch.arange(8).view(2, 4)
+    ratio = np.array([[0.5], [0.1]])
+    draw = np.array([[0.4, 0.6, 0.2, 0.9], [0.3, 0.2, 0.8, 0.5]])
+    eligible = np.array([[True, True, False, True], [True, False, True, True]])
+    inputs, loss = mask_batch(targets, ratio, draw, 99, eligible)
+    # row 0: 0.4 < 0.5 (position 2 is below too, but not eligible); row 1: none below 0.1,
+    # so the eligible position of least draw (0.3 at 0; 0.2 at 1 is not eligible)
+    assert loss.tolist() == [[True, False, False, False], [True, False, False, False]]
+    assert inputs.tolist() == [[99, 1, 2, 3], [99, 5, 6, 7]]
+    _, every = mask_batch(targets, np.ones((2, 1)), draw, 99)
+    assert every.all()

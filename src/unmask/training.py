@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -123,6 +124,32 @@ class FitResult:
     best: float
     best_step: int
     stopped: str
+
+
+# -- the forward process ----------------------------------------------------------------------
+
+def mask_batch(targets: torch.Tensor, ratio: np.ndarray, draw: np.ndarray, mask_id: int,
+               eligible: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The absorbing-mask forward process on a training batch (diffusers' ``add_noise`` for
+    an MDM): each eligible position whose uniform ``draw`` falls below its row's ``ratio`` is
+    masked, and at least one per row (the eligible position of least draw), so every row
+    has a loss term.
+
+    Args:
+        targets: (B, N) clean token ids.
+        ratio: (B, 1) mask ratio t per row, in (0, 1].
+        draw: (B, N) uniforms in [0, 1).
+        mask_id: the MASK token id.
+        eligible: (B, N) bool, positions that may be masked (None: all).
+    Returns:
+        (inputs (B, N) with MASK at the masked positions, loss_mask (B, N) bool).
+    """
+    eligible = np.ones(draw.shape, dtype=bool) if eligible is None else eligible
+    masked = (draw < ratio) & eligible
+    first = np.argmin(np.where(eligible, draw, np.inf), axis=1)
+    masked[np.arange(len(draw)), first] = True
+    loss_mask = torch.from_numpy(masked)
+    return targets.masked_fill(loss_mask, mask_id), loss_mask
 
 
 # -- checkpoints -----------------------------------------------------------------------------

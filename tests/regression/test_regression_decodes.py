@@ -12,6 +12,10 @@ import pytest
 import torch
 from decode_cases import CASES, run_case
 
+#: nats per position of a row's summed entropy: float32 logits of magnitude ~30 differ between
+#: kernel sets by ~1e-6 relative, so each revealed position's entropy by up to ~3e-5
+ENTROPY_ATOL = 5e-5
+
 FIXTURE = json.loads((Path(__file__).parent / "decodes.json").read_text())
 
 
@@ -51,11 +55,12 @@ def test_fixture_covers_every_case():
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_decode_matches_fixture(case):
     """Exact tokens, NFE, sequences and counts under any CPU kernel set (default, AVX2,
-    AVX-512) and thread count; cumulative entropy within 1e-4 relative, since float32
-    reductions differ between kernels by ~1e-6. The cases were checked to be away from ties
+    AVX-512) and thread count; cumulative entropy within ``ENTROPY_ATOL`` per position, since
+    float32 reductions differ between kernels. The cases were checked to be away from ties
     under every kernel set this machine offers."""
     got, want = run_case(case), FIXTURE[case["id"]]
     for key in ("tokens", "nfe", "sequences", "steps", "remasked", "rejected"):
         assert got[key] == want[key], key
-    for a, b in zip(got["cumulative_entropy"], want["cumulative_entropy"], strict=True):
-        assert math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5), (a, b)
+    for a, b, row in zip(got["cumulative_entropy"], want["cumulative_entropy"], want["tokens"],
+                         strict=True):
+        assert math.isclose(a, b, rel_tol=1e-4, abs_tol=ENTROPY_ATOL * len(row)), (a, b)

@@ -15,6 +15,7 @@ from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import require
 from unmask.models.transformer import MDMTransformer, TransformerConfig
+from unmask.training import mask_batch
 
 #: task name -> fields given in the prompt (the rest is masked)
 TASKS = {
@@ -56,10 +57,8 @@ def training_batch(fmt: EquationFormat, step: int, batch_size: int, seed: int = 
     targets = fmt.encode(*random_factors(fmt, batch_size, rng))
     ratio = 1.0 - rng.uniform(0.0, 1.0, (batch_size, 1))  # in (0, 1]
     draw = rng.uniform(0.0, 1.0, (batch_size, fmt.length))
-    masked = draw < ratio
-    masked[np.arange(batch_size), draw.argmin(1)] = True  # at least one masked position
-    mask_t = torch.from_numpy(masked)
-    return targets.masked_fill(mask_t, MASK_ID), targets, mask_t
+    inputs, loss_mask = mask_batch(targets, ratio, draw, MASK_ID)
+    return inputs, targets, loss_mask
 
 
 def task_inputs(fmt: EquationFormat, task: str, n: int, seed: int = 0) -> torch.Tensor:

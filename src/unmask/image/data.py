@@ -22,6 +22,7 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.models.transformer import MDMTransformer, TransformerConfig
+from unmask.training import mask_batch
 
 SIDE = 8
 N_PIXELS = SIDE * SIDE
@@ -146,11 +147,11 @@ def training_batch(train_tokens: torch.Tensor, step: int, batch_size: int, mask_
     rows = torch.from_numpy(rng.integers(0, len(train_tokens), batch_size))
     targets = train_tokens[rows]
     ratio = 1.0 - rng.uniform(0.0, 1.0, (batch_size, 1))
-    draw = rng.uniform(0.0, 1.0, (batch_size, N_PIXELS))
-    masked = draw < ratio
-    masked[np.arange(batch_size), draw.argmin(1)] = True
-    mask = torch.cat([torch.zeros(batch_size, 1, dtype=torch.bool), torch.from_numpy(masked)], 1)
-    return targets.masked_fill(mask, mask_id), targets, mask
+    draw = np.pad(rng.uniform(0.0, 1.0, (batch_size, N_PIXELS)), ((0, 0), (1, 0)))
+    pixels = np.arange(N_PIXELS + 1)[None, :] >= 1  # the class token (position 0) stays
+    inputs, loss_mask = mask_batch(targets, ratio, draw, mask_id, np.broadcast_to(
+        pixels, draw.shape))
+    return inputs, targets, loss_mask
 
 
 def image_model_config(levels: int = DEFAULT_LEVELS, **overrides) -> TransformerConfig:

@@ -33,6 +33,7 @@ from unmask.protein.tokens import (
     PAD_ID,
     encode,
 )
+from unmask.training import mask_batch
 
 PROTEOME_FILE = "938293.PRJEB85.HG003687.faa"
 KMER = 5
@@ -249,11 +250,8 @@ def training_batch(sampler: CropSampler, step: int, batch_size: int, seed: int =
     ratio = 1.0 - rng.uniform(0.0, 1.0, (batch_size, 1))
     draw = rng.uniform(0.0, 1.0, (batch_size, MAX_LENGTH))
     inside = np.arange(MAX_LENGTH)[None, :] < crop.numpy()[:, None]
-    draw = np.where(inside, draw, 2.0)
-    masked = draw < ratio
-    masked[np.arange(batch_size), draw.argmin(1)] = True
-    mask_t = torch.from_numpy(masked)
-    return targets.masked_fill(mask_t, MASK_ID), targets, mask_t
+    inputs, loss_mask = mask_batch(targets, ratio, draw, MASK_ID, inside)
+    return inputs, targets, loss_mask
 
 
 #: keeps label contexts apart from every other random draw of this module

@@ -27,7 +27,7 @@ from unmask.models.hf import HFMaskedModel
 from unmask.reasoning.bench import SELECT_SEED, solve
 from unmask.reasoning.tasks import TASKS, Item, get_tasks
 from unmask.reasoning.tokenizer import char_tokenizer
-from unmask.training import LoopConfig, adamw, fit
+from unmask.training import LoopConfig, adamw, fit, mask_batch
 
 #: training problems of the k-th task come from generator seed TRAIN_SEED + k (problem i of
 #: a reasoning-gym generator at seed s is drawn from s + i, so the pools cover item seeds
@@ -154,15 +154,12 @@ def training_batch(pool: list[EncodedTask], weights, step: int, batch_size: int,
         ids[b, width - len(p):width] = p
     ids[:, width:] = answers
     ratio = 1.0 - rng.uniform(0.0, 1.0, (batch_size, 1))  # in (0, 1]
-    draw = rng.uniform(0.0, 1.0, (batch_size, g))
-    masked = draw < ratio
-    masked[np.arange(batch_size), draw.argmin(1)] = True
-    loss_mask = np.zeros_like(ids, dtype=bool)
-    loss_mask[:, width:] = masked
+    draw = np.pad(rng.uniform(0.0, 1.0, (batch_size, g)), ((0, 0), (width, 0)))
+    answer = np.broadcast_to(np.arange(width + g)[None, :] >= width, draw.shape)
     targets = torch.from_numpy(ids)
-    mask_t = torch.from_numpy(loss_mask)
+    inputs, loss_mask = mask_batch(targets, ratio, draw, mask_id, answer)
     attention = (targets != pad_id).long()
-    return TextBatch(task.name, targets.masked_fill(mask_t, mask_id), targets, mask_t, attention,
+    return TextBatch(task.name, inputs, targets, loss_mask, attention,
                      (attention.cumsum(1) - 1).clamp(min=0))
 
 

@@ -32,7 +32,7 @@ from unmask.sudoku.datasets import training_grids
 from unmask.sudoku.engine import is_valid_solution, make_puzzles
 from unmask.sudoku.symmetry import augment
 from unmask.sudoku.tokens import MASK_ID, VOCAB_SIZE, grid_to_tokens, tokens_to_grid
-from unmask.training import BatchFn
+from unmask.training import BatchFn, mask_batch
 
 
 def sudoku_model_config(**overrides) -> TransformerConfig:
@@ -73,20 +73,14 @@ class SudokuPool:
         rng = np.random.default_rng([seed, step])
         idx = rng.integers(0, len(self.solutions), batch_size)
         puzzles, solutions = augment(rng, self.puzzles[idx], self.solutions[idx])
-        ratio = rng.uniform(0.0, 1.0, (batch_size, 1))
-        ratio = 1.0 - ratio  # in (0, 1]
+        ratio = 1.0 - rng.uniform(0.0, 1.0, (batch_size, 1))  # in (0, 1]
         draw = rng.uniform(0.0, 1.0, (batch_size, 81))
         from_puzzle = rng.uniform(0.0, 1.0, (batch_size, 1)) < puzzle_fraction
-        masked = draw < ratio
-        masked = np.where(from_puzzle, masked & (puzzles == 0), masked)
-        # at least one masked cell per sample: the least-drawn blank (or cell) of the row
+        # a row drawn from its puzzle masks only the puzzle's blanks
         eligible = np.where(from_puzzle, puzzles == 0, True)
-        first = np.argmin(np.where(eligible, draw, 2.0), axis=1)
-        masked[np.arange(batch_size), first] = True
         targets = grid_to_tokens(solutions)
-        mask_t = torch.from_numpy(masked)
-        inputs = targets.masked_fill(mask_t, MASK_ID)
-        return inputs, targets, mask_t
+        inputs, loss_mask = mask_batch(targets, ratio, draw, MASK_ID, eligible)
+        return inputs, targets, loss_mask
 
 
 @dataclass

@@ -16,6 +16,14 @@ from decode_cases import CASES, run_case
 #: kernel sets by ~1e-6 relative, so each revealed position's entropy by up to ~3e-5
 ENTROPY_ATOL = 5e-5
 
+#: Lookahead on Sudoku: the shipped model gives many cells probability 1.0 in float32, and which
+#: of the tied cells the greedy candidate takes depends on the last bit of each kernel set's
+#: softmax. The decoded tokens and passes do not change (the winner is unaffected), but how
+#: many candidates coincide with the greedy one does: ``sequences`` may differ by a few in the
+#: ~370 of a row across kernel sets. These cases check it within 2%; every other case exactly.
+SATURATED_CANDIDATES = {"sudoku/info-gain", "sudoku/lookum", "sudoku/info-gain[temperature=0.5]",
+                        "sudoku/info-gain+corrector"}
+
 FIXTURE = json.loads((Path(__file__).parent / "decodes.json").read_text())
 
 
@@ -49,7 +57,7 @@ def threads():
 
 def test_fixture_covers_every_case():
     assert set(FIXTURE) == {c["id"] for c in CASES}
-    assert FAST <= set(FIXTURE)
+    assert FAST <= set(FIXTURE) and SATURATED_CANDIDATES <= set(FIXTURE)
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
@@ -59,8 +67,13 @@ def test_decode_matches_fixture(case):
     float32 reductions differ between kernels. The cases were checked to be away from ties
     under every kernel set this machine offers."""
     got, want = run_case(case), FIXTURE[case["id"]]
-    for key in ("tokens", "nfe", "sequences", "steps", "remasked", "rejected"):
+    for key in ("tokens", "nfe", "steps", "remasked", "rejected"):
         assert got[key] == want[key], key
+    if case["id"] in SATURATED_CANDIDATES:
+        for a, b in zip(got["sequences"], want["sequences"], strict=True):
+            assert abs(a - b) <= 0.02 * b, ("sequences", a, b)
+    else:
+        assert got["sequences"] == want["sequences"], "sequences"
     for a, b, row in zip(got["cumulative_entropy"], want["cumulative_entropy"], want["tokens"],
                          strict=True):
         assert math.isclose(a, b, rel_tol=1e-4, abs_tol=ENTROPY_ATOL * len(row)), (a, b)

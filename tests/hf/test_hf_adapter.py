@@ -110,7 +110,8 @@ def test_bad_folders_are_one_line(bert_dir, tmp_path):
     meta = json.loads((bert_dir / "config.json").read_text())
     for key, value, message in [("hidden_size", "16", "is not a transformers config"),
                                 ("num_hidden_layers", 3, "weights lack 'bert.encoder.layer.2"),
-                                ("vocab_size", 99, "is not a readable masked LM")]:
+                                ("vocab_size", 99, r"have shape \(21, 16\), but its config.json "
+                                 r"implies \(99, 16\)")]:
         bad = tmp_path / f"bad_{key}"
         shutil.copytree(bert_dir, bad)
         (bad / "config.json").write_text(json.dumps({**meta, key: value}))

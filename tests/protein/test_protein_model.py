@@ -166,7 +166,7 @@ def test_train_on_a_bad_fasta_fails_cleanly_or_skips_with_counts(tmp_path, capsy
     assert "skipped: 1 empty, 1 nonstandard, 1 short" in out
     garbage = tmp_path / "garbage.fa"
     garbage.write_text("hello\n")
-    assert run_train(tmp_path, "--fasta", str(garbage), "--steps", "1") == 2
+    assert run_train(tmp_path, "--fasta", str(garbage), "--steps", "1", "--overwrite") == 2
     assert "before the first '>' header" in capsys.readouterr().err
 
 

@@ -136,3 +136,33 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     assert antiberty.cache_dir() == tmp_path / "home" / ".cache" / "unmask"
     monkeypatch.setenv(antiberty.CACHE_ENV, str(tmp_path / "mine"))
     assert antiberty.cache_dir() == tmp_path / "mine"
+
+
+def test_infilling_the_cdrs_of_a_germline_heavy_chain(model):
+    from unmask import infill
+
+    # IMGT CDR1 (27-38) and CDR2 (56-65) of IGHV1-18 hold GYTFTSYG and ISAYNGNT
+    cdr1, cdr2 = IGHV1_18.index("GYTFTSYG"), IGHV1_18.index("ISAYNGNT")
+    template = (IGHV1_18[:cdr1] + "<mask:8>" + IGHV1_18[cdr1 + 8:cdr2] + "<mask:8>"
+                + IGHV1_18[cdr2 + 8:])
+    for sampler in ("confidence", "topk:k=4"):
+        (g,) = infill(model, template, sampler=sampler)
+        assert len(g.text) == len(IGHV1_18)
+        hidden = set(range(cdr1, cdr1 + 8)) | set(range(cdr2, cdr2 + 8))
+        assert all(a == b for i, (a, b) in enumerate(zip(g.text, IGHV1_18, strict=True))
+                   if i not in hidden)
+        recovered = sum(g.text[i] == IGHV1_18[i] for i in hidden)
+        assert recovered >= 13, (sampler, g.text)  # of 16; a uniform guess gets ~1
+        assert g.nfe == (16 if sampler == "confidence" else 4)
+
+
+def test_generate_and_infill_read_plain_residue_strings(cache, capsys):
+    assert main(["infill", "--model", "antiberty", "--template", "EVQLVESGG<mask:3>VQPGG",
+                 "--json", "--threads", "1"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["text"].startswith("EVQLVESGG") and row["text"].endswith("VQPGG")
+    assert len(row["text"]) == 17
+    assert main(["generate", "--model", "antiberty", "--prompt", "EVQLVESGGGLVQPGG",
+                 "--gen-length", "8", "--json", "--threads", "1"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert len(row["text"]) == 8 and set(row["text"]) <= set("ACDEFGHIKLMNPQRSTVWY")

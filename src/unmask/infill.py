@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 
 import torch
 
 from unmask.decode import DecodeConfig, DecodeResult
-from unmask.errors import UnmaskError, require
+from unmask.errors import UnmaskError, is_int, require
 from unmask.generate import (
     Generation,
     TextEnds,
@@ -138,7 +139,7 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
         ``text`` the whole filled sequence (special tokens dropped), ``token_ids`` its ids,
         ``tokens_per_forward`` the masked positions over the passes.
     """
-    if isinstance(model, str):
+    if isinstance(model, (str, os.PathLike)):
         model = load_model(model)
     require(isinstance(model, MaskedModel), f"model: expected a MaskedModel or a name, got "
                                             f"{type(model).__name__}")
@@ -146,11 +147,11 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
     require(isinstance(templates, (list, tuple)) and len(templates) > 0,
             "templates: expected a template string or a non-empty list of them")
     encoded, to_text = _encoder(model, tokenizer)(list(templates))
-    require(block_length is None or (isinstance(block_length, int) and block_length >= 1
-                                     and not isinstance(block_length, bool)),
+    require(block_length is None or (is_int(block_length) and block_length >= 1),
             f"block_length: must be an integer >= 1, got {block_length!r}")
-    require(batch_size is None or (isinstance(batch_size, int) and batch_size >= 1),
+    require(batch_size is None or (is_int(batch_size) and batch_size >= 1),
             f"batch_size: must be an integer >= 1, got {batch_size!r}")
+    require(is_int(seed), f"seed: must be an integer, got {seed!r}")
     sampler = _with_steps(parse_sampler(sampler), steps, 1)
     protein = _reads_residues(model, tokenizer)
     batch = (_protein_batch if protein else _text_batch)(model, block_length)

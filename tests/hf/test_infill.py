@@ -141,3 +141,12 @@ def test_cli_refusals_are_one_line(bert_dir, capsys, argv, message):
     assert main(["infill", "--model", str(bert_dir), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and message in err and err.count("\n") == 1
+
+
+def test_python_api_refusals_are_unmask_errors(bert):
+    for kwargs, field in [({"block_length": True}, "block_length"), ({"batch_size": 1.5},
+                          "batch_size"), ({"seed": "3"}, "seed"), ({"steps": 0}, "steps")]:
+        with pytest.raises(UnmaskError, match=field):
+            infill(bert, "the <mask> sat", **kwargs)
+    with pytest.raises(UnmaskError, match="model: expected a MaskedModel"):
+        infill(42, "the <mask> sat")

@@ -7,6 +7,7 @@ from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError
 from unmask.generate import Generation, generate
 from unmask.hooks import Hook, corrector_hooks
+from unmask.infill import infill
 from unmask.models import ExactJointMDM, MaskedModel, MDMTransformer, ModelOutput, TransformerConfig
 from unmask.samplers import (
     Sampler,
@@ -37,6 +38,7 @@ __all__ = [
     "corrector_hooks",
     "decode",
     "generate",
+    "infill",
     "make_sampler",
     "parse_spec",
 ]

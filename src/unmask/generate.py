@@ -17,6 +17,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -169,9 +170,10 @@ def _with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
 
 def _prompt_batch(model: MaskedModel, chunk: list[list[int]], block: int, gen_length: int,
                   pad: int | None) -> tuple[torch.Tensor, int]:
-    """The decode input for prompts ``chunk`` (token ids each): every prompt right-aligned in
-    ``width`` slots (the longest prompt rounded up to whole blocks; PAD before shorter ones),
-    then ``gen_length`` MASKs. Returns (x (len(chunk), width + gen_length) long, width)."""
+    """The decode input for prompts ``chunk`` (token ids each, MASK ids only where
+    :func:`infill` put them): every prompt right-aligned in ``width`` slots (the longest
+    prompt rounded up to whole blocks; PAD before shorter ones), then ``gen_length`` MASKs.
+    Returns (x (len(chunk), width + gen_length) long, width)."""
     width = math.ceil(max(len(c) for c in chunk) / block) * block
     if any(len(c) != width for c in chunk):
         require(pad is not None, "model: it has no pad token to align prompts to blocks; "
@@ -234,18 +236,56 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence)
     encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
+    _check_prompts(model, tokenizer, encoded, gen_length)
+
+    def batch(chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds]:
+        return prompt_batch(model, chunk, block, gen_length, stop_at_eos=stop_at_eos,
+                            min_new_tokens=min_new_tokens)
+
+    def read(res: DecodeResult, lo: int, ends: TextEnds, wall: float) -> list[Generation]:
+        return generations(res, tokenizer, prompts[lo:lo + len(res.tokens)], ends, wall)
+
+    return decode_batches(model, encoded, sampler, config, seed=seed, batch_size=batch_size,
+                          batch=batch, read=read)
+
+
+def decode_batches(model: MaskedModel, encoded: list[list[int]], sampler: Sampler,
+                   config: DecodeConfig, *, seed: int, batch_size: int | None,
+                   batch: Callable[[list[list[int]]], tuple[torch.Tensor, TextEnds | None]],
+                   read: Callable[[DecodeResult, int, TextEnds | None, float], list[Generation]]
+                   ) -> list[Generation]:
+    """The one path of :func:`generate` and :func:`unmask.infill.infill`: the rows
+    ``encoded`` (token ids each) decoded ``batch_size`` at a time (default: all at once).
+
+    ``batch(chunk)`` builds a chunk's decode input (x (R, W) long with MASK where to fill,
+    and how its rows end, :class:`TextEnds`, or None: nothing ends early); row i of the whole
+    list decodes with seed ``seed + i``; ``read(res, lo, ends, wall)`` turns the decoded
+    chunk starting at row ``lo`` into :class:`Generation` s (``wall`` its seconds).
+    """
+    size = batch_size or len(encoded)
+    results: list[Generation] = []
+    for lo in range(0, len(encoded), size):
+        x, ends = batch(encoded[lo:lo + size])
+        run = sampler if ends is None else ends.sampler(sampler)
+        t0 = time.perf_counter()
+        res = decode(model, x.to(model.device), run, config, seed=seed + lo,
+                     hooks=[] if ends is None else ends.hooks())
+        results += read(res, lo, ends, time.perf_counter() - t0)
+    return results
+
+
+def _check_prompts(model: MaskedModel, tokenizer, encoded: list[list[int]], gen_length: int
+                   ) -> None:
+    """Refuse a prompt (token ids) that holds the mask token (generate never fills inside a
+    prompt: that is :func:`unmask.infill.infill`) or leaves no room for ``gen_length``."""
     for i, ids in enumerate(encoded):
+        require(model.mask_id not in ids,
+                f"prompt {i}: holds the model's mask token "
+                f"{_token_text(tokenizer, model.mask_id)!r}; generate only continues a "
+                "prompt: fill masks inside a text with infill (unmask infill)")
         require(len(ids) + gen_length <= model.max_length,
                 f"prompt {i}: {len(ids)} tokens + gen_length {gen_length} exceed the model's "
                 f"max_length {model.max_length}")
-    size = batch_size or len(prompts)
-    results: list[Generation] = []
-    for lo in range(0, len(prompts), size):
-        results += _generate_chunk(model, tokenizer, prompts[lo:lo + size],
-                                   encoded[lo:lo + size], sampler, config, seed=seed + lo,
-                                   gen_length=gen_length, stop_at_eos=stop_at_eos,
-                                   min_new_tokens=min_new_tokens)
-    return results
 
 
 def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_tokens
@@ -268,19 +308,6 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
             f"min_new_tokens: must be an integer in [0, gen_length {gen_length}], got "
             f"{min_new_tokens!r}")
     return block
-
-
-def _generate_chunk(model: MaskedModel, tokenizer, prompts: list[str], encoded: list[list[int]],
-                    sampler: Sampler, config: DecodeConfig, *, seed: int, gen_length: int,
-                    stop_at_eos: bool, min_new_tokens: int) -> list[Generation]:
-    """One batch of :func:`generate`: prompts (their token ids ``encoded``) decoded together,
-    row r with seed ``seed + r``; wall_s is the batch's."""
-    x, ends = prompt_batch(model, encoded, config.block_size, gen_length,
-                           stop_at_eos=stop_at_eos, min_new_tokens=min_new_tokens)
-    t0 = time.perf_counter()
-    res = decode(model, x.to(model.device), ends.sampler(sampler), config, seed=seed,
-                 hooks=ends.hooks())
-    return generations(res, tokenizer, prompts, ends, time.perf_counter() - t0)
 
 
 @dataclass(frozen=True)
@@ -339,3 +366,12 @@ def generations(res: DecodeResult, tokenizer, prompts: list[str], ends: TextEnds
             tokens_per_forward=gen_length / max(nfe, 1), wall_s=wall,
             cumulative_entropy=float(res.cumulative_entropy[r])))
     return out
+
+
+def _token_text(tokenizer, token_id: int) -> str:
+    """How ``tokenizer`` writes the id ``token_id`` (its id in brackets when it has none)."""
+    try:
+        text = tokenizer.convert_ids_to_tokens(int(token_id))
+    except (AttributeError, IndexError, TypeError, ValueError):
+        text = None
+    return text if isinstance(text, str) else f"<id {token_id}>"

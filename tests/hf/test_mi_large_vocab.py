@@ -265,3 +265,21 @@ def test_write_labels_checks_task_options(big_bert, corpus, tmp_path):
     with pytest.raises(UnmaskError, match="options: the sudoku task takes none"):
         write_labels(big_bert, tmp_path / "b", contexts=1,
                      options=text_options(corpus, 10))
+
+
+def test_calls_are_bounded_by_the_models_activations_too(small_bert, monkeypatch):
+    import unmask.mi.probe as probe
+
+    # AntiBERTy's shape (64 tokens, 25 ids, d=512): logits allow 4096 sequences a call, its
+    # activations (~8,000 floats a token) 256
+    assert chunk_size(4096, 64, 25, probe.MAX_LOGITS) == 4096
+    assert chunk_size(4096, 64, 25, probe.MAX_LOGITS, 512) == (1 << 27) // (64 * 16 * 512)
+    assert chunk_size(4096, 64, 25, probe.MAX_LOGITS, 512, max_activations=1) == 1
+    x = contexts(small_bert, 3, 6, seed=4)
+    whole = perturbation_mi(small_bert, x)
+    n, d = 6, small_bert.hidden_size
+    monkeypatch.setattr(probe, "MAX_ACTIVATIONS", 3 * n * probe.ACTIVATIONS_PER_HIDDEN * d)
+    with CallRecorder(small_bert) as rec:
+        res = perturbation_mi(small_bert, x)
+    assert max(s[0] for s in rec.shapes) == 3
+    assert torch.allclose(whole.mi, res.mi, atol=1e-6) and whole.sequences == res.sequences

@@ -109,7 +109,7 @@ def evaluate_predictions(pred: torch.Tensor, true: torch.Tensor, masked: torch.T
         sub = pairs & sel[:, None, None]
         bucket = {"mask_ratio": [lo, hi], "contexts": int(sel.sum()),
                   **pair_metrics(pred[sub], true[sub])}
-        if directed is not None and sel.any():
+        if directed is not None and bool(sub.any()):  # contexts of one masked token: no pair
             bucket["probe"] = probe_agreement(true[sel], directed[sel], masked[sel])
         per_bucket.append(bucket)
     result["buckets"] = per_bucket

@@ -145,11 +145,27 @@ def _log_probs64(logits: torch.Tensor, real_mask: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(z, dim=-1)
 
 
-def chunk_size(batch_size: int, length: int, vocab_size: int, max_logits: int) -> int:
+#: floats per token that one inference call of a transformer holds beside its logits, per unit
+#: of hidden size: every layer's hidden states (a Hugging Face model returns them all), the
+#: feed-forward's 4 D and the attention. A BERT of 8 layers at d=512 holds about this (2.3 MB
+#: per sequence of 64 tokens at its peak).
+ACTIVATIONS_PER_HIDDEN = 16
+#: at most this many such floats per model call (512 MB of float32)
+MAX_ACTIVATIONS = 1 << 27
+
+
+def chunk_size(batch_size: int, length: int, vocab_size: int, max_logits: int,
+               hidden_size: int = 0, max_activations: int | None = None) -> int:
     """Sequences per model call: ``batch_size``, lowered so that one call's logits
-    (sequences, ``length``, ``vocab_size``) hold at most ``max_logits`` elements (at least 1
-    sequence)."""
-    return max(1, min(batch_size, max_logits // max(1, length * vocab_size)))
+    (sequences, ``length``, ``vocab_size``) hold at most ``max_logits`` elements and its
+    activations (``ACTIVATIONS_PER_HIDDEN * hidden_size`` floats per token; 0: not counted)
+    at most ``max_activations`` (default ``MAX_ACTIVATIONS``; at least 1 sequence). At a
+    small vocabulary the activations are what bound memory: 25 logits but ~8,000 activation
+    floats a token for AntiBERTy."""
+    max_activations = MAX_ACTIVATIONS if max_activations is None else max_activations
+    by_logits = max_logits // max(1, length * vocab_size)
+    by_activations = max_activations // max(1, length * ACTIVATIONS_PER_HIDDEN * hidden_size)
+    return max(1, min(batch_size, by_logits, by_activations))
 
 
 @dataclass
@@ -277,8 +293,9 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
         context costs at most 1 + |M| top_k sequences whatever the vocabulary.
     batch_size: at most this many sequences per model call.
     max_logits: at most this many logits (sequences x N x V) per model call; the chunk is
-        ``min(batch_size, max_logits // (N V))`` sequences (at least 1), so peak memory is
-        bounded at any vocabulary size.
+        ``min(batch_size, max_logits // (N V))`` sequences (at least 1), and fewer when the
+        model's activations would pass ``MAX_ACTIVATIONS`` (:func:`chunk_size`), so peak
+        memory is bounded at any vocabulary and model size.
     renormalize: divide p_i by its kept mass (see the module docstring for both bounds).
     positions: optional (B, N) bool restricting which masked positions i are probed (rows of
         ``directed``); every masked j is still a column.
@@ -308,7 +325,8 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
         row_ids = torch.arange(b, device=device)
     real_mask = net.real_token_mask.to(device)
     n_real = len(net.real_token_ids)
-    chunk = chunk_size(batch_size, n, real_mask.shape[-1], max_logits)
+    chunk = chunk_size(batch_size, n, real_mask.shape[-1], max_logits,
+                       int(getattr(net, "hidden_size", 0) or 0))
 
     # 1. base pass on every context that has something masked, reduced chunk by chunk to the
     #    entropies and the probe list: (context, position, token) for every supported token

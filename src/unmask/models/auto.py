@@ -11,7 +11,9 @@ any other             :class:`~unmask.models.hf.HFMaskedModel`        text
 =====================  ==============================================  =========
 
 Where the folder comes from: :func:`unmask.pretrained.resolve_model_path` (a bare shipped
-name is the shipped asset; a path is a path).
+name is the shipped asset; a path is a path), except for the names of :data:`CONVERTED`:
+models that an installed package ships in another format, converted once into the user's
+cache (``antiberty``: :mod:`unmask.models.antiberty`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 
 from unmask.devices import check_device
 from unmask.errors import UnmaskError
+from unmask.models.antiberty import antiberty_folder
 from unmask.models.base import MaskedModel
 from unmask.models.esm import EsmMaskedModel
 from unmask.models.files import read_json_object
@@ -32,6 +35,8 @@ from unmask.pretrained import DEFAULT_MODEL, resolve_model_path, shipped_names
 HF_OPTIONS = {"dtype", "device", "trust_remote_code", "hidden_layer", "mask_id"}
 #: config kinds that are not decodable models, and what they are
 NOT_MODELS = {"mi-estimator": "an MI estimator", "corrector": "a corrector"}
+#: model names whose folder is converted from an installed package -> that folder's maker
+CONVERTED = {"antiberty": antiberty_folder}
 
 
 def task_family(task: str) -> str:
@@ -72,8 +77,9 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     """Load a model by shipped name or from a folder.
 
     Args:
-        name_or_path: a shipped name (``sudoku``, ``protein``, ``arithmetic``), or a folder
-            (see :func:`unmask.pretrained.resolve_model_path`); None = the shipped model of
+        name_or_path: a shipped name (``sudoku``, ``protein``, ``arithmetic``), a converted
+            one (``antiberty``, :data:`CONVERTED`), or a folder (see
+            :func:`unmask.pretrained.resolve_model_path`); None = the shipped model of
             ``task`` (or ``sudoku``).
         task: refuse a model whose config records another task ('sudoku', 'protein',
             'arithmetic', 'text'), with one line.
@@ -90,7 +96,10 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     if hf_options.get("device") is not None:
         hf_options["device"] = check_device(hf_options["device"])
     default = task if task in shipped_names() else DEFAULT_MODEL
-    path = resolve_model_path(name_or_path, default)
+    if isinstance(name_or_path, str) and name_or_path in CONVERTED:
+        path = CONVERTED[name_or_path]()
+    else:
+        path = resolve_model_path(name_or_path, default)
     meta = read_json_object(path / "config.json")
     kind = model_kind(meta)
     if kind in NOT_MODELS:

@@ -28,6 +28,13 @@ from unmask.devices import check_device
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.files import read_json_object
+from unmask.models.hf_compat import (
+    code_model_loader,
+    load_code_class,
+    padding_inputs,
+    prepare_transformers,
+    restore_config_keys,
+)
 
 #: config.json model types whose logits at position i predict token i+1 (AR-initialised)
 SHIFTED_LOGITS = ("Dream",)
@@ -245,10 +252,8 @@ class HFMaskedModel(MaskedModel):
         kwargs = {}
         padded = self.pad_id is not None and bool((tokens == self.pad_id).any())
         if padded and self._takes["attention_mask"]:
-            attention = (tokens != self.pad_id).long()
-            kwargs["attention_mask"] = attention
-            if self._takes["position_ids"]:
-                kwargs["position_ids"] = (attention.cumsum(1) - 1).clamp(min=0)
+            kwargs.update(padding_inputs(self.hf, tokens != self.pad_id,
+                                         self._takes["position_ids"]))
         if self._takes["output_hidden_states"]:
             kwargs["output_hidden_states"] = True
         out = self.hf(input_ids=tokens, **kwargs)
@@ -286,20 +291,18 @@ class HFMaskedModel(MaskedModel):
                                      f"{dtype!r}")
             dtype = DTYPES[dtype]
         tr = _import_transformers()
+        prepare_transformers(tr)
         options = dict(local_files_only=True, trust_remote_code=runs_code)
         try:
             config = tr.AutoConfig.from_pretrained(str(directory), **options)
         except Exception as e:  # noqa: BLE001 - any failure to parse a user's file is one line
             raise UnmaskError(f"model: {directory} config.json is not a transformers config "
                               f"({_first_line(e)})") from None
-        auto_map = meta.get("auto_map") or {}
-        loader = next((getattr(tr, k) for k in ("AutoModelForMaskedLM", "AutoModel",
-                                                "AutoModelForCausalLM") if k in auto_map),
-                      tr.AutoModelForMaskedLM)
+        restore_config_keys(config, meta)
+        loader, load = _model_loader(tr, directory, meta.get("auto_map") or {})
         try:
-            hf_model, info = loader.from_pretrained(str(directory), config=config,
-                                                    dtype=dtype or torch.float32,
-                                                    output_loading_info=True, **options)
+            hf_model, info = load(str(directory), config=config, dtype=dtype or torch.float32,
+                                  output_loading_info=True, **options)
         except pickle.UnpicklingError:
             raise UnmaskError(f"model: {directory} pytorch_model.bin holds objects other than "
                               "tensors; pickled weights are read only with weights_only=True: "
@@ -359,6 +362,19 @@ def _shape_mismatch(directory: Path, config, loader) -> tuple[str, tuple, tuple]
             if key in wanted and wanted[key] != shape:
                 return name, shape, wanted[key]
     return None
+
+
+def _model_loader(tr, directory: Path, auto_map: dict):
+    """(class, its ``from_pretrained``) for the folder's model: the class its ``auto_map``
+    names (from its own code, adapted to the installed transformers,
+    :mod:`unmask.models.hf_compat`), else ``AutoModelForMaskedLM``."""
+    key = next((k for k in ("AutoModelForMaskedLM", "AutoModel", "AutoModelForCausalLM")
+                if k in auto_map), None)
+    if key is None:
+        return tr.AutoModelForMaskedLM, tr.AutoModelForMaskedLM.from_pretrained
+    ref = auto_map[key][0] if isinstance(auto_map[key], list) else auto_map[key]
+    model_class = load_code_class(tr, directory, ref)
+    return model_class, code_model_loader(tr, model_class)
 
 
 def _max_new_tokens(directory: Path) -> int | None:

@@ -1,0 +1,173 @@
+"""Tiny random LLaDA and Dream checkpoints built from the modelling code those checkpoints
+ship with (``../shared/external/fast-dllm``, Apache-2.0, used in place and never copied into
+the project): the code files are copied into a temporary folder beside a config.json whose
+``auto_map`` names them, random weights (model.safetensors) and a word-level tokenizer that
+covers every id of the vocabulary.
+
+The weights are written with safetensors from the module's own ``state_dict()`` (no
+``save_pretrained``), so building needs only the modelling code to construct, which works
+under transformers 4.x and 5.x alike; loading is what :mod:`unmask` has to make work.
+Logits are made peaked (well separated confidences) and the ids no reference may emit
+(pad, mask, bos) get a zero output row, far below the peaks, so that the reference's
+softmax over the whole vocabulary and unmask's over its real tokens rank alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external" / "fast-dllm"
+if not EXTERNAL.is_dir():  # a worktree beside /work/main: shared/ is /work/shared
+    EXTERNAL = Path("/work/shared/external/fast-dllm")
+SKIP_REASON = f"the reference modelling code is absent ({EXTERNAL})"
+
+#: special ids of the tiny checkpoints: pad, bos, eos ("end of turn"), mask
+PAD, BOS, EOS = 0, 1, 2
+
+
+def require_external():
+    """Skip the calling test when the reference code or einops is absent."""
+    if not EXTERNAL.is_dir():
+        pytest.skip(SKIP_REASON)
+    pytest.importorskip("einops", reason="LLaDA's modelling code imports einops")
+
+
+def word_tokenizer(vocab_size: int, mask_id: int):
+    """A word-level tokenizer whose ids are exactly 0..vocab_size-1: pad, bos, eos, mask at
+    their ids and words ``w3``, ``w4``, ... elsewhere (a prompt is a string of those)."""
+    import tokenizers
+    import transformers
+
+    names = {PAD: "<|pad|>", BOS: "<|bos|>", EOS: "<|eot|>", mask_id: "<|mask|>"}
+    vocab = {names.get(i, f"w{i}"): i for i in range(vocab_size)}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<|pad|>"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token=names[PAD], bos_token=names[BOS],
+        eos_token=names[EOS], mask_token=names[mask_id])
+
+
+def _import_folder(path: Path, modules: list[str]):
+    """Import the code files ``modules`` of ``path`` as one package (relative imports work)."""
+    name = f"dllm_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(name, path / "__init__.py",
+                                                  submodule_search_locations=[str(path)])
+    pkg = importlib.util.module_from_spec(spec)
+    sys.modules[name] = pkg
+    return [importlib.import_module(f"{name}.{m}") for m in modules]
+
+
+def _randomise(model: torch.nn.Module, head: torch.Tensor, silent: list[int], seed: int):
+    """Weights ~ N(0, 1/fan_in) (norm gains 1), a peaked output head (x4), zero head rows for
+    ``silent`` ids."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=gen) / p.shape[-1] ** 0.5)
+            elif "norm" in name or name.endswith(("ln_f.weight", "_norm.weight")):
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+        head.mul_(4.0)
+        head[silent] = 0.0
+
+
+def _finish(path: Path, model, meta: dict, tok) -> Path:
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    (path / "config.json").write_text(json.dumps(meta, indent=1))
+    tok.save_pretrained(str(path))
+    return path
+
+
+LLADA_CONFIG = {
+    "activation_type": "silu", "alibi": False, "alibi_bias_max": 8.0,
+    "architectures": ["LLaDAModelLM"], "attention_dropout": 0.0, "attention_layer_norm": False,
+    "attention_layer_norm_with_affine": True, "bias_for_layer_norm": False,
+    "block_group_size": 1, "block_type": "llama", "embedding_dropout": 0.0,
+    "flash_attention": False, "include_bias": False, "include_qkv_bias": False,
+    "init_cutoff_factor": None, "init_device": "meta", "init_fn": "mitchell",
+    "init_std": 0.02, "input_emb_norm": False, "layer_norm_type": "rms",
+    "layer_norm_with_affine": True, "mlp_ratio": 4, "model_type": "llada",
+    "multi_query_attention": None, "precision": "amp_bf16", "residual_dropout": 0.0,
+    "rms_norm_eps": 1e-05, "rope": True, "rope_full_precision": True,
+    "rope_theta": 500000.0, "scale_logits": False, "use_cache": False, "weight_tying": False,
+    "auto_map": {"AutoConfig": "configuration_llada.LLaDAConfig",
+                 "AutoModel": "modeling_llada.LLaDAModelLM",
+                 "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"},
+}
+
+
+def write_llada(path: Path, *, vocab_size: int = 96, mask_id: int = 93, d_model: int = 64,
+                n_layers: int = 2, n_heads: int = 4, seed: int = 0) -> Path:
+    """A LLaDA-8B-shaped folder (its config keys, llama blocks, RoPE, no weight tying) with
+    LLaDA's own modelling code, at toy size. The real model: vocab 126,464, mask id 126,336."""
+    require_external()
+    path.mkdir(parents=True, exist_ok=True)
+    for f in ("modeling_llada.py", "configuration_llada.py"):
+        shutil.copy(EXTERNAL / "llada" / f, path / f)
+    (path / "__init__.py").write_text("")
+    meta = dict(LLADA_CONFIG, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+                n_kv_heads=n_heads, mlp_hidden_size=2 * d_model, max_sequence_length=512,
+                vocab_size=vocab_size, embedding_size=vocab_size, mask_token_id=mask_id,
+                eos_token_id=EOS, pad_token_id=PAD)
+    cfg_mod, mod = _import_folder(path, ["configuration_llada", "modeling_llada"])
+    config = cfg_mod.LLaDAConfig(**{k: v for k, v in meta.items() if k != "auto_map"})
+    model = mod.LLaDAModelLM(config, init_params=False).eval()
+    head = model.model.transformer.ff_out.weight
+    _randomise(model, head.data, [PAD, BOS, mask_id], seed)
+    return _finish(path, model, meta, word_tokenizer(vocab_size, mask_id))
+
+
+def write_dream(path: Path, *, vocab_size: int = 96, mask_id: int = 93, hidden: int = 64,
+                layers: int = 2, heads: int = 4, seed: int = 0) -> Path:
+    """A Dream-7B-shaped folder (Qwen2 blocks, shifted logits) with Dream's own modelling
+    and generation code, at toy size. The real model: vocab 152,064, mask id 151,666."""
+    require_external()
+    path.mkdir(parents=True, exist_ok=True)
+    for f in ("modeling_dream.py", "configuration_dream.py", "generation_utils.py"):
+        shutil.copy(EXTERNAL / "dream" / f, path / f)
+    (path / "__init__.py").write_text("")
+    meta = {"architectures": ["DreamModel"], "model_type": "Dream",
+            "auto_map": {"AutoConfig": "configuration_dream.DreamConfig",
+                         "AutoModel": "modeling_dream.DreamModel"},
+            "vocab_size": vocab_size, "hidden_size": hidden, "intermediate_size": 2 * hidden,
+            "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": heads // 2, "hidden_act": "silu",
+            "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+            "rope_scaling": None, "tie_word_embeddings": False, "use_cache": False,
+            "attention_dropout": 0.0, "mask_token_id": mask_id, "pad_token_id": PAD,
+            "bos_token_id": BOS, "eos_token_id": EOS, "torch_dtype": "float32"}
+    import transformers
+
+    from unmask.models.hf_compat import prepare_transformers
+
+    prepare_transformers(transformers)  # Dream's rotary embedding looks up RoPE "default"
+    cfg_mod, mod = _import_folder(path, ["configuration_dream", "modeling_dream"])
+    config = cfg_mod.DreamConfig(**{k: v for k, v in meta.items()
+                                    if k not in ("auto_map", "architectures", "model_type")})
+    config._attn_implementation = "sdpa"
+    model = mod.DreamModel(config).eval()
+    _randomise(model, model.lm_head.weight.data, [PAD, BOS, mask_id], seed)
+    # Dream's from_pretrained reads its DreamGenerationConfig from here (the real folder has one)
+    (path / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": BOS, "eos_token_id": EOS, "pad_token_id": PAD,
+         "mask_token_id": mask_id}))
+    return _finish(path, model, meta, word_tokenizer(vocab_size, mask_id))
+
+
+def import_model_class(path: Path, family: str):
+    """The folder's own model class (for running the reference generate functions)."""
+    if family == "llada":
+        return _import_folder(path, ["configuration_llada", "modeling_llada"])[1].LLaDAModelLM
+    return _import_folder(path, ["configuration_dream", "modeling_dream"])[1].DreamModel

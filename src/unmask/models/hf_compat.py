@@ -116,14 +116,17 @@ def load_code_class(transformers, directory: Path, reference: str):
 def code_model_loader(transformers, cls):
     """``from_pretrained`` of ``cls`` as transformers defines it: a class that overrides it
     (Dream's, to read its generation config) is loaded by the base method, whose
-    ``output_loading_info`` the override does not pass through."""
+    ``output_loading_info`` the override does not pass through; the folder's generation
+    config is then read with the code's own ``GenerationConfig`` class, as the override
+    does."""
     base = transformers.PreTrainedModel.from_pretrained.__func__
 
-    def load(*args, **kwargs):
-        loaded = base(cls, *args, **kwargs)
+    def load(directory, *args, **kwargs):
+        loaded = base(cls, directory, *args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
         _restore_rope_buffers(model)
         honour_attention_mask(model)
+        _own_generation_config(transformers, model, Path(directory))
         return loaded
 
     return load
@@ -143,6 +146,15 @@ def _restore_rope_buffers(model) -> None:
             buffer.copy_(inv_freq.to(buffer.dtype))
         if isinstance(getattr(module, "original_inv_freq", None), torch.Tensor):
             module.original_inv_freq = buffer
+
+
+def _own_generation_config(transformers, model, directory: Path) -> None:
+    module = sys.modules.get(type(model).__module__)
+    own = [v for v in (vars(module).values() if module is not None else ())
+           if isinstance(v, type) and issubclass(v, transformers.GenerationConfig)
+           and v is not transformers.GenerationConfig]
+    if own and (directory / "generation_config.json").is_file():
+        model.generation_config = own[0].from_pretrained(str(directory), local_files_only=True)
 
 
 def _adapt_generation_configs(transformers, module) -> None:

@@ -1,0 +1,155 @@
+"""unmask.generate against the reference generation code of LLaDA, Fast-dLLM and Dream, token
+for token, on tiny random LLaDA and Dream checkpoints built from those models' own code
+(``../shared/external/fast-dllm``; skipped when absent).
+
+Every comparison is greedy (temperature 0): the references draw random numbers their own
+way, so only the argmax path is comparable. What cannot be compared, and why:
+
+- Fast-dLLM's factor rule: the reference commit's ``generate.py`` has the threshold rule
+  only (``threshold=``); unmask's ``factor`` sampler is tested against the paper's rule in
+  tests/samplers.
+- Dream's ``diffusion_generate`` reveals ``int(M * (1 - s/t))`` positions per step on a
+  float32 ``linspace(1, eps, steps + 1)``: rounding gives passes that reveal nothing (e.g.
+  gen_length 8, steps 8: 1, 0, 1, ...), which a decode loop that reveals at least one
+  position per pass cannot reproduce. Its counts equal unmask's linear schedule for
+  ``eps = 0`` and steps 1 or 2 (checked below), so the rankings are compared there.
+"""
+
+import importlib.util
+import sys
+import types
+
+import pytest
+import torch
+from dllm_models import EXTERNAL, require_external, write_dream, write_llada
+
+from unmask.generate import generate
+from unmask.models.auto import load_model
+
+#: prompts of the word-level tokenizer: 8 tokens (whole blocks of 8) and 5 (left-padded)
+PROMPTS = ["w5 w17 w33 w8 w40 w12 w61 w9", "w70 w3 w28 w44 w19"]
+
+
+def fastdllm_generate():
+    """Fast-dLLM's ``llada/generate.py`` as a module. It imports
+    ``model.modeling_llada.LLaDAModelLM`` at the top (used only by its ``main``): a stub
+    module stands in while it loads."""
+    require_external()
+    if "fastdllm_generate" in sys.modules:
+        return sys.modules["fastdllm_generate"]
+    stub_pkg, stub = types.ModuleType("model"), types.ModuleType("model.modeling_llada")
+    stub.LLaDAModelLM = None
+    saved = {k: sys.modules.get(k) for k in ("model", "model.modeling_llada")}
+    sys.modules.update({"model": stub_pkg, "model.modeling_llada": stub})
+    try:
+        spec = importlib.util.spec_from_file_location("fastdllm_generate",
+                                                      EXTERNAL / "llada" / "generate.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    sys.modules["fastdllm_generate"] = module
+    return module
+
+
+@pytest.fixture(scope="module")
+def llada(tmp_path_factory):
+    require_external()
+    return load_model(write_llada(tmp_path_factory.mktemp("llada") / "m"),
+                      trust_remote_code=True)
+
+
+@pytest.fixture(scope="module")
+def dream(tmp_path_factory):
+    require_external()
+    return load_model(write_dream(tmp_path_factory.mktemp("dream") / "m"),
+                      trust_remote_code=True)
+
+
+def _ids(model, prompt):
+    return torch.tensor([model.tokenizer(prompt)["input_ids"]])
+
+
+def _reference(fn, model, prompt, **kw):
+    x, nfe = fn(model.hf, _ids(model, prompt), temperature=0.0, mask_id=model.mask_id, **kw)
+    return x[0, _ids(model, prompt).shape[1]:].tolist(), nfe
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("gen_length, block_length, steps", [
+    (16, 16, 8),   # one block
+    (16, 8, 8),    # semi-autoregressive blocks
+    (24, 8, 12),   # blocks, several tokens per step
+    (16, 4, 16),   # one token per step
+])
+def test_llada_low_confidence_equals_generate(llada, prompt, gen_length, block_length, steps):
+    ref = fastdllm_generate()
+    want, nfe = _reference(ref.generate, llada, prompt, steps=steps, gen_length=gen_length,
+                           block_length=block_length, remasking="low_confidence")
+    (got,) = generate(llada, None, prompt, sampler="low_confidence", gen_length=gen_length,
+                      block_length=block_length, steps=steps, stop_at_eos=False)
+    assert got.token_ids == want
+    assert got.nfe == nfe == steps
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("tau, gen_length, block_length", [
+    (0.9, 16, 8), (0.7, 16, 16), (0.5, 24, 8)])
+def test_fastdllm_threshold_equals_generate(llada, prompt, tau, gen_length, block_length):
+    """Fast-dLLM's threshold rule (``generate(..., threshold=tau)``): per pass, the most
+    confident masked position of the block and every other one with p(x0) >= tau."""
+    ref = fastdllm_generate()
+    want, nfe = _reference(ref.generate, llada, prompt, steps=gen_length // block_length,
+                           gen_length=gen_length, block_length=block_length, threshold=tau)
+    (got,) = generate(llada, None, prompt, sampler=f"threshold:tau={tau}",
+                      gen_length=gen_length, block_length=block_length, stop_at_eos=False)
+    assert got.token_ids == want
+    assert got.nfe == nfe and gen_length // block_length <= nfe <= gen_length
+
+
+def dream_counts(masked: int, steps: int, eps: float) -> list[int]:
+    """Positions Dream's ``_sample`` reveals per step (its own float32 arithmetic)."""
+    timesteps = torch.linspace(1, eps, steps + 1)
+    out = []
+    for i in range(steps):
+        t, s = timesteps[i], timesteps[i + 1]
+        m = torch.tensor(float(masked))
+        n = int(m * (1 - s / t)) if i < steps - 1 else int(m)
+        out.append(n)
+        masked -= n
+    return out
+
+
+def test_dream_schedule_matches_linear_only_where_compared():
+    """Where the comparison below runs, Dream's per-step counts are unmask's linear ones;
+    with more steps they are not (passes that reveal nothing)."""
+    for gen_length in (8, 16):
+        assert dream_counts(gen_length, 2, 0.0) == [gen_length // 2] * 2
+        assert dream_counts(gen_length, 1, 0.0) == [gen_length]
+    assert 0 in dream_counts(8, 8, 0.0) and 0 in dream_counts(16, 16, 1e-3)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("alg, sampler", [
+    ("maskgit_plus", "confidence"), ("topk_margin", "margin"), ("entropy", "entropy")])
+@pytest.mark.parametrize("gen_length", [8, 16])
+def test_dream_equals_diffusion_generate(dream, prompt, alg, sampler, gen_length, capsys):
+    """Dream's ``diffusion_generate`` (logits shifted by one: position i reads the logits
+    at i - 1) with its three ranking algorithms, 2 steps, eps 0."""
+    ids = _ids(dream, prompt)
+    with torch.no_grad():
+        # the folder's DreamGenerationConfig given explicitly: without one, Dream derives it
+        # with GenerationConfig.from_model_config, which under transformers 5 compares
+        # Dream's extra fields (eps, alg, ...) with a base config that lacks them
+        out = dream.hf.diffusion_generate(ids, dream.hf.generation_config,
+                                          max_new_tokens=gen_length, steps=2, alg=alg,
+                                          temperature=0.0, eps=0.0)
+    capsys.readouterr()  # the reference prints its step count and time
+    want = out[0, ids.shape[1]:].tolist()
+    (got,) = generate(dream, None, prompt, sampler=sampler, gen_length=gen_length, steps=2,
+                      stop_at_eos=False)
+    assert got.token_ids == want and got.nfe == 2

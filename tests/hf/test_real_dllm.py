@@ -153,3 +153,36 @@ def test_dream_equals_diffusion_generate(dream, prompt, alg, sampler, gen_length
     (got,) = generate(dream, None, prompt, sampler=sampler, gen_length=gen_length, steps=2,
                       stop_at_eos=False)
     assert got.token_ids == want and got.nfe == 2
+
+
+#: prompts of 3, 5, 8 and 11 tokens: one batch pads them to 16 slots (whole blocks of 8)
+RAGGED = ["w5 w17 w33", "w70 w3 w28 w44 w19", PROMPTS[0], "w9 w8 w7 w6 w5 w4 w3 w11 w12 w13 w14"]
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+def test_padded_row_gives_the_logits_of_the_row_alone(family, request):
+    """Left padding is left out of attention (LLaDA's code drops its attention_mask before
+    the attention; unmask passes it through) and rotary positions make the offset cancel."""
+    model = request.getfixturevalue(family)
+    row = torch.tensor([[5, 17, 33, model.mask_id, model.mask_id, 2]])
+    padded = torch.cat([torch.full((1, 4), model.pad_id), row], 1)
+    with torch.no_grad():
+        alone, both = model(row).logits, model(torch.cat([padded, torch.cat(
+            [row, row[:, :4]], 1)])).logits
+    # Dream's logits are shifted: position 0 reads the pad before it (a prompt's first
+    # token is never decoded)
+    first = 1 if family == "dream" else 0
+    torch.testing.assert_close(both[0, 4 + first:], alone[0, first:], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("family, sampler, block_length, steps", [
+    ("llada", "confidence", 8, 8), ("llada", "threshold:tau=0.7", 8, None),
+    ("dream", "entropy", 16, 2), ("dream", "margin", 8, 4)])
+def test_ragged_batch_equals_each_prompt_alone(family, sampler, block_length, steps, request):
+    model = request.getfixturevalue(family)
+    batch = generate(model, None, RAGGED, sampler=sampler, gen_length=16,
+                     block_length=block_length, steps=steps, stop_at_eos=False)
+    for prompt, got in zip(RAGGED, batch, strict=True):
+        (alone,) = generate(model, None, prompt, sampler=sampler, gen_length=16,
+                            block_length=block_length, steps=steps, stop_at_eos=False)
+        assert got.token_ids == alone.token_ids and got.nfe == alone.nfe

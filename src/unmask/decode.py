@@ -18,6 +18,7 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
+from unmask.kv_cache import CACHE_MODES, BlockKVCache
 from unmask.models.base import MaskedModel
 from unmask.models.handle import ModelHandle
 from unmask.probs import propose, real_log_probs
@@ -43,6 +44,10 @@ class DecodeConfig:
         sampling: ``"draw"``, the probability of the token drawn at the position (LLaDA's
         low-confidence remasking, MaskGIT); ``"max"``, the largest probability there,
         which does not depend on the draw. Equal at temperature 0.
+    cache_kv: None (every pass runs the whole row), ``"prefix"`` or ``"dual"``: Fast-dLLM's
+        block KV cache, refreshed at block boundaries, for model folders whose code takes
+        ``past_key_values`` (:mod:`unmask.kv_cache`; an approximation for bidirectional
+        models).
     """
 
     temperature: float = 0.0
@@ -50,6 +55,7 @@ class DecodeConfig:
     record_history: bool = False
     self_condition: bool = True
     confidence: str = "draw"
+    cache_kv: str | None = None
 
     def __post_init__(self):
         require(isinstance(self.temperature, (int, float)) and not isinstance(
@@ -65,6 +71,9 @@ class DecodeConfig:
                 f"self_condition: must be True or False, got {self.self_condition!r}")
         require(self.confidence in CONFIDENCE,
                 f"confidence: expected one of {', '.join(CONFIDENCE)}, got {self.confidence!r}")
+        require(self.cache_kv is None or self.cache_kv in CACHE_MODES,
+                f"cache_kv: expected None or one of {', '.join(CACHE_MODES)}, got "
+                f"{self.cache_kv!r}")
 
 
 @dataclass
@@ -135,8 +144,8 @@ def decode(
     rows, cached = loop.unfinished(), None
     while rows.numel():
         x, masked, eligible = loop.enter_blocks(rows)
-        out = cached if cached is not None else loop.handle(
-            x, rows, output_hidden_layers=sampler.needs_hidden_layers)
+        out = cached if cached is not None else loop.forward(x, rows,
+                                                             sampler.needs_hidden_layers)
         state = loop.step_state(rows, x, masked, eligible, out, hooks)
         sel, new = _select(sampler, state, loop.real_mask)
         remask = torch.zeros_like(masked)
@@ -219,6 +228,16 @@ class _Loop:
         self.block = config.block_size or max(n, 1)
         self.block_id = torch.arange(n, device=device) // self.block  # (N,)
         self.history: list[torch.Tensor] | None = [] if config.record_history else None
+        self.kv = (BlockKVCache(model, config.cache_kv, b, n, self.block)
+                   if config.cache_kv else None)
+
+    def forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool):
+        """The loop's pass on ``x`` for ``rows``: the whole rows, or through the KV cache."""
+        if self.kv is None:
+            return self.handle(x, rows, output_hidden_layers=hidden_layers)
+        require(not hidden_layers, "cache_kv: the sampler reads every layer's hidden states, "
+                                   "which a cached pass does not compute; drop cache_kv")
+        return self.kv(self.handle, x, rows, self.cur_block[rows])
 
     def unfinished(self) -> torch.Tensor:
         return (self.tokens == self.mask_id).any(1).nonzero().squeeze(1)

@@ -193,7 +193,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
              block_length: int | None = None, steps: int | None = None,
              temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
              stop_at_eos: bool = True, batch_size: int | None = None,
-             min_new_tokens: int = 0, confidence: str = "draw") -> list[Generation]:
+             min_new_tokens: int = 0, confidence: str = "draw",
+             cache_kv: str | None = None) -> list[Generation]:
     """Generate a continuation of each prompt.
 
     Args:
@@ -217,6 +218,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             least this many tokens; at most gen_length.
         confidence: what confidence-type rules rank by when sampling (``"draw"`` or
             ``"max"``, :class:`~unmask.decode.DecodeConfig`).
+        cache_kv: None, ``"prefix"`` or ``"dual"``: Fast-dLLM's block KV cache
+            (:class:`~unmask.decode.DecodeConfig`, :mod:`unmask.kv_cache`).
     Returns:
         one :class:`Generation` per prompt, in order.
     """
@@ -234,7 +237,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     require(is_int(seed), f"seed: must be an integer, got {seed!r}")
     block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
     sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
-    config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence)
+    config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence,
+                          cache_kv=cache_kv)
     encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
     _check_prompts(model, tokenizer, encoded, gen_length)
 

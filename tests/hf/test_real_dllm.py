@@ -175,14 +175,45 @@ def test_padded_row_gives_the_logits_of_the_row_alone(family, request):
     torch.testing.assert_close(both[0, 4 + first:], alone[0, first:], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("family, sampler, block_length, steps", [
-    ("llada", "confidence", 8, 8), ("llada", "threshold:tau=0.7", 8, None),
-    ("dream", "entropy", 16, 2), ("dream", "margin", 8, 4)])
-def test_ragged_batch_equals_each_prompt_alone(family, sampler, block_length, steps, request):
+@pytest.mark.parametrize("family, sampler, block_length, steps, cache", [
+    ("llada", "confidence", 8, 8, None), ("llada", "threshold:tau=0.7", 8, None, None),
+    ("dream", "entropy", 16, 2, None), ("dream", "margin", 8, 4, None),
+    # rows in different blocks run as separate cached windows
+    ("llada", "threshold:tau=0.7", 8, None, "prefix"), ("llada", "confidence", 4, 8, "dual")])
+def test_ragged_batch_equals_each_prompt_alone(family, sampler, block_length, steps, cache,
+                                               request):
     model = request.getfixturevalue(family)
-    batch = generate(model, None, RAGGED, sampler=sampler, gen_length=16,
-                     block_length=block_length, steps=steps, stop_at_eos=False)
+    kw = dict(sampler=sampler, gen_length=16, block_length=block_length, steps=steps,
+              stop_at_eos=False, cache_kv=cache)
+    batch = generate(model, None, RAGGED, **kw)
     for prompt, got in zip(RAGGED, batch, strict=True):
-        (alone,) = generate(model, None, prompt, sampler=sampler, gen_length=16,
-                            block_length=block_length, steps=steps, stop_at_eos=False)
+        (alone,) = generate(model, None, prompt, **kw)
         assert got.token_ids == alone.token_ids and got.nfe == alone.nfe
+
+
+@pytest.mark.parametrize("prompt", PROMPTS[:1])  # whole blocks: the reference's own layout
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+@pytest.mark.parametrize("sampler, per_block, tau", [
+    ("low_confidence", 4, None), ("threshold:tau=0.7", None, 0.7),
+    ("threshold:tau=0.9", None, 0.9)])
+@pytest.mark.parametrize("gen_length, block_length", [(16, 8), (24, 8), (16, 16)])
+def test_fastdllm_cache_equals_generate_with_cache(llada, prompt, cache, sampler, per_block,
+                                                   tau, gen_length, block_length):
+    """Fast-dLLM's ``generate_with_prefix_cache`` / ``generate_with_dual_cache`` against
+    ``cache_kv="prefix"`` / ``"dual"``: tokens and forward passes. The references run one
+    more pass in a block that their first pass completed (a pass that reveals nothing), so
+    with the threshold rule they may count up to one pass more per block."""
+    ref = fastdllm_generate()
+    fn = {"prefix": ref.generate_with_prefix_cache, "dual": ref.generate_with_dual_cache}[cache]
+    n_blocks = gen_length // block_length
+    steps = n_blocks * (per_block or 1)
+    want, nfe = _reference(fn, llada, prompt, steps=steps, gen_length=gen_length,
+                           block_length=block_length, threshold=tau)
+    (got,) = generate(llada, None, prompt, sampler=sampler, gen_length=gen_length,
+                      block_length=block_length, steps=steps if per_block else None,
+                      stop_at_eos=False, cache_kv=cache)
+    assert got.token_ids == want
+    if per_block:  # no block is done in one pass
+        assert got.nfe == nfe == steps
+    else:
+        assert got.nfe <= nfe <= got.nfe + n_blocks

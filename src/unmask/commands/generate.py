@@ -55,6 +55,9 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-new-tokens", type=non_negative_int, default=0, metavar="N",
                    help="the first N generated positions cannot be EOS (at most --gen-length;"
                         " default 0)")
+    p.add_argument("--cache-kv", choices=["prefix", "dual"], default=None,
+                   help="Fast-dLLM's block KV cache (folders whose code takes "
+                        "past_key_values, e.g. LLaDA's); approximate, see docs/models.md")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run modelling code shipped inside the model folder (only from there)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
@@ -104,7 +107,8 @@ def generate_cmd(args: argparse.Namespace) -> int:
                        block_length=args.block_length, steps=args.steps,
                        temperature=args.temperature, seed=args.seed, chat_template=args.chat,
                        stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size,
-                       min_new_tokens=args.min_new_tokens, confidence=args.confidence)
+                       min_new_tokens=args.min_new_tokens, confidence=args.confidence,
+                       cache_kv=args.cache_kv)
     for r in results:
         if args.json:
             print(json.dumps(r.to_json()), flush=True)

@@ -1,0 +1,128 @@
+"""Fast-dLLM's block KV cache (arXiv:2505.22618) for the decode loop, opt-in.
+
+A row's first pass in a block runs the whole row and keeps every layer's keys and values;
+the block's later passes reuse them:
+
+- ``"prefix"``: the keys/values of the positions before the block are reused; the model
+  runs the block and everything after it.
+- ``"dual"``: the keys/values before *and* after the block are reused; the model runs the
+  block alone (its keys/values replace the cached ones in place).
+
+The cache is refreshed at every block boundary. For a bidirectional model (LLaDA) this
+changes what the model computes: within a block, the reused keys/values are those of the
+block's first pass, not of the current tokens, so the tokens may differ from decoding
+without the cache (``docs/models.md`` measures by how much). Positions the model does not
+run on a pass keep the logits and hidden states of the block's first pass; samplers reveal
+only positions of the current block, which every pass computes.
+
+Only code whose forward takes ``past_key_values`` (and, for ``"dual"``, ``replace_position``)
+as Fast-dLLM's LLaDA code does, with unshifted logits, can be cached.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from unmask.errors import UnmaskError
+from unmask.models.base import ModelOutput
+
+#: the cache modes (:class:`~unmask.decode.DecodeConfig` ``cache_kv``)
+CACHE_MODES = ("prefix", "dual")
+
+
+def _takes(fn, name: str) -> bool:
+    return name in inspect.signature(fn).parameters
+
+
+def check_cacheable(model, mode: str) -> None:
+    """:class:`UnmaskError` naming why ``model`` cannot run with the ``mode`` cache."""
+    hf = getattr(model, "hf", None)
+    what = f"cache_kv: {mode!r} needs a model folder whose code takes "
+    if hf is None or not _takes(hf.forward, "past_key_values"):
+        raise UnmaskError(what + "past_key_values (e.g. LLaDA's, as Fast-dLLM ships it)")
+    if mode == "dual" and not _takes(hf.forward, "replace_position"):
+        raise UnmaskError(what + "replace_position (Fast-dLLM's LLaDA code)")
+    if getattr(model, "shift_logits", False):
+        raise UnmaskError(f"cache_kv: {mode!r} is not supported for models with shifted "
+                          "logits (Dream)")
+
+
+class BlockKVCache:
+    """Per-row keys/values of the block each row is in, and that pass's outputs.
+
+    Args:
+        model: a :class:`~unmask.models.hf.HFMaskedModel` accepted by :func:`check_cacheable`.
+        mode: ``"prefix"`` or ``"dual"``.
+        batch_size, seq_len: the decode batch (B, N).
+        block: the loop's block length.
+    """
+
+    def __init__(self, model, mode: str, batch_size: int, seq_len: int, block: int):
+        check_cacheable(model, mode)
+        self.model, self.mode, self.block = model, mode, block
+        self.block_of = torch.full((batch_size,), -1, dtype=torch.long, device=model.device)
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.logits: torch.Tensor | None = None  # (B, N, V) of each row's block-first pass
+        self.hidden: torch.Tensor | None = None  # (B, N, D)
+
+    def __call__(self, handle, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor
+                 ) -> ModelOutput:
+        """The loop's pass on ``x`` (R, N) for original ``rows`` (R,) in ``blocks`` (R,):
+        whole rows where a row entered a block, else cached windows. Counts one call and
+        one sequence per row on ``handle``."""
+        fresh = self.block_of[rows] != blocks
+        with torch.inference_mode():
+            if bool(fresh.any()):
+                self._refresh(x[fresh], rows[fresh])
+                self.block_of[rows[fresh]] = blocks[fresh]
+            logits, hidden = self.logits[rows].clone(), self.hidden[rows].clone()
+            for b in torch.unique(blocks[~fresh]).tolist():
+                sub = (~fresh & (blocks == b)).nonzero().squeeze(1)
+                lo, window_logits, window_hidden = self._window(x[sub], rows[sub], b)
+                logits[sub, lo:lo + window_logits.shape[1]] = window_logits
+                hidden[sub, lo:lo + window_hidden.shape[1]] = window_hidden
+        handle.calls[rows] += 1
+        handle.sequences[rows] += 1
+        return ModelOutput(logits=logits, hidden=hidden)
+
+    def _inputs(self, x: torch.Tensor) -> dict:
+        pad = self.model.pad_id
+        if pad is not None and bool((x == pad).any()):
+            return {"attention_mask": (x != pad).long()}  # whole rows: every key's mask
+        return {}
+
+    def _run(self, x: torch.Tensor, window: torch.Tensor, **kwargs):
+        out = self.model.hf(input_ids=window, use_cache=True, output_hidden_states=True,
+                            **self._inputs(x), **kwargs)
+        layer = self.model.hidden_layer
+        return out, out.logits.float(), out.hidden_states[layer].float()
+
+    def _refresh(self, x: torch.Tensor, rows: torch.Tensor) -> None:
+        out, logits, hidden = self._run(x, x)
+        if self.logits is None:
+            b, n = self.block_of.shape[0], x.shape[1]
+            self.logits = logits.new_zeros(b, n, logits.shape[-1])
+            self.hidden = hidden.new_zeros(b, n, hidden.shape[-1])
+            self.keys = [k.new_zeros(b, *k.shape[1:]) for k, _ in out.past_key_values]
+            self.values = [v.new_zeros(b, *v.shape[1:]) for _, v in out.past_key_values]
+        self.logits[rows], self.hidden[rows] = logits, hidden
+        for layer, (k, v) in enumerate(out.past_key_values):
+            self.keys[layer][rows], self.values[layer][rows] = k, v
+
+    def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int):
+        """(first position, logits, hidden) of the positions the model runs on."""
+        lo, hi = block * self.block, (block + 1) * self.block
+        if self.mode == "prefix":
+            past = [(k[rows, :, :lo], v[rows, :, :lo]) for k, v in zip(self.keys, self.values,
+                                                                      strict=True)]
+            _, logits, hidden = self._run(x, x[:, lo:], past_key_values=past)
+            return lo, logits, hidden
+        past = [(k[rows], v[rows]) for k, v in zip(self.keys, self.values, strict=True)]
+        replace = torch.zeros(1, x.shape[1], dtype=torch.bool, device=x.device)
+        replace[:, lo:hi] = True  # one row: the code replaces the same positions in all rows
+        _, logits, hidden = self._run(x, x[:, lo:hi], past_key_values=past,
+                                      replace_position=replace)
+        return lo, logits, hidden

@@ -16,6 +16,7 @@ way, so only the argmax path is comparable. What cannot be compared, and why:
 """
 
 import importlib.util
+import json
 import sys
 import types
 
@@ -217,3 +218,35 @@ def test_fastdllm_cache_equals_generate_with_cache(llada, prompt, cache, sampler
         assert got.nfe == nfe == steps
     else:
         assert got.nfe <= nfe <= got.nfe + n_blocks
+
+
+def test_cache_refusals_are_one_line(llada, dream, bert_dir, capsys):
+    from unmask import UnmaskError
+    from unmask.cli import main
+    from unmask.decode import DecodeConfig
+
+    with pytest.raises(UnmaskError, match="cache_kv: expected None or one of prefix, dual"):
+        DecodeConfig(cache_kv="full")
+    with pytest.raises(UnmaskError, match="not supported for models with shifted logits"):
+        generate(dream, None, "w5", gen_length=8, cache_kv="prefix")
+    rc = main(["generate", "--model", str(bert_dir), "--prompt", "the cat", "--gen-length",
+               "4", "--cache-kv", "dual"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "past_key_values" in err
+
+
+def test_cli_cache_flag_runs_the_cache(llada, capsys):
+    from unmask.cli import main
+
+    runs = {}
+    for cache in (None, "prefix", "dual"):
+        argv = ["generate", "--model", llada.source, "--trust-remote-code", "--prompt",
+                PROMPTS[0], "--gen-length", "16", "--block-length", "8", "--steps", "8",
+                "--json", "--no-eos-stop"] + (["--cache-kv", cache] if cache else [])
+        assert main(argv) == 0
+        runs[cache] = capsys.readouterr().out
+    want = {c: generate(llada, None, PROMPTS[0], gen_length=16, block_length=8, steps=8,
+                        stop_at_eos=False, cache_kv=c)[0].text for c in runs}
+    for cache, out in runs.items():
+        assert json.loads(out)["text"] == want[cache] and json.loads(out)["nfe"] == 8
+    assert want[None] != want["prefix"]  # on this prompt the cache changes a token

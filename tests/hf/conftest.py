@@ -25,3 +25,12 @@ def llada_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def causal_llada_dir(tmp_path_factory):
     return tiny_models.write_llada(tmp_path_factory.mktemp("cllada") / "m", causal=True, seed=1)
+
+
+@pytest.fixture(scope="module")
+def eager_attention():
+    """torch.compile off (LLaDA's modelling code compiles its attention function)."""
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(disable=True):
+        yield

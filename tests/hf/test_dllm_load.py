@@ -12,6 +12,9 @@ from safetensors.torch import load_file
 from unmask.cli import main
 from unmask.models.auto import load_model
 
+# LLaDA's code wraps its attention in torch.compile: compiling every new shape on a CPU
+# costs seconds, so these tests run it eagerly (conftest)
+pytestmark = pytest.mark.usefixtures("eager_attention")
 WRITERS = {"llada": write_llada, "dream": write_dream}
 
 

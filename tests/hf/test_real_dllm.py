@@ -27,6 +27,10 @@ from dllm_models import EXTERNAL, require_external, write_dream, write_llada
 from unmask.generate import generate
 from unmask.models.auto import load_model
 
+# LLaDA's code wraps its attention in torch.compile: compiling every new shape on a CPU
+# costs seconds, so these tests run it eagerly (conftest)
+pytestmark = pytest.mark.usefixtures("eager_attention")
+
 #: prompts of the word-level tokenizer: 8 tokens (whole blocks of 8) and 5 (left-padded)
 PROMPTS = ["w5 w17 w33 w8 w40 w12 w61 w9", "w70 w3 w28 w44 w19"]
 

@@ -233,6 +233,14 @@ def test_cache_refusals_are_one_line(llada, dream, bert_dir, capsys):
         DecodeConfig(cache_kv="full")
     with pytest.raises(UnmaskError, match="not supported for models with shifted logits"):
         generate(dream, None, "w5", gen_length=8, cache_kv="prefix")
+    from unmask.samplers.confidence import ConfidenceSampler
+
+    class EveryLayer(ConfidenceSampler):
+        needs_hidden_layers = True
+
+    with pytest.raises(UnmaskError, match="reads every layer's hidden states"):
+        generate(llada, None, "w5", gen_length=8, sampler=EveryLayer(), cache_kv="dual",
+                 stop_at_eos=False)
     rc = main(["generate", "--model", str(bert_dir), "--prompt", "the cat", "--gen-length",
                "4", "--cache-kv", "dual"])
     err = capsys.readouterr().err.strip()

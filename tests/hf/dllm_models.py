@@ -51,9 +51,13 @@ def word_tokenizer(vocab_size: int, mask_id: int):
     vocab = {names.get(i, f"w{i}"): i for i in range(vocab_size)}
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<|pad|>"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    return transformers.PreTrainedTokenizerFast(
+    fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token=names[PAD], bos_token=names[BOS],
         eos_token=names[EOS], mask_token=names[mask_id])
+    # an Instruct folder's tokenizer carries a chat template (here: BOS, then the messages)
+    fast.chat_template = ("{{ bos_token }}{% for m in messages %}{{ m['content'] }} "
+                          "{% endfor %}")
+    return fast
 
 
 def _import_folder(path: Path, modules: list[str]):

@@ -30,8 +30,7 @@ from pathlib import Path
 
 import torch
 import torch._dynamo
-from dllm_models import write_llada
-from test_real_dllm import fastdllm_generate
+from dllm_models import fastdllm_generate, write_llada
 
 from unmask.generate import generate
 from unmask.models.auto import load_model

@@ -19,15 +19,15 @@ import importlib.util
 import json
 import shutil
 import sys
+import types
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
+#: ../shared/external/fast-dllm from the repository root
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external" / "fast-dllm"
-if not EXTERNAL.is_dir():  # a worktree beside /work/main: shared/ is /work/shared
-    EXTERNAL = Path("/work/shared/external/fast-dllm")
 SKIP_REASON = f"the reference modelling code is absent ({EXTERNAL})"
 
 #: special ids of the tiny checkpoints: pad, bos, eos ("end of turn"), mask
@@ -175,3 +175,29 @@ def import_model_class(path: Path, family: str):
     if family == "llada":
         return _import_folder(path, ["configuration_llada", "modeling_llada"])[1].LLaDAModelLM
     return _import_folder(path, ["configuration_dream", "modeling_dream"])[1].DreamModel
+
+
+def fastdllm_generate():
+    """Fast-dLLM's ``llada/generate.py`` as a module. It imports
+    ``model.modeling_llada.LLaDAModelLM`` at the top (used only by its ``main``): a stub
+    module stands in while it loads."""
+    require_external()
+    if "fastdllm_generate" in sys.modules:
+        return sys.modules["fastdllm_generate"]
+    stub_pkg, stub = types.ModuleType("model"), types.ModuleType("model.modeling_llada")
+    stub.LLaDAModelLM = None
+    saved = {k: sys.modules.get(k) for k in ("model", "model.modeling_llada")}
+    sys.modules.update({"model": stub_pkg, "model.modeling_llada": stub})
+    try:
+        spec = importlib.util.spec_from_file_location("fastdllm_generate",
+                                                      EXTERNAL / "llada" / "generate.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    sys.modules["fastdllm_generate"] = module
+    return module

@@ -15,14 +15,11 @@ way, so only the argmax path is comparable. What cannot be compared, and why:
   ``eps = 0`` and steps 1 or 2 (checked below), so the rankings are compared there.
 """
 
-import importlib.util
 import json
-import sys
-import types
 
 import pytest
 import torch
-from dllm_models import EXTERNAL, require_external, write_dream, write_llada
+from dllm_models import fastdllm_generate, require_external, write_dream, write_llada
 
 from unmask.generate import generate
 from unmask.models.auto import load_model
@@ -33,32 +30,6 @@ pytestmark = pytest.mark.usefixtures("eager_attention")
 
 #: prompts of the word-level tokenizer: 8 tokens (whole blocks of 8) and 5 (left-padded)
 PROMPTS = ["w5 w17 w33 w8 w40 w12 w61 w9", "w70 w3 w28 w44 w19"]
-
-
-def fastdllm_generate():
-    """Fast-dLLM's ``llada/generate.py`` as a module. It imports
-    ``model.modeling_llada.LLaDAModelLM`` at the top (used only by its ``main``): a stub
-    module stands in while it loads."""
-    require_external()
-    if "fastdllm_generate" in sys.modules:
-        return sys.modules["fastdllm_generate"]
-    stub_pkg, stub = types.ModuleType("model"), types.ModuleType("model.modeling_llada")
-    stub.LLaDAModelLM = None
-    saved = {k: sys.modules.get(k) for k in ("model", "model.modeling_llada")}
-    sys.modules.update({"model": stub_pkg, "model.modeling_llada": stub})
-    try:
-        spec = importlib.util.spec_from_file_location("fastdllm_generate",
-                                                      EXTERNAL / "llada" / "generate.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-    sys.modules["fastdllm_generate"] = module
-    return module
 
 
 @pytest.fixture(scope="module")

@@ -303,11 +303,8 @@ class HFMaskedModel(MaskedModel):
         try:
             hf_model, info = load(str(directory), config=config, dtype=dtype or torch.float32,
                                   output_loading_info=True, **options)
-        except pickle.UnpicklingError:
-            raise UnmaskError(f"model: {directory} pytorch_model.bin holds objects other than "
-                              "tensors; pickled weights are read only with weights_only=True: "
-                              "save them as model.safetensors") from None
-        except (OSError, ValueError, KeyError, RuntimeError, TypeError, SafetensorError) as e:
+        except (pickle.UnpicklingError, OSError, ValueError, KeyError, RuntimeError, TypeError,
+                SafetensorError) as e:
             raise UnmaskError(_load_failure(directory, config, loader, e)) from None
         missing = sorted(info.get("missing_keys") or [])
         if missing:
@@ -328,7 +325,17 @@ class HFMaskedModel(MaskedModel):
 def _load_failure(directory: Path, config, loader, error: BaseException) -> str:
     """One line for a folder transformers could not load; a tensor whose stored shape differs
     from the one its config.json implies is named with both shapes."""
-    if "mismatched" in str(error):
+    # transformers 4.x wraps the unpickling error in a ValueError, then an OSError
+    chain, link = [], error
+    while link is not None and len(chain) < 8:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    if any(isinstance(e, pickle.UnpicklingError) for e in chain):
+        return (f"model: {directory} pytorch_model.bin holds objects other than tensors; "
+                "pickled weights are read only with weights_only=True: save them as "
+                "model.safetensors")
+    # 5.x says "mismatched"; 4.x "Error(s) in loading state_dict ... size mismatch"
+    if any(word in str(error) for word in ("mismatch", "loading state_dict")):
         mismatch = _shape_mismatch(directory, config, loader)
         if mismatch:
             name, stored, wanted = mismatch

@@ -172,14 +172,15 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
     assert cfg["model_type"] == "corrector" and cfg["data"]["puzzles"] == 20
     assert cfg["split"] == {"held_out": 0.2, "seed": 0}
     assert "reused" not in capsys.readouterr().out
-    # a rerun with the same data reuses the decoded states; other data decodes anew
-    assert main(["corrector", "train", "--model", tiny_model_dir, "--out", str(run),
-                 "--puzzles", "20", "--epochs", "1", "--held-out", "0.2",
-                 "--samplers", "topk:k=9"]) == 0
+    # a rerun (--overwrite) with the same data reuses the decoded states; other data decodes
+    # anew; without --overwrite the finished run is kept
+    argv = ["corrector", "train", "--model", tiny_model_dir, "--out", str(run), "--puzzles",
+            "20", "--epochs", "1", "--held-out", "0.2"]
+    assert main([*argv, "--samplers", "topk:k=9"]) == 2
+    assert "holds a training run" in capsys.readouterr().err
+    assert main([*argv, "--samplers", "topk:k=9", "--overwrite"]) == 0
     assert "decoded states: reused" in capsys.readouterr().out
-    assert main(["corrector", "train", "--model", tiny_model_dir, "--out", str(run),
-                 "--puzzles", "20", "--epochs", "1", "--held-out", "0.2",
-                 "--samplers", "topk:k=5"]) == 0
+    assert main([*argv, "--samplers", "topk:k=5", "--overwrite"]) == 0
     assert "reused" not in capsys.readouterr().out
     # the decoded states are fine-tuning data for the MDM itself too
     ft = tmp_path / "ft"

@@ -365,7 +365,8 @@ def generations(res: DecodeResult, tokenizer, prompts: list[str], ends: TextEnds
         cut = next((i for i, t in enumerate(gen) if t in ends.eos_ids), len(gen))
         nfe = int(res.nfe[r])
         out.append(Generation(
-            prompt=prompt, text=tokenizer.decode(gen[:cut], skip_special_tokens=True),
+            prompt=prompt, text=tokenizer.decode(gen[:cut], skip_special_tokens=True,
+                                                       clean_up_tokenization_spaces=False),
             token_ids=gen, nfe=nfe, sequences=int(res.sequences[r]),
             tokens_per_forward=gen_length / max(nfe, 1), wall_s=wall,
             cumulative_entropy=float(res.cumulative_entropy[r])))

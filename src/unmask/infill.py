@@ -193,7 +193,8 @@ def _encoder(model: MaskedModel, tokenizer):
             return encode_text(tokenizer, t, i)
 
         def to_text(ids):
-            return tokenizer.decode(ids, skip_special_tokens=True)
+            return tokenizer.decode(ids, skip_special_tokens=True,
+                                    clean_up_tokenization_spaces=False)
 
     def encode_all(templates: list[str]) -> tuple[list[list[int]], object]:
         encoded = [encode(i, t) for i, t in enumerate(templates)]

@@ -48,6 +48,12 @@ def _batch_size(text: str) -> int:
     return 1 if text.strip().startswith("auto") else positive_int(text)
 
 
+def _cache_kv(text: str) -> str:
+    if text not in ("prefix", "dual"):
+        raise argparse.ArgumentTypeError(f"expected prefix or dual, got {text!r}")
+    return text
+
+
 #: every model argument -> the parser of its text (the CLI's own argument types)
 MODEL_ARGS = {
     "pretrained": str, "sampler": str, "gen_length": positive_int,
@@ -55,7 +61,7 @@ MODEL_ARGS = {
     "temperature": finite_float(0.0), "seed": seed_int, "chat_template": _bool,
     "batch_size": _batch_size, "max_batch_size": _optional(positive_int),
     "trust_remote_code": _bool, "dtype": _optional(str), "device": _optional(str),
-    "min_new_tokens": non_negative_int,
+    "min_new_tokens": non_negative_int, "cache_kv": _optional(_cache_kv),
 }
 
 
@@ -88,8 +94,8 @@ class UnmaskLM(LM):
         sampler: a spec ``NAME[:K=V;K=V]`` (LLaDA names accepted).
         gen_length: tokens generated per request (the same for every request; a task's
             ``max_gen_toks`` is not read, its ``until`` strings cut the text).
-        block_length, steps, temperature, seed, chat_template, min_new_tokens: as for
-            :func:`unmask.generate`.
+        block_length, steps, temperature, seed, chat_template, min_new_tokens, cache_kv: as
+            for :func:`unmask.generate` (``cache_kv=prefix|dual``: Fast-dLLM's KV cache).
         batch_size: requests per batch, from ``--model_args`` or lm-eval's ``--batch_size``
             (``--model_args`` wins when both are given; ``auto`` is 1). ``max_batch_size`` is
             accepted and not used.
@@ -113,6 +119,7 @@ class UnmaskLM(LM):
         self.chat_template = a.get("chat_template", False)
         self.min_new_tokens = a.get("min_new_tokens", 0)
         self.batch_size = a.get("batch_size", 1)
+        self.cache_kv = a.get("cache_kv")
         self.nfe: list[int] = []
 
     @classmethod
@@ -136,7 +143,7 @@ class UnmaskLM(LM):
                                gen_length=self.gen_length, block_length=self.block_length,
                                steps=self.steps, temperature=self.temperature,
                                seed=self.seed + lo, chat_template=self.chat_template,
-                               min_new_tokens=self.min_new_tokens)
+                               min_new_tokens=self.min_new_tokens, cache_kv=self.cache_kv)
             for req, res in zip(chunk, results, strict=True):
                 kwargs = req.args[1] if len(req.args) > 1 else {}
                 until = kwargs.get("until") or []

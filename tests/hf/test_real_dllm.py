@@ -233,3 +233,22 @@ def test_cli_cache_flag_runs_the_cache(llada, capsys):
     for cache, out in runs.items():
         assert json.loads(out)["text"] == want[cache] and json.loads(out)["nfe"] == 8
     assert want[None] != want["prefix"]  # on this prompt the cache changes a token
+
+
+def test_lm_eval_model_takes_the_cache(llada):
+    """``cache_kv`` in lm-eval's ``--model_args`` reaches :func:`generate`."""
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from unmask.lm_eval_model import UnmaskLM
+
+    reqs = [Instance("generate_until", {}, (p, {"until": []}), i)
+            for i, p in enumerate(PROMPTS[:2])]
+    for cache in ("prefix", "dual"):
+        lm = UnmaskLM.create_from_arg_string(
+            f"pretrained={llada.source},trust_remote_code=True,gen_length=16,block_length=8,"
+            f"steps=8,cache_kv={cache}", {"batch_size": 2})
+        lm.model = llada  # the loaded module, eager attention as in the fixture
+        want = generate(llada, None, list(PROMPTS[:2]), gen_length=16, block_length=8,
+                        steps=8, cache_kv=cache)
+        assert lm.generate_until(reqs) == [w.text for w in want]

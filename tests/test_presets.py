@@ -7,7 +7,7 @@ from unmask import decode
 from unmask.bench import timed_decode
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
-from unmask.presets import PRESETS, Preset, preset_entry, preset_sampler, preset_spec
+from unmask.presets import PRESETS, preset_entry, preset_sampler, preset_spec
 from unmask.samplers.spec import parse_spec
 from unmask.samplers.verified import Verified
 
@@ -27,12 +27,15 @@ def test_quality_is_sequential_decoding(toy):
     assert a.nfe.tolist() == [5, 5, 5]
 
 
-def test_a_preset_sampler_carries_its_prefix_scheme():
+def test_a_preset_is_a_name_for_its_spec():
     for name, p in PRESETS.items():
-        sampler = preset_sampler(name)
+        sampler, built = preset_sampler(name), parse_spec(p.spec).build()
+        assert type(sampler) is type(built) and sampler.label == built.label
         if isinstance(sampler, Verified):
-            assert sampler.prefixes == p.prefixes
-            assert sampler.tolerance == parse_spec(p.spec).verify
+            assert (sampler.tolerance, sampler.prefixes, sampler.max_draft) == (
+                built.tolerance, built.prefixes, built.max_draft)
+        entry = preset_entry(name)
+        assert entry.text == parse_spec(p.spec).text and entry.label.endswith(f"preset={name}")
     # fresh samplers every call (they hold per-decode state)
     assert preset_sampler("lossless") is not preset_sampler("lossless")
 
@@ -52,8 +55,6 @@ def test_unknown_names_are_refused():
         preset_spec("turbo")
     with pytest.raises(UnmaskError, match="preset: unknown"):
         preset_sampler("")
-    with pytest.raises(UnmaskError, match="prefixes: expected one of"):
-        Preset("confidence", "x", prefixes="some")
 
 
 def test_a_preset_entry_benches_like_its_sampler(tiny_transformer):

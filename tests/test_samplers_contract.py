@@ -1,11 +1,15 @@
-"""Every registered sampler, driven through the same decode loop plain and wrapped in
-``Verified``, keeps the contract."""
+"""Every registered sampler, driven through the same decode loop plain and wrapped in each
+wrapper of the library (``Verified``, ``StopAtEOS``, ``WithHooks``, and a verified sampler
+inside ``StopAtEOS``), keeps the contract."""
 
 import pytest
 import torch
 
 from unmask import DecodeConfig, UnmaskError, Verified, available_samplers, decode, make_sampler
+from unmask.generate import StopAtEOS
 from unmask.samplers.base import sampler_class
+from unmask.samplers.spec import WithHooks
+from unmask.samplers.wrapper import SamplerWrapper
 
 #: the samplers the library registers (no experimental one may join the global registry)
 REGISTERED = ["confidence", "dapd", "demask", "dus", "eb", "entropy", "factor", "info-gain",
@@ -52,20 +56,36 @@ def verifiable(name):
     return not sampler_class(name).evaluates_next_state
 
 
-VERIFY = pytest.mark.parametrize("verify", [False, True], ids=["plain", "verified"])
+#: how a test wraps the sampler: name -> (verified?, wrap(sampler, model))
+WRAPPERS = {
+    "plain": (False, lambda s, m: s),
+    "verified": (True, lambda s, m: Verified(s)),
+    "stop-at-eos": (False, lambda s, m: _stop_at_eos(s, m)),
+    "stop-at-eos-verified": (True, lambda s, m: _stop_at_eos(Verified(s), m)),
+    "with-hooks": (False, lambda s, m: WithHooks(s, ())),
+}
+
+
+def _stop_at_eos(sampler, model):
+    """Ends a row where the position before its first masked one holds the model's first
+    real token (blocks of one position): often, on random inputs."""
+    return StopAtEOS(sampler, eos_id=model.real_token_ids[0], block=1, gen_start=0)
+
+
+VERIFY = pytest.mark.parametrize("verify", list(WRAPPERS))
 
 
 def skip_unverifiable(name, verify):
-    if verify and not verifiable(name):
+    if WRAPPERS[verify][0] and not verifiable(name):
         with pytest.raises(UnmaskError, match="evaluates its next state itself"):
             Verified(make_sampler(name))
         pytest.skip(f"{name} evaluates its next state itself; Verified refuses it")
 
 
-def build(name, model, verify=False):
+def build(name, model, verify="plain"):
     params = PARAMS.get(name, {})
     sampler = make_sampler(name, **(params(model) if callable(params) else params))
-    return Verified(sampler) if verify else sampler
+    return WRAPPERS[verify][1](sampler, model)
 
 
 def masked_inputs(model, b, seed=0):
@@ -120,7 +140,7 @@ def test_batch_equals_rows(name, verify, toy, tiny_transformer):
     x = masked_inputs(toy, 5, seed=3)
     cfg = DecodeConfig(temperature=0.7)
     batch = decode(toy, x, build(name, toy, verify), cfg, seed=100)
-    assert set(batch.stats) == ({"rejected"} if verify else set())
+    assert set(batch.stats) == ({"rejected"} if WRAPPERS[verify][0] else set())
     for r in range(x.shape[0]):
         one = decode(toy, x[r:r + 1], build(name, toy, verify), cfg, seed=100 + r)
         assert torch.equal(one.tokens[0], batch.tokens[r]), (name, r)
@@ -158,3 +178,62 @@ def test_nothing_masked_costs_nothing(name, verify, toy, tiny_transformer):
 @pytest.mark.parametrize("name", sampler_names())
 def test_registered_class_has_name(name):
     assert sampler_class(name).name == name
+
+
+@pytest.mark.parametrize("wrap", [w for w in WRAPPERS if w != "plain"])
+@pytest.mark.parametrize("name", sampler_names())
+def test_a_wrapper_answers_the_protocol_as_its_sampler(name, wrap, toy, tiny_transformer):
+    skip_unverifiable(name, wrap)
+    model = subject(name, toy, tiny_transformer)
+    plain, wrapped = build(name, model), build(name, model, wrap)
+    assert isinstance(wrapped, SamplerWrapper)
+    plain.prepare(model)
+    wrapped.prepare(model)  # loads what the sampler reads (the estimator of mi-guided ...)
+    assert wrapped.needs_hidden_layers == plain.needs_hidden_layers
+    assert wrapped.needs_attentions == plain.needs_attentions
+    assert wrapped.name == plain.name and plain.label in wrapped.label
+    assert wrapped.evaluates_next_state == (WRAPPERS[wrap][0] or plain.evaluates_next_state)
+    assert wrapped.decode_hooks() == ()
+
+
+def test_a_wrapper_forwards_what_it_does_not_override():
+    """A sampler whose every protocol answer differs from the base class's default."""
+    from dataclasses import dataclass
+
+    from unmask.samplers.base import Sampler, Selection
+
+    @dataclass
+    class Probe(Sampler):
+        needs_attentions = True
+
+        def prepare(self, model):
+            self.prepared = model
+
+        @property
+        def needs_hidden_layers(self):
+            return getattr(self, "prepared", None) is not None
+
+        def begin(self, batch_size, seq_len):
+            self.begun = (batch_size, seq_len)
+
+        def select(self, state):
+            return Selection(state.eligible)
+
+        def stats(self):
+            return {"probe": torch.ones(1)}
+
+        def decode_hooks(self):
+            return ("hook",)
+
+    for wrap in (lambda s: WithHooks(s, ("more",)), lambda s: StopAtEOS(s, 0, 1, 0),
+                 lambda s: Verified(s)):
+        inner = Probe()
+        w = wrap(inner)
+        assert w.needs_attentions and not w.needs_hidden_layers
+        w.prepare("model")
+        assert inner.prepared == "model" and w.needs_hidden_layers
+        w.begin(3, 7)
+        assert inner.begun == (3, 7)
+        assert torch.equal(w.stats()["probe"], torch.ones(1))
+        assert w.decode_hooks()[0] == "hook"
+        assert w.label.startswith("Probe")

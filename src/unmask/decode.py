@@ -134,6 +134,7 @@ def decode(
         nothing masked cost 0 passes.
     """
     config, sampler, hooks = _check_args(model, tokens, sampler, config, hooks)
+    hooks = (*hooks, *sampler.decode_hooks())  # a spec's hook modifiers ride on its sampler
     loop = _Loop(model, tokens, config, seed,
                  output_attentions=sampler.needs_attentions and model.supports_attentions)
     sampler.prepare(model)

@@ -34,6 +34,7 @@ from unmask.samplers.base import (
     StepState,
 )
 from unmask.samplers.spec import parse_spec
+from unmask.samplers.wrapper import SamplerWrapper
 
 #: the remasking names of LLaDA / dLLM codebases -> our samplers
 LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
@@ -88,23 +89,20 @@ def parse_sampler(spec: str | Sampler) -> Sampler:
     return parsed.build()
 
 
-class StopAtEOS(Sampler):
+@dataclass
+class StopAtEOS(SamplerWrapper):
     """Wraps a sampler: a row whose last finished generated block is all ``eos_id`` fills its
-    current block with ``eos_id`` at once; other rows are the inner sampler's."""
+    current block with ``eos_id`` at once; other rows are the inner sampler's (the rest of
+    the protocol is the inner sampler's, :class:`~unmask.samplers.wrapper.SamplerWrapper`).
+    When the inner sampler hands over its next output (lookahead, verified passes), the rows
+    ended here get the model on their own next state in it."""
 
-    def __init__(self, inner: Sampler, eos_id: int, block: int, gen_start: int):
-        self.inner, self.eos_id, self.block, self.gen_start = inner, eos_id, block, gen_start
-        self.name = inner.name
-
-    def __getattr__(self, name):  # needs_hidden_layers, prepare, ... of the inner sampler
-        return getattr(self.__dict__["inner"], name)
-
-    def begin(self, batch_size: int, seq_len: int) -> None:
-        self.inner.begin(batch_size, seq_len)
+    eos_id: int
+    block: int
+    gen_start: int
 
     def select(self, state: StepState) -> Selection:
         sel = self.inner.select(state)
-        b, n = state.tokens.shape
         first = state.eligible.long().argmax(1)  # first eligible position
         start = (first // self.block) * self.block  # current block start
         prev = start[:, None] - self.block + torch.arange(self.block, device=first.device)
@@ -116,7 +114,26 @@ class StopAtEOS(Sampler):
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
         tokens = torch.where(ended[:, None], torch.full_like(tokens, self.eos_id), tokens)
-        return Selection(reveal, tokens)
+        entropy = (None if sel.entropy is None
+                   else torch.where(ended[:, None], state.entropy.to(sel.entropy.dtype),
+                                    sel.entropy))
+        next_output = (None if sel.next_output is None else
+                       self._next_output(state, sel.next_output, ended, reveal, tokens))
+        return Selection(reveal, tokens, next_output=next_output, entropy=entropy)
+
+    def _next_output(self, state: StepState, inner_next, ended: torch.Tensor,
+                     reveal: torch.Tensor, tokens: torch.Tensor):
+        """``inner_next`` with the rows ``ended`` (B,) replaced by the model on their next
+        state (those left with a MASK; the others leave the loop)."""
+        after = torch.where(reveal, tokens, state.tokens)
+        redo = (ended & (after == state.mask_id).any(1)).nonzero().squeeze(1)
+        if not redo.numel():
+            return inner_next
+        own = state.model(after[redo], state.row_ids[redo],
+                          output_hidden_layers=self.needs_hidden_layers)
+        order = torch.arange(len(ended), device=redo.device)
+        order[redo] = len(ended) + torch.arange(len(redo), device=redo.device)
+        return type(inner_next).cat([inner_next, own]).rows(order)
 
 
 class NoEOSBefore(Hook):

@@ -18,6 +18,7 @@ from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel
 from unmask.probs import real_log_probs
 from unmask.samplers.base import Sampler, StepState
+from unmask.samplers.spec import register_hook
 from unmask.samplers.verified import Verified
 
 
@@ -202,6 +203,7 @@ class _RevealConfidence(Hook):
         self.last_masked[rows] = state.masked & ~remask
 
 
+@register_hook("wino", primary="tau2")
 class WinoVerify(_RevealConfidence):
     """WINO's narrow-out step (Wide-In, Narrow-Out, arXiv 2507.18578): every pass, a token
     decoded in an earlier pass is checked by the model with its own position masked, and
@@ -214,7 +216,8 @@ class WinoVerify(_RevealConfidence):
     step is a lenient threshold sampler (``threshold:tau=TAU1``). At most ``max_checks``
     tokens per row are checked each pass: those revealed with the lowest confidence (the
     loop's ``x0_prob`` at their reveal). A position is masked again at most ``max_remasks``
-    times, so decoding ends. Reports ``stats["remasked"]`` (B,).
+    times, so decoding ends. Reports ``stats["remasked"]`` (B,). Spec name:
+    ``+wino=TAU2[,max_checks=C][,max_remasks=R]`` (``threshold:tau=0.7+wino=0.9``).
 
     Args:
         tau2: in (0, 1]: the confidence a decoded token needs to stay.
@@ -265,6 +268,7 @@ REMDM_STREAM = 101
 REMDM_STRATEGIES = ("cap", "conf")
 
 
+@register_hook("remdm", primary="eta")
 class ReMDMRemask(_RevealConfidence):
     """ReMDM-style remasking (Remasking Discrete Diffusion Models, arXiv 2503.00307).
 
@@ -281,7 +285,8 @@ class ReMDMRemask(_RevealConfidence):
     [``start``, ``stop``) (ReMDM's switch-on/off window) and the row still has a MASK, and a
     position goes back at most ``max_remasks`` times, so decoding ends. Draws are the loop's
     counter-based noise (stream :data:`REMDM_STREAM`): reproducible per row seed. Reports
-    ``stats["remasked"]`` (B,).
+    ``stats["remasked"]`` (B,). Spec name: ``+remdm=ETA[,strategy=S][,start=A][,stop=B]
+    [,max_remasks=R]`` (``topk:k=2+remdm=0.05,strategy=cap``).
 
     Args:
         eta: in [0, 1].

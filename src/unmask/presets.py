@@ -1,9 +1,9 @@
 """Named decoding configurations: ``lossless``, ``fast`` and ``quality``.
 
-A preset is a sampler spec (:mod:`unmask.samplers.spec`) and, for verified specs, the prefixes
-a verified pass evaluates (:class:`~unmask.samplers.verified.Verified`); ``preset_sampler``
-builds it. The choices and their measurements on the shipped Sudoku model are in
-``experiments/wallclock/README.md``.
+A preset is a name for a sampler spec (:mod:`unmask.samplers.spec`): everything it decodes
+with, verification options included, is said in the spec, so ``--preset fast`` and
+``--sampler`` with its spec decode alike. The choices and their measurements on the shipped
+Sudoku model are in ``experiments/wallclock/README.md``.
 
 * ``quality``: sequential confidence decoding, one position per pass.
 * ``lossless``: the parallel rule whose accuracy stays at sequential decoding's while taking
@@ -18,31 +18,20 @@ from dataclasses import dataclass
 from unmask.errors import UnmaskError
 from unmask.samplers.base import Sampler
 from unmask.samplers.spec import SamplerSpec, parse_spec
-from unmask.samplers.verified import PREFIXES, Verified
 
 
 @dataclass(frozen=True)
 class Preset:
-    """One named configuration.
-
-    spec: the sampler spec.
-    prefixes: for a verified spec, the prefixes each pass evaluates (``"all"`` or
-        ``"doubling"``); ignored otherwise.
-    doc: one line on what it is for.
-    """
+    """One named configuration: ``spec``, a sampler spec, and ``doc``, one line on what it
+    is for."""
 
     spec: str
     doc: str
-    prefixes: str = "all"
-
-    def __post_init__(self):
-        if self.prefixes not in PREFIXES:
-            raise UnmaskError(f"prefixes: expected one of {PREFIXES}, got {self.prefixes!r}")
 
     @property
     def text(self) -> str:
-        """The spec, with the prefix scheme when it is not the default (for tables)."""
-        return self.spec + ("" if self.prefixes == "all" else f" (prefixes={self.prefixes})")
+        """The spec (for tables and help)."""
+        return self.spec
 
 
 PRESETS: dict[str, Preset] = {
@@ -68,35 +57,14 @@ def preset_spec(name: str) -> str:
     return preset(name).spec
 
 
-@dataclass
-class PresetSpec(SamplerSpec):
-    """A :class:`SamplerSpec` that builds its verified sampler with a prefix scheme: what a
-    bench takes as an entry for a preset (``timed_decode``, ``bench_sudoku``).
-
-    prefixes: ``"all"`` or ``"doubling"`` (:class:`~unmask.samplers.verified.Verified`).
-    """
-
-    prefixes: str = "all"
-
-    def build(self) -> Sampler:
-        sampler = super().build()
-        if isinstance(sampler, Verified) and self.prefixes != "all":
-            sampler = Verified(sampler.inner, tolerance=sampler.tolerance,
-                               max_draft=sampler.max_draft, prefixes=self.prefixes)
-        return sampler
-
-
-def preset_entry(name: str) -> PresetSpec:
-    """Preset ``name`` as a bench entry, labelled ``preset=NAME`` and its spec's label."""
-    p = preset(name)
-    spec = parse_spec(p.spec)
-    label = f"{spec.label} preset={name}" + ("" if p.prefixes == "all"
-                                             else f" prefixes={p.prefixes}")
-    return PresetSpec(spec.name, dict(spec.params), spec.verify, spec.corrected, label,
-                      prefixes=p.prefixes)
+def preset_entry(name: str) -> SamplerSpec:
+    """Preset ``name`` as a bench entry: its spec, labelled with the spec's label and
+    ``preset=NAME``."""
+    spec = parse_spec(preset_spec(name))
+    spec.label = f"{spec.label} preset={name}"
+    return spec
 
 
 def preset_sampler(name: str) -> Sampler:
-    """A fresh sampler of preset ``name``: its spec built, with the preset's prefix scheme
-    when the spec is verified."""
-    return preset_entry(name).build()
+    """A fresh sampler of preset ``name`` (its spec built)."""
+    return parse_spec(preset_spec(name)).build()

@@ -133,6 +133,12 @@ class Sampler:
         """Per-row (B,) statistics for ``DecodeResult.stats`` after a decode (none here)."""
         return {}
 
+    def decode_hooks(self) -> tuple:
+        """Decode hooks (:class:`unmask.hooks.Hook`) the loop runs with this sampler, after
+        those it is given (none here; a spec's hook modifiers,
+        :class:`~unmask.samplers.spec.WithHooks`)."""
+        return ()
+
 
 _REGISTRY: dict[str, type[Sampler]] = {}
 

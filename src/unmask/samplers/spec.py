@@ -2,14 +2,26 @@
 
     SPEC      := NAME [":" PARAM ("," PARAM)*] MODIFIER*
     PARAM     := KEY "=" VALUE
-    MODIFIER  := "+verify" ["=" TOLERANCE] | "+corrector"
+    MODIFIER  := "+" MODNAME ["=" VALUE] ("," PARAM)*
 
 e.g. ``eb:gamma=0.1``, ``mi-guided:gamma=1.0,order=confidence+verify=0.002``,
-``topk:k=7+corrector``. A VALUE is an int, a float, true/false, none or a string (it runs to
-the next ``,`` or to a ``+`` that starts a modifier, so ``1e+3`` is a number). ``+verify``
-wraps the sampler in :class:`~unmask.samplers.verified.Verified` (TOLERANCE in [0, 1], default
-1: tokens only); ``+corrector`` asks the caller to decode with its corrector's hooks
-(:func:`unmask.hooks.corrector_hooks`); the two do not combine.
+``eb:gamma=1.0+verify=0.03,prefixes=doubling``, ``topk:k=7+corrector``,
+``threshold:tau=0.5+wino=0.9,max_checks=4``. A VALUE is an int, a float, true/false, none or
+a string (it runs to the next ``,`` or to a ``+`` that starts a modifier, so ``1e+3`` is a
+number). The modifiers:
+
+* ``+verify[=T][,max_draft=M][,prefixes=all|doubling]`` wraps the sampler in
+  :class:`~unmask.samplers.verified.Verified` (tolerance T in [0, 1], default 1: tokens
+  only);
+* ``+corrector`` asks the caller to decode with its corrector's hooks
+  (:func:`unmask.hooks.corrector_hooks`; the corrector is a model of its own);
+* a decode hook registered with :func:`register_hook` (``+wino=TAU2,...``: WINO's
+  narrow-out re-masking, ``+remdm=ETA,...``: ReMDM's), its first parameter given by ``=``,
+  the rest by name; the built sampler carries the hooks (:class:`WithHooks`), so
+  :func:`~unmask.decode.decode` runs them with it.
+
+``+verify`` combines with neither the corrector nor a hook (each may change the state after
+a verified pass).
 """
 
 from __future__ import annotations
@@ -20,11 +32,59 @@ from dataclasses import dataclass, field
 from unmask.errors import UnmaskError
 from unmask.samplers.base import Sampler, make_sampler, parse_param_value
 from unmask.samplers.verified import Verified
+from unmask.samplers.wrapper import SamplerWrapper
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_MODIFIER = re.compile(r"\+(verify|corrector)(?=[=+]|$)")
 VERIFY, CORRECTOR = "+verify", "+corrector"
+#: the options ``+verify`` takes by name (the tolerance is its ``=`` value)
+VERIFY_OPTIONS = ("max_draft", "prefixes")
+
+
+@dataclass(frozen=True)
+class HookModifier:
+    """A decode hook the spec can name: ``+NAME[=V][,K=V...]`` builds ``make(**params)``
+    (``primary`` takes the ``=`` value)."""
+
+    make: type
+    primary: str
+
+
+#: modifier name -> :class:`HookModifier`, filled by :func:`register_hook`
+HOOK_MODIFIERS: dict[str, HookModifier] = {}
+
+
+def register_hook(name: str, primary: str):
+    """Class decorator: make the hook class a spec modifier ``+name[=V][,K=V...]``, V being
+    the parameter ``primary`` (``unmask.hooks`` registers its re-masking hooks)."""
+
+    def wrap(cls):
+        if name in HOOK_MODIFIERS or name in ("verify", "corrector"):
+            raise RuntimeError(f"spec modifier {name!r} registered twice")
+        HOOK_MODIFIERS[name] = HookModifier(cls, primary)
+        cls.spec_name = name
+        return cls
+
+    return wrap
+
+
+@dataclass
+class WithHooks(SamplerWrapper):
+    """A sampler that decodes with its own hooks: :func:`~unmask.decode.decode` runs
+    ``hooks`` (after those it is given) whenever it decodes with this sampler. What a spec
+    with hook modifiers builds (``threshold:tau=0.5+wino=0.9``).
+
+    hooks: :class:`~unmask.hooks.Hook` objects, in order.
+    """
+
+    hooks: tuple = ()
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.hooks = tuple(self.hooks)
+
+    def decode_hooks(self) -> tuple:
+        return (*self.inner.decode_hooks(), *self.hooks)
 
 
 @dataclass
@@ -35,11 +95,14 @@ class SamplerSpec:
     params: the sampler's parameters (values parsed: int, float, bool, None or str).
     verify: the verification tolerance in [0, 1], or None (not verified).
     corrected: decode with the corrector's hooks.
-    label: how tables name the entry (default: ``NAME K=V ... [+corrector] [+verify[=T]]``).
+    label: how tables name the entry (default: ``NAME K=V ... [+corrector] [+verify[=T]]``
+        and the other modifiers as written).
+    verify_options: ``+verify``'s other options (``max_draft``, ``prefixes``).
+    hooks: hook modifiers in order, name -> parameters (``{"wino": {"tau2": 0.9}}``).
 
     Constructing one validates it (builds the sampler once): an unknown name or parameter, a
     value of the wrong type, verify on a sampler that evaluates its next state, or verify
-    with the corrector raise :class:`UnmaskError` naming the field.
+    with the corrector or a hook raise :class:`UnmaskError` naming the field.
     """
 
     name: str
@@ -47,21 +110,28 @@ class SamplerSpec:
     verify: float | None = None
     corrected: bool = False
     label: str = ""
+    verify_options: dict = field(default_factory=dict)
+    hooks: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if not isinstance(self.params, dict):
-            raise UnmaskError(f"params: expected a dict, got {type(self.params).__name__}")
-        if self.verify is not None and self.corrected:
-            raise UnmaskError(f"sampler spec {self.text!r}: {VERIFY} and {CORRECTOR} cannot be "
-                              "combined (the corrector may change the state after a verified "
-                              "pass)")
+        for key in ("params", "verify_options", "hooks"):
+            if not isinstance(getattr(self, key), dict):
+                raise UnmaskError(f"{key}: expected a dict, got "
+                                  f"{type(getattr(self, key)).__name__}")
+        if self.verify is not None and (self.corrected or self.hooks):
+            other = CORRECTOR if self.corrected else "+" + next(iter(self.hooks))
+            raise UnmaskError(f"sampler spec {self.text!r}: {VERIFY} and {other} cannot be "
+                              "combined (it may change the state after a verified pass)")
+        if self.verify_options and self.verify is None:
+            raise UnmaskError(f"sampler spec {self.text!r}: verify options without {VERIFY}")
         self.build()  # validate now, with a message naming the field
         if not self.label:
             self.label = self.name + "".join(f" {k}={v}" for k, v in self.params.items())
             if self.corrected:
                 self.label += " " + CORRECTOR
             if self.verify is not None:
-                self.label += " " + verify_suffix(self.verify)
+                self.label += " " + verify_suffix(self.verify, self.verify_options)
+            self.label += "".join(" " + _hook_text(k, v) for k, v in self.hooks.items())
 
     @classmethod
     def parse(cls, text: str) -> SamplerSpec:
@@ -79,74 +149,149 @@ class SamplerSpec:
         if self.params:
             out += ":" + ",".join(f"{k}={v}" for k, v in self.params.items())
         if self.verify is not None:
-            out += VERIFY + ("" if self.verify == 1.0 else f"={self.verify:g}")
+            out += verify_suffix(self.verify, self.verify_options)
+        out += "".join(_hook_text(k, v) for k, v in self.hooks.items())
         return out + (CORRECTOR if self.corrected else "")
 
     def build(self) -> Sampler:
-        """A fresh sampler of this spec (wrapped in :class:`Verified` when verified)."""
+        """A fresh sampler of this spec: wrapped in :class:`Verified` when verified, in
+        :class:`WithHooks` (fresh hooks) when it names hooks."""
         sampler = make_sampler(self.name, **self.params)
-        return sampler if self.verify is None else Verified(sampler, tolerance=self.verify)
+        if self.verify is not None:
+            unknown = sorted(set(self.verify_options) - set(VERIFY_OPTIONS))
+            if unknown:
+                raise UnmaskError(f"sampler spec {self.text!r}: {VERIFY}: unknown option "
+                                  f"{unknown[0]!r}; accepted: {', '.join(VERIFY_OPTIONS)}")
+            sampler = Verified(sampler, tolerance=self.verify, **self.verify_options)
+        if self.hooks:
+            sampler = WithHooks(sampler, tuple(_make_hook(k, v) for k, v in self.hooks.items()))
+        return sampler
 
 
-def verify_suffix(tolerance: float) -> str:
-    """How a label shows verification: ``+verify`` (tokens only) or ``+verify=T``."""
-    return VERIFY + ("" if tolerance == 1.0 else f"={tolerance:g}")
+def _make_hook(name: str, params: dict):
+    if name not in HOOK_MODIFIERS:
+        raise UnmaskError(f"sampler spec: unknown modifier +{name}; choose from "
+                          f"{', '.join(_modifier_names())}")
+    try:
+        return HOOK_MODIFIERS[name].make(**params)
+    except TypeError:
+        raise UnmaskError(f"sampler spec: +{name}: unknown option in {sorted(params)}") from None
+
+
+def _modifier_names() -> list[str]:
+    return ["verify", "corrector", *HOOK_MODIFIERS]
+
+
+def _hook_text(name: str, params: dict) -> str:
+    primary = HOOK_MODIFIERS[name].primary if name in HOOK_MODIFIERS else None
+    rest = [f"{k}={v}" for k, v in params.items() if k != primary]
+    head = f"+{name}" + (f"={params[primary]}" if primary in params else "")
+    return ",".join([head, *rest])
+
+
+def verify_suffix(tolerance: float, options: dict | None = None) -> str:
+    """How a label shows verification: ``+verify`` (tokens only) or ``+verify=T``, then the
+    options given (``,prefixes=doubling``)."""
+    head = VERIFY + ("" if tolerance == 1.0 else f"={tolerance:g}")
+    return ",".join([head, *(f"{k}={v}" for k, v in (options or {}).items())])
+
+
+class _Reader:
+    """A cursor over one spec's text, failing with the spec and the position."""
+
+    def __init__(self, text: str):
+        self.text, self.pos = text, 0
+        names = "|".join(map(re.escape, _modifier_names()))
+        self.modifier = re.compile(rf"\+({names})(?=[=+,]|$)")
+
+    def fail(self, what: str, pos: int | None = None):
+        raise UnmaskError(f"sampler spec {self.text!r}: {what} at position "
+                          f"{self.pos if pos is None else pos}")
+
+    def value_end(self, start: int) -> int:
+        end = start
+        while end < len(self.text) and self.text[end] != "," \
+                and not self.modifier.match(self.text, end):
+            end += 1
+        return end
+
+    def params(self, params: dict) -> dict:
+        """Read ``K=V`` pairs separated by commas into ``params``; the cursor ends after
+        the last."""
+        text = self.text
+        while True:
+            k = _KEY.match(text, self.pos)
+            if not k:
+                self.fail("expected a parameter name")
+            if not text.startswith("=", k.end()):
+                self.fail(f"expected '=' after {k.group()!r}", k.end())
+            start = k.end() + 1
+            end = self.value_end(start)
+            if end == start:
+                self.fail(f"expected a value for {k.group()!r}", start)
+            if k.group() in params:
+                self.fail(f"{k.group()!r} given twice", k.start())
+            params[k.group()] = parse_param_value(text[start:end])
+            self.pos = end
+            if not text.startswith(",", self.pos):
+                return params
+            self.pos += 1
 
 
 def parse_spec(text: str, cls: type[SamplerSpec] = SamplerSpec) -> SamplerSpec:
-    """Parse ``NAME[:K=V,...][+verify[=T]][+corrector]`` (module docstring) into a validated
+    """Parse ``NAME[:K=V,...][+MODIFIER[=V][,K=V...]]...`` (module docstring) into a validated
     ``cls`` (:class:`SamplerSpec` or a subclass); :class:`UnmaskError` naming the spec and
     what is wrong."""
     if not isinstance(text, str):
         raise UnmaskError(f"sampler spec: expected a string, got {type(text).__name__}")
-
-    def fail(what: str, pos: int):
-        raise UnmaskError(f"sampler spec {text!r}: {what} at position {pos}")
-
+    r = _Reader(text)
     m = _NAME.match(text)
     if not m:
-        fail("expected a sampler name", 0)
-    name, pos, params = m.group(), m.end(), {}
-    if text.startswith(":", pos):
-        pos += 1
-        while True:
-            k = _KEY.match(text, pos)
-            if not k:
-                fail("expected a parameter name", pos)
-            if not text.startswith("=", k.end()):
-                fail(f"expected '=' after {k.group()!r}", k.end())
-            start = end = k.end() + 1
-            while end < len(text) and text[end] != "," and not _MODIFIER.match(text, end):
-                end += 1
-            if end == start:
-                fail(f"expected a value for {k.group()!r}", start)
-            if k.group() in params:
-                fail(f"{k.group()!r} given twice", k.start())
-            params[k.group()] = parse_param_value(text[start:end])
-            pos = end
-            if not text.startswith(",", pos):
-                break
-            pos += 1
-    verify, corrected = None, False
-    while pos < len(text):
-        m = _MODIFIER.match(text, pos)
+        r.fail("expected a sampler name", 0)
+    name, params = m.group(), {}
+    r.pos = m.end()
+    if text.startswith(":", r.pos):
+        r.pos += 1
+        r.params(params)
+    verify, corrected, verify_options, hooks = None, False, {}, {}
+    while r.pos < len(text):
+        m = r.modifier.match(text, r.pos)
         if not m:
-            fail(f"expected {VERIFY}[=T] or {CORRECTOR}", pos)
-        pos = m.end()
-        if m.group(1) == "corrector":
-            if corrected:
-                fail(f"{CORRECTOR} given twice", m.start())
+            r.fail("expected a modifier (" + ", ".join(
+                f"+{n}" + ("[=T]" if n == "verify" else "") for n in _modifier_names()) + ")")
+        mod, r.pos = m.group(1), m.end()
+        if mod in hooks or (mod == "verify" and verify is not None) \
+                or (mod == "corrector" and corrected):
+            r.fail(f"+{mod} given twice", m.start())
+        if mod == "corrector":
             corrected = True
             continue
-        if verify is not None:
-            fail(f"{VERIFY} given twice", m.start())
-        verify = 1.0
-        if text.startswith("=", pos):
-            end = text.find("+", pos + 1)
-            end = len(text) if end < 0 else end
-            value = parse_param_value(text[pos + 1:end])
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0.0 <= value <= 1.0:
-                fail(f"{VERIFY}=T takes a tolerance in [0, 1], got {text[pos + 1:end]!r}", pos + 1)
-            verify, pos = float(value), end
-    return cls(name, params, verify, corrected)
+        options = _modifier_options(r, mod)
+        if mod == "verify":
+            verify = options.pop("", 1.0)
+            verify_options = options
+        else:
+            hooks[mod] = options
+    return cls(name, params, verify, corrected, verify_options=verify_options, hooks=hooks)
+
+
+def _modifier_options(r: _Reader, mod: str) -> dict:
+    """The options after ``+mod``: its ``=`` value (under ``""`` for verify, under the hook's
+    primary parameter otherwise) and ``,K=V`` pairs."""
+    options, text = {}, r.text
+    if text.startswith("=", r.pos):
+        start = r.pos + 1
+        end = r.value_end(start)
+        value = parse_param_value(text[start:end]) if end > start else None
+        if mod == "verify" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                or not 0.0 <= value <= 1.0):
+            r.fail(f"{VERIFY}=T takes a tolerance in [0, 1], got {text[start:end]!r}", start)
+        if end == start:
+            r.fail(f"expected a value for +{mod}", start)
+        options["" if mod == "verify" else HOOK_MODIFIERS[mod].primary] = (
+            float(value) if mod == "verify" else value)
+        r.pos = end
+    if text.startswith(",", r.pos):
+        r.pos += 1
+        r.params(options)
+    return options

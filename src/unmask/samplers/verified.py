@@ -38,15 +38,16 @@ both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.base import ModelOutput
 from unmask.probs import entropy_from_log_probs, propose, real_log_probs
-from unmask.samplers.base import Sampler, Selection, StepState
+from unmask.samplers.base import Selection, StepState
+from unmask.samplers.wrapper import SamplerWrapper
 
 
 @dataclass
@@ -239,14 +240,16 @@ class _Prefixes:
 
 
 @dataclass
-class Verified(Sampler):
+class Verified(SamplerWrapper):
     """A sampler whose every pass's set is verified against sequential decoding.
 
     The inner sampler chooses a set; only its longest prefix (in confidence order) whose
     tokens its own earlier members would not change is revealed (module docstring). The model
     call that checks the prefixes is the next pass's (``Selection.next_output``): one model
     call per pass, ``sequences`` counts the prefixes. Reports ``stats["rejected"]`` (B,):
-    positions the inner sampler chose that verification held back for a later pass.
+    positions the inner sampler chose that verification held back for a later pass (with the
+    inner sampler's own statistics). The spec ``NAME+verify=T,max_draft=M,prefixes=P`` builds
+    one (:mod:`unmask.samplers.spec`).
 
     Args:
         inner: the sampler whose sets are verified; not one that evaluates its next state
@@ -262,17 +265,14 @@ class Verified(Sampler):
             each token checked under the longest evaluated prefix before it).
     """
 
-    name: ClassVar[str] = "verified"
     evaluates_next_state: ClassVar[bool] = True
 
-    inner: Sampler = field(default=None)
     tolerance: float = 1.0
     max_draft: int | None = None
     prefixes: str = "all"
 
     def __post_init__(self):
-        require(isinstance(self.inner, Sampler),
-                f"inner: expected a Sampler, got {type(self.inner).__name__}")
+        super().__post_init__()
         if self.inner.evaluates_next_state:
             raise UnmaskError(f"verify: sampler {self.inner.label!r} evaluates its next state "
                               "itself (lookahead); verify the sets of samplers that do not")
@@ -285,25 +285,14 @@ class Verified(Sampler):
                 f"verify max_draft: must be None or an integer >= 1, got {self.max_draft!r}")
         require(self.prefixes in PREFIXES,
                 f"verify prefixes: expected one of {PREFIXES}, got {self.prefixes!r}")
-        self._rejected = None
+        self._batch_size, self._rejected = 0, None
 
     @property
     def label(self) -> str:
         return f"{self.inner.label}+verify"
 
-    @property
-    def needs_hidden_layers(self) -> bool:
-        return self.inner.needs_hidden_layers
-
-    @property
-    def needs_attentions(self) -> bool:
-        return self.inner.needs_attentions
-
-    def prepare(self, model: MaskedModel) -> None:
-        self.inner.prepare(model)
-
     def begin(self, batch_size: int, seq_len: int) -> None:
-        self.inner.begin(batch_size, seq_len)
+        super().begin(batch_size, seq_len)
         self._batch_size, self._rejected = batch_size, None
 
     def select(self, state: StepState) -> Selection:
@@ -325,5 +314,5 @@ class Verified(Sampler):
     def stats(self) -> dict[str, torch.Tensor]:
         rejected = self._rejected
         if rejected is None:
-            rejected = torch.zeros(getattr(self, "_batch_size", 0), dtype=torch.long)
-        return {"rejected": rejected}
+            rejected = torch.zeros(self._batch_size, dtype=torch.long)
+        return {**super().stats(), "rejected": rejected}

@@ -22,11 +22,12 @@ import torch
 from engine_timing import Timed
 
 from unmask.engine import Engine, LocalEngine, RayEngine
-from unmask.labels import ModelLoader, write_labels
+from unmask.labels import model_recipe, write_labels
 from unmask.mi.label_files import read_labels
+from unmask.recipe import ModelRecipe
 
 
-def run(engine: Engine, loader: ModelLoader, out: Path, args) -> dict:
+def run(engine: Engine, loader: ModelRecipe, out: Path, args) -> dict:
     timed = Timed(engine)
     t0 = time.perf_counter()
     write_labels(loader, out, contexts=args.contexts, task=args.task, seed=args.seed,
@@ -52,7 +53,7 @@ def main() -> None:
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)
-    loader = ModelLoader(args.task, args.model)
+    loader = model_recipe(args.task, args.model)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -231,9 +231,10 @@ def test_cache_keeps_no_corrected_shard_without_a_recipe_and_refuses_a_foreign_f
     assert not list((tmp_path / "c").glob("*.safetensors"))
     sweep(_cached_runs(model, x)[:1], model, cache=tmp_path / "c")
     (kept,) = (tmp_path / "c").glob("*.safetensors")
-    kept.write_bytes(b"not safetensors")
-    with pytest.raises(UnmaskError, match=r"^cache: .* is not a shard this sweep wrote"):
-        sweep(_cached_runs(model, x)[:1], model, cache=tmp_path / "c")
+    good = kept.read_bytes()
+    kept.write_bytes(b"not safetensors")  # never believed: decoded again and rewritten
+    sweep(_cached_runs(model, x)[:1], model, cache=tmp_path / "c")
+    assert kept.read_bytes() == good
     (tmp_path / "f").write_text("")
     with pytest.raises(UnmaskError, match="cache: .* is not a folder"):
         sweep(_cached_runs(model, x)[:1], model, cache=tmp_path / "f")

@@ -41,16 +41,15 @@ import torch
 
 from unmask.engine import Engine, LocalEngine
 from unmask.errors import UnmaskError, require
-from unmask.io import atomic_path
 from unmask.mi.label_files import (
     FORMAT,
+    LABEL_SCHEMA,
     MANIFEST,
     META_KEY,
     SHARD_RE,
     checked_manifest,
     file_sha256,
     mismatch,
-    shard_metadata,
     shard_name,
     versions,
 )
@@ -59,6 +58,8 @@ from unmask.models.auto import load_model, load_protein_model
 from unmask.models.base import MaskedModel
 from unmask.protein.data import label_contexts
 from unmask.protein.model import check_protein_model
+from unmask.recipe import ModelRecipe
+from unmask.shard_store import ShardError, ShardStore, shard_bytes
 from unmask.sudoku.datasets import training_grids
 from unmask.sudoku.symmetry import sample_symmetry
 from unmask.sudoku.tokens import MASK_ID, grid_to_tokens
@@ -366,24 +367,13 @@ def _check_folder(out: Path) -> None:
                           f"out: cannot create {out} ({existing} is not writable)")
 
 
-def _create_folder(out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UnmaskError(f"out: cannot create {out} ({e.strerror})") from None
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """``data`` into ``path`` through a renamed temporary file; OSError as one line."""
-    try:
-        with atomic_path(path) as tmp:
-            tmp.write_bytes(data)
-    except OSError as e:
-        raise UnmaskError(f"out: cannot write {path} ({e.strerror})") from None
+def _create_folder(out: Path) -> ShardStore:
+    """The shard store of ``out``, created (after :func:`_check_folder`)."""
+    return ShardStore(out, "out")
 
 
 def _write_manifest(out: Path, manifest: dict) -> None:
-    _write_atomic(out / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    ShardStore(out, "out").write(MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
 
 
 def _open_folder(out: Path, spec: LabelSpec) -> dict:
@@ -424,10 +414,12 @@ def _verified_entry(path: Path, entry: dict | None, identity: dict, start: int,
         return None, "not listed in the manifest"
     if file_sha256(path) != entry["sha256"]:
         return None, f"does not match its sha256 in {MANIFEST}"
-    try:
-        meta = shard_metadata(path)
-    except UnmaskError:
-        return None, "is not a readable label shard"
+    try:  # the content digest (shards of earlier versions have none) and the tensors
+        _, header = ShardStore(path.parent, "out").read(
+            path.name, LABEL_SCHEMA, {"S": entry["count"]}, digest_required=False)
+        meta = json.loads(header[META_KEY])
+    except (ShardError, KeyError, json.JSONDecodeError) as e:
+        return None, str(e) if isinstance(e, ShardError) else "is not an unmask MI label shard"
     diff = mismatch(meta, identity)
     if diff:
         raise UnmaskError(f"out: {path} was written with {diff}")
@@ -473,14 +465,12 @@ def label_shard(model: MaskedModel, job: ShardJob) -> dict:
         {"data": the shard file's bytes (safetensors, metadata in the header),
          "sequences": sequences evaluated, "seconds": compute time}.
     """
-    from safetensors.torch import save
-
     t0 = time.perf_counter()
     tensors = compute_shard(model, get_task(job.spec.task), job.spec, job.start, job.count,
                             job.batch_size)
     meta = {**job.spec.identity(), "shard": job.index, "start": job.start, "count": job.count,
             "versions": versions()}
-    data = save(tensors, metadata={META_KEY: json.dumps(meta, sort_keys=True)})
+    data = shard_bytes(tensors, {META_KEY: json.dumps(meta, sort_keys=True)})
     return {"data": data, "sequences": int(tensors["sequences"].sum()),
             "seconds": time.perf_counter() - t0}
 
@@ -501,27 +491,13 @@ def _describe(model: MaskedModel, request: tuple[str, dict]) -> dict:
     return describe_model(model, *request)
 
 
-@dataclass(frozen=True)
-class ModelLoader:
-    """A picklable recipe loading the task's model where it runs (a Ray worker, say).
-
-    ``name_or_path`` is a shipped name or a folder every worker can read (None = the task's
-    shipped model); ``device`` is cpu or cuda (under Ray, the worker's own GPU);
-    ``trust_remote_code`` lets a transformers folder run the modelling code it holds
-    (:func:`unmask.models.auto.load_model`).
-    """
-
-    task: str
-    name_or_path: str | None = None
-    device: str = "cpu"
-    bf16: bool = False
-    trust_remote_code: bool = False
-
-    def __call__(self) -> MaskedModel:
-        model = get_task(self.task).load_model(
-            self.name_or_path, trust_remote_code=self.trust_remote_code).to(self.device)
-        model.autocast_bf16 = bool(self.bf16)
-        return model
+def model_recipe(task: str, name_or_path: str | None = None, device: str = "cpu",
+                 bf16: bool = False, trust_remote_code: bool = False) -> ModelRecipe:
+    """The :class:`~unmask.recipe.ModelRecipe` loading the context task ``task``'s model
+    (its own loader and checks) where it runs (a Ray worker, say): ``name_or_path`` a
+    shipped name or a folder every worker can read (None: the task's shipped model)."""
+    return ModelRecipe(name_or_path, task=task, device=device, bf16=bool(bf16),
+                       loader=get_task(task).load_model, trust_remote_code=trust_remote_code)
 
 
 @dataclass(frozen=True)
@@ -544,7 +520,7 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
     """Write (or finish) the label set of ``contexts`` contexts into folder ``out``.
 
     Args:
-        model: the model, or a picklable callable loading it (e.g. :class:`ModelLoader`), which
+        model: the model, or a picklable callable loading it (e.g. :func:`model_recipe`), which
             each of the engine's workers calls once.
         top_k: probe at most the top_k most likely tokens per position (None: no cap); with
             ``eps`` and ``batch_size`` (capped at ``MAX_LOGITS`` logits per model call, see
@@ -593,7 +569,7 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
 def _write_shards(engine: Engine, spec: LabelSpec, out: Path, contexts: int,
                   batch_size: int, log: Callable[[str], None] | None) -> dict:
     manifest = _open_folder(out, spec)
-    identity = spec.identity()
+    identity, store = spec.identity(), ShardStore(out, "out")
     n_shards = math.ceil(contexts / spec.shard_size)
     listed = {s["file"]: s for s in manifest["shards"]}
     done: dict[str, dict] = {}
@@ -623,9 +599,9 @@ def _write_shards(engine: Engine, spec: LabelSpec, out: Path, contexts: int,
     for k, result in engine.map_unordered(label_shard, jobs):
         job = jobs[k]
         path = out / shard_name(job.index)
-        _write_atomic(path, result["data"])
+        sha256 = store.write(path.name, result["data"])
         done[path.name] = {"file": path.name, "start": job.start, "count": job.count,
-                           "sha256": hashlib.sha256(result["data"]).hexdigest()}
+                           "sha256": sha256}
         manifest = record()
         _write_manifest(out, manifest)
         if log:

@@ -23,15 +23,14 @@ from pathlib import Path
 
 import torch
 
-from unmask.corrector import load_corrector
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.engine import Engine, LocalEngine, worker_path
 from unmask.errors import UnmaskError, require
-from unmask.hooks import Hook, corrector_hooks
-from unmask.models.auto import load_model
+from unmask.hooks import Hook
 from unmask.models.base import MaskedModel
+from unmask.recipe import CorrectorRecipe, ModelRecipe  # noqa: F401 (the benches' import)
 from unmask.samplers.spec import SamplerSpec
-from unmask.sweep_cache import ShardCache
+from unmask.sweep_cache import RESULT_FIELDS, ShardCache
 
 #: sampler parameters naming a folder the sampler reads (made absolute for the workers)
 PATH_PARAMS = ("estimator",)
@@ -63,59 +62,6 @@ class Shard:
     config: DecodeConfig
     seed: int
     extras: object = None
-
-
-@dataclass(frozen=True)
-class CorrectorRecipe:
-    """How a worker loads the corrector and builds its hooks
-    (:func:`unmask.hooks.corrector_hooks`); ``source`` None: the shipped corrector."""
-
-    source: str | None = None
-    threshold: float = 0.3
-    max_remasks: int = 2
-    ban_remasked: bool = False
-
-    def hooks(self, model: MaskedModel) -> tuple[Hook, ...]:
-        return corrector_hooks(load_corrector(self.source, model=model),
-                               threshold=self.threshold, max_remasks=self.max_remasks,
-                               ban_remasked=self.ban_remasked)
-
-
-@dataclass(frozen=True)
-class ModelRecipe:
-    """How a worker loads a bench's model: picklable, by shipped name or by a path that every
-    worker reads (a relative path is made absolute where the recipe is made).
-
-    Args:
-        name_or_path: shipped name or folder (None: ``task``'s shipped model).
-        task: passed to :func:`unmask.models.auto.load_model` (refuses another task's model).
-        device: cpu or cuda (under Ray, the worker's own GPU).
-        bf16: the model's ``autocast_bf16`` (None: as loaded).
-        corrector: the corrector of entries marked ``corrected`` (None: no such entry).
-        loader: a module-level function ``loader(name_or_path) -> MaskedModel`` that loads
-            the model in place of :func:`~unmask.models.auto.load_model` (a model class that
-            function does not build, such as the digits MDM); pickled by reference.
-    """
-
-    name_or_path: str | None = None
-    task: str | None = None
-    device: str = "cpu"
-    bf16: bool | None = None
-    corrector: CorrectorRecipe | None = None
-    loader: Callable[[str | None], MaskedModel] | None = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "name_or_path", worker_path(self.name_or_path))
-        if self.corrector is not None:
-            object.__setattr__(self, "corrector", dataclasses.replace(
-                self.corrector, source=worker_path(self.corrector.source)))
-
-    def load(self) -> tuple[MaskedModel, tuple[Hook, ...]]:
-        model = (load_model(self.name_or_path, task=self.task) if self.loader is None
-                 else self.loader(self.name_or_path)).to(self.device)
-        if self.bf16 is not None:
-            model.autocast_bf16 = bool(self.bf16)
-        return model, (() if self.corrector is None else self.corrector.hooks(model))
 
 
 @dataclass
@@ -174,8 +120,7 @@ def decode_shard(worker: Worker, shard: Shard) -> dict:
 def merge_results(parts: Sequence[DecodeResult]) -> DecodeResult:
     """The results of consecutive item chunks as one (rows in order); a statistic some
     chunks lack counts 0 there."""
-    cat = {k: torch.cat([getattr(p, k) for p in parts]) for k in
-           ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step")}
+    cat = {k: torch.cat([getattr(p, k) for p in parts]) for k in RESULT_FIELDS}
     keys = dict.fromkeys(k for p in parts for k in p.stats)
     stats = {k: torch.cat([p.stats[k] if k in p.stats else torch.zeros(len(p.tokens),
                                                                         dtype=torch.long)
@@ -243,7 +188,7 @@ def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
     todo, keys = [], []
     for shard in shards:
         key = kept.key(shard) if kept is not None else None
-        out = kept.load(key, len(shard.tokens)) if kept is not None else None
+        out = kept.load(key, tuple(shard.tokens.shape)) if kept is not None else None
         if out is None:
             todo.append(shard)
             keys.append(key)

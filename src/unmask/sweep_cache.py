@@ -1,12 +1,14 @@
 """Finished shards of a bench sweep kept in a folder, so that a killed sweep resumes.
 
-Each shard's :class:`~unmask.decode.DecodeResult` is one safetensors file (tensors only, read
-without executing anything) named by a key: the sha256 of everything that decides the shard's
-result, so that a changed input never reuses a stale file:
+Each shard's :class:`~unmask.decode.DecodeResult` is one shard file of a
+:class:`~unmask.shard_store.ShardStore` (safetensors with its content sha256) named by a key:
+the sha256 of everything that decides the shard's result, so that a changed input never
+reuses a stale file:
 
 * the library and torch versions, the model's weights fingerprint and device type, the
   shipped MI estimators' bytes (a spec may read one without naming it);
-* the entry's spec (parameters; a tensor parameter by its bytes; a folder parameter such as
+* the entry's whole spec (its canonical text: sampler, parameters, ``+verify`` and its
+  options, hook modifiers; a tensor parameter by its bytes; a folder parameter such as
   ``estimator=`` by the bytes of its files) and, for a corrected entry, the corrector recipe
   and its folder's bytes (a corrected entry with hooks but no recipe is never kept);
 * the decode settings, the run's extras (their repr), the run's seed, the shard's first
@@ -14,7 +16,9 @@ result, so that a changed input never reuses a stale file:
 
 A sweep with a cache decodes only the shards it lacks, writes each as it arrives (atomically:
 a killed sweep leaves whole files), and reports the rows a sweep without one would, with each
-shard's decode seconds as first measured.
+shard's decode seconds as first measured. A kept shard that does not hash to its sha256, or
+whose tensors are not the shapes and dtypes of the shard's rows, is decoded again with one
+warning line, never believed.
 """
 
 from __future__ import annotations
@@ -22,22 +26,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 import unmask
 from unmask.corrector import SHIPPED_CORRECTOR
 from unmask.decode import DecodeResult
-from unmask.errors import UnmaskError, require
-from unmask.io import atomic_path
 from unmask.pretrained import pretrained_path, shipped_names
 from unmask.samplers.mi_guided import SHIPPED_ESTIMATORS
+from unmask.shard_store import Schema, ShardError, ShardStore, check_schema, shard_bytes
 
-FORMAT = "unmask-shard/1"
-RESULT_FIELDS = ("tokens", "nfe", "sequences", "steps", "cumulative_entropy", "reveal_step")
+FORMAT = "unmask-shard/2"
+#: the per-row tensors of a :class:`~unmask.decode.DecodeResult` a shard keeps, with their
+#: dtypes and shapes (S rows of N positions); ``stats.NAME`` (S,) tensors come beside them
+RESULT_SCHEMA: Schema = {
+    "tokens": (torch.int64, ("S", "N")), "nfe": (torch.int64, ("S",)),
+    "sequences": (torch.int64, ("S",)), "steps": (torch.int64, ("S",)),
+    "cumulative_entropy": (torch.float64, ("S",)), "reveal_step": (torch.int64, ("S", "N"))}
+RESULT_FIELDS = tuple(RESULT_SCHEMA)
 
 
 def _tensor_digest(t: torch.Tensor) -> str:
@@ -77,13 +85,7 @@ class ShardCache:
 
     def __init__(self, folder: str | Path, fingerprint: str, device: str,
                  corrector=None, path_params: tuple[str, ...] = ()):
-        self.folder = Path(folder)
-        if self.folder.exists() and not self.folder.is_dir():
-            raise UnmaskError(f"cache: {folder} is not a folder")
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UnmaskError(f"cache: cannot create {folder} ({e.strerror})") from None
+        self.store = ShardStore(folder, "cache")
         # the heads a spec may load without naming them: the shipped estimators
         shipped = {name: folder_digest(name) for name in sorted(SHIPPED_ESTIMATORS.values())}
         self.base = {"format": FORMAT, "unmask": unmask.__version__,
@@ -102,8 +104,10 @@ class ShardCache:
             return None
         params = {k: self._folder(v) if k in self.path_params else _value(v)
                   for k, v in entry.params.items()}
-        ident = {**self.base, "sampler": entry.name, "params": params,
-                 "verify": entry.verify, "corrector": self.corrector if entry.corrected else None,
+        ident = {**self.base, "spec": entry.text, "params": params,
+                 "verify": [entry.verify, {k: repr(v) for k, v in entry.verify_options.items()}],
+                 "hooks": {k: {p: repr(v) for p, v in o.items()} for k, o in entry.hooks.items()},
+                 "corrector": self.corrector if entry.corrected else None,
                  "config": {k: repr(v) for k, v in dataclasses.asdict(shard.config).items()},
                  "seed": shard.seed, "start": shard.start, "extras": repr(shard.extras),
                  "tokens": _tensor_digest(shard.tokens)}
@@ -114,25 +118,28 @@ class ShardCache:
             self._folders[str(value)] = folder_digest(value)
         return self._folders[str(value)]
 
-    def load(self, key: str | None, rows: int) -> dict | None:
+    def load(self, key: str | None, shape: tuple[int, int]) -> dict | None:
         """The output (as :func:`~unmask.sweep.decode_shard` gives it) of the shard of
-        :meth:`key` ``key`` and ``rows`` items, or None when it is not kept."""
-        if key is None or not (path := self.folder / f"{key}.safetensors").is_file():
+        :meth:`key` ``key`` whose tokens have ``shape`` (S, N), or None when it is not kept
+        or cannot be believed (one warning line: it is decoded again)."""
+        if key is None:
             return None
+        name = f"{key}.safetensors"
         try:
-            with safe_open(str(path), framework="pt") as f:
-                meta = f.metadata() or {}
-                tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not a dict)
+            found = self.store.read(name, meta={"key": key})
+            if found is None:
+                return None
+            tensors, meta = found
+            stats = {k: (None, ("S",)) for k in tensors if k.startswith("stats.")}
+            check_schema(tensors, {**RESULT_SCHEMA, **stats}, {"S": shape[0], "N": shape[1]})
             seconds = float(meta["seconds"])
-            result = DecodeResult(**{k: tensors.pop(k) for k in RESULT_FIELDS},
-                                  stats={k.removeprefix("stats."): v
-                                         for k, v in tensors.items()})
-        except (SafetensorError, OSError, KeyError, ValueError, TypeError) as e:
-            raise UnmaskError(f"cache: {path} is not a shard this sweep wrote "
-                              f"({type(e).__name__}); delete it to decode the shard again"
-                              ) from None
-        require(meta.get("key") == key and len(result.tokens) == rows,
-                f"cache: {path} holds another shard; delete it to decode the shard again")
+        except (ShardError, KeyError, ValueError) as e:
+            why = str(e) if isinstance(e, ShardError) else "lacks its decode seconds"
+            print(f"warning: cache: {self.store.path(name)} {why}; decoding the shard again",
+                  file=sys.stderr, flush=True)
+            return None
+        result = DecodeResult(**{k: tensors.pop(k) for k in RESULT_FIELDS},
+                              stats={k.removeprefix("stats."): v for k, v in tensors.items()})
         return {"result": result, "seconds": seconds, "fingerprint": meta.get("fingerprint")}
 
     def save(self, key: str | None, out: dict) -> None:
@@ -141,9 +148,8 @@ class ShardCache:
         if key is None:
             return
         res = out["result"]
-        tensors = {k: getattr(res, k).contiguous() for k in RESULT_FIELDS}
-        tensors.update({f"stats.{k}": v.contiguous() for k, v in res.stats.items()})
+        tensors = {k: getattr(res, k) for k in RESULT_FIELDS}
+        tensors.update({f"stats.{k}": v for k, v in res.stats.items()})
         meta = {"key": key, "seconds": repr(out["seconds"]),
                 "fingerprint": str(out["fingerprint"])}
-        with atomic_path(self.folder / f"{key}.safetensors") as tmp:
-            save_file(tensors, str(tmp), metadata=meta)
+        self.store.write(f"{key}.safetensors", shard_bytes(tensors, meta))

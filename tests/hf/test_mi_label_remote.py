@@ -2,7 +2,7 @@
 
 from unmask.cli import main
 from unmask.commands import mi as mi_command
-from unmask.labels import ModelLoader
+from unmask.labels import model_recipe
 from unmask.mi.label_files import read_labels
 
 CORPUS = "the cat sat on the mat . a big red dog ran on the moon and the sun . " * 4
@@ -20,17 +20,16 @@ def test_mi_label_runs_a_remote_code_folder_only_with_the_flag(llada_dir, tmp_pa
     assert err.startswith("error: ") and "--trust-remote-code" in err and "\n" not in err
     assert not (tmp_path / "refused" / "manifest.json").exists()
     # with it, the loader is told so and the labels are written
-    loaders = []
+    recipes = []
 
-    class Recording(ModelLoader):
-        def __call__(self):
-            loaders.append(self)
-            return super().__call__()
+    def recording(*args, **kwargs):
+        recipes.append(model_recipe(*args, **kwargs))
+        return recipes[-1]
 
-    monkeypatch.setattr(mi_command, "ModelLoader", Recording)
+    monkeypatch.setattr(mi_command, "model_recipe", recording)
     out = tmp_path / "labels"
     assert main([*base, "--out", str(out), "--trust-remote-code"]) == 0
-    assert loaders and all(loader.trust_remote_code for loader in loaders)
+    assert recipes and all(recipe.trust_remote_code for recipe in recipes)
     tensors, manifest = read_labels(out)
     assert manifest["identity"]["task"] == "text" and tensors["tokens"].shape == (2, 8)
 

@@ -1,5 +1,6 @@
 """Label shards: pure contexts, atomic resumable shards, identity checks, kill-and-resume."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -380,3 +381,38 @@ def test_cli_engine_options_are_checked(tiny_sudoku, tmp_path, capsys, args, mes
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
     assert not (tmp_path / "o").exists()
+
+
+def _reshape_listed(out: Path, file: str) -> None:
+    """Rewrite ``file`` as a self-consistent shard (its metadata, a true content digest, the
+    manifest's sha256 updated) whose tensors have other shapes: only the shape check can
+    catch it."""
+    from safetensors import safe_open
+
+    from unmask.shard_store import shard_bytes
+
+    with safe_open(str(out / file), framework="pt") as f:
+        meta = {k: v for k, v in (f.metadata() or {}).items() if k != "content_sha256"}
+        tensors = {k: f.get_tensor(k)[:, :80] if f.get_tensor(k).dim() > 1 else f.get_tensor(k)
+                   for k in f.keys()}  # noqa: SIM118 (not a dict)
+    data = shard_bytes(tensors, meta)
+    (out / file).write_bytes(data)
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = next(s for s in manifest["shards"] if s["file"] == file)
+    entry["sha256"] = hashlib.sha256(data).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def test_a_shard_of_other_shapes_is_recomputed_and_refused_on_read(tiny_sudoku, straight_labels,
+                                                                   tmp_path):
+    model, _ = tiny_sudoku
+    out = tmp_path / "labels"
+    shutil.copytree(straight_labels, out)
+    _reshape_listed(out, SHARD1)
+    with pytest.raises(UnmaskError, match="shard-00001.safetensors holds .* of shape"):
+        read_labels(out)
+    lines = []
+    write_labels(model, out, contexts=5, shard_size=2, log=lines.append)
+    assert lines[1].startswith("shard 2/3: shard-00001.safetensors holds ")
+    assert lines[1].endswith("; recomputing it")
+    _same_folder(out, straight_labels)

@@ -16,7 +16,7 @@ from unmask.commands.common import (
 from unmask.commands.registry import arguments, command
 from unmask.engine import worker_path
 from unmask.errors import UnmaskError
-from unmask.labels import CONTEXT_TASKS, ModelLoader, text_options, write_labels
+from unmask.labels import CONTEXT_TASKS, model_recipe, text_options, write_labels
 
 
 def parse_ratio_range(text: str) -> tuple[float, float]:
@@ -97,8 +97,8 @@ def mi_label(args: argparse.Namespace) -> int:
     engine, device = engine_from_args(args)
     # a Ray worker may run in another folder: it reads the model at its absolute path
     model_arg = args.model if args.engine == "local" else worker_path(args.model)
-    model = ModelLoader(args.task, model_arg, str(device), bool(args.bf16),
-                        trust_remote_code=args.trust_remote_code)
+    model = model_recipe(args.task, model_arg, str(device), bool(args.bf16),
+                         trust_remote_code=args.trust_remote_code)
     t0 = time.perf_counter()
     manifest = write_labels(model, args.out, contexts=args.contexts, task=args.task,
                             seed=args.seed, eps=args.eps, mask_ratio=mask_ratio,

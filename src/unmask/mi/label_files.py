@@ -7,7 +7,8 @@ A label set is a folder::
     shard-00000.safetensors       tensors of contexts [0, S), metadata in the header
     shard-00001.safetensors       contexts [S, 2S), ...
 
-:mod:`unmask.labels` writes them; this module reads and checks them.
+Shards are :mod:`unmask.shard_store` files (content sha256 in the header) whose tensors are
+:data:`LABEL_SCHEMA`'s. :mod:`unmask.labels` writes them; this module reads and checks them.
 """
 
 from __future__ import annotations
@@ -23,8 +24,15 @@ import torch
 
 import unmask
 from unmask.errors import UnmaskError, require
+from unmask.shard_store import Schema, ShardError, parse_shard
 
 FORMAT = "unmask-mi-labels/1"
+#: the tensors of a shard of S contexts of length N
+LABEL_SCHEMA: Schema = {
+    "tokens": (torch.int64, ("S", "N")), "masked": (torch.bool, ("S", "N")),
+    "mi": (torch.float32, ("S", "N", "N")), "directed": (torch.float32, ("S", "N", "N")),
+    "entropy": (torch.float32, ("S", "N")), "dropped_mass": (torch.float32, ("S", "N")),
+    "sequences": (torch.int64, ("S",))}
 MANIFEST = "manifest.json"
 META_KEY = "unmask_mi_labels"
 SHARD_RE = re.compile(r"^shard-(\d{5,})\.safetensors$")
@@ -45,19 +53,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def shard_metadata(path: Path) -> dict:
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-    except Exception as e:  # noqa: BLE001 - any unreadable file is reported the same way
-        raise UnmaskError(f"out: {path} is not a readable label shard ({e})") from None
-    if META_KEY not in meta:
-        raise UnmaskError(f"out: {path} is not an unmask MI label shard")
-    return json.loads(meta[META_KEY])
 
 
 def mismatch(found: dict, expected: dict) -> str | None:
@@ -95,10 +90,21 @@ def checked_manifest(path: Path, where: str) -> dict:
     return manifest
 
 
-def header_metadata(data: bytes) -> dict:
-    """The metadata in a safetensors file's header (``data`` already checked by sha256)."""
-    n = int.from_bytes(data[:8], "little")
-    return json.loads(data[8:8 + n]).get("__metadata__") or {}
+def check_label_shard(data: bytes, identity: dict, start: int, count: int
+                      ) -> dict[str, torch.Tensor]:
+    """The tensors of label shard file ``data`` (its bytes already checked against the
+    manifest's sha256): :class:`~unmask.shard_store.ShardError` unless its content digest
+    (when it has one: shards of earlier versions have none), tensors (:data:`LABEL_SCHEMA`,
+    ``count`` contexts) and metadata (``identity``, ``start``, ``count``) are right."""
+    tensors, meta = parse_shard(data, LABEL_SCHEMA, {"S": count}, digest_required=False)
+    try:
+        found = json.loads(meta.get(META_KEY, "{}"))
+    except json.JSONDecodeError:
+        raise ShardError("is not an unmask MI label shard") from None
+    diff = mismatch(found, {**identity, "start": start, "count": count})
+    if diff:
+        raise ShardError(f"disagrees with {MANIFEST}: {diff}")
+    return tensors
 
 
 def read_labels(out: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
@@ -108,8 +114,6 @@ def read_labels(out: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     start and count; otherwise :class:`UnmaskError` names the shard (rerunning
     ``unmask mi label`` with the same arguments recomputes it).
     """
-    from safetensors.torch import load
-
     out = Path(out)
     manifest_path = out / MANIFEST
     if not manifest_path.is_file():
@@ -126,11 +130,12 @@ def read_labels(out: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
         require(hashlib.sha256(data).hexdigest() == entry["sha256"],
                 f"labels: {path} does not match its sha256 in {MANIFEST} (changed or "
                 f"corrupted); rerun `unmask mi label` with the same arguments to recompute it")
-        meta = json.loads(header_metadata(data).get(META_KEY, "{}"))
-        diff = mismatch(meta, {**manifest["identity"], "start": entry["start"],
-                                "count": entry["count"]})
-        require(diff is None, f"labels: {path} disagrees with {MANIFEST}: {diff}")
-        for key, value in load(data).items():
+        try:
+            tensors = check_label_shard(data, manifest["identity"], entry["start"],
+                                        entry["count"])
+        except ShardError as e:
+            raise UnmaskError(f"labels: {path} {e}") from None
+        for key, value in tensors.items():
             parts.setdefault(key, []).append(value)
         expected_start += entry["count"]
     return {k: torch.cat(v) for k, v in parts.items()}, manifest

@@ -1,13 +1,17 @@
-"""The ``unmask`` command line. Bad input prints one line and exits 2."""
+"""The ``unmask`` command line. Bad input prints one line and exits 2.
+
+Commands are registered by name (:mod:`unmask.commands.registry`): ``unmask --help``,
+``--version``, ``unmask NOUN --help`` and a mistyped command answer before any command module
+(or torch) is imported; the module of the command named is imported to parse its arguments.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from unmask import commands  # noqa: F401  (importing the package registers every command)
-from unmask.commands.common import apply_threads, thread_counts
-from unmask.commands.registry import COMMANDS, GROUPS
+from unmask import __version__
+from unmask.commands.registry import COMMAND_MODULES, COMMANDS, GROUPS, load_commands
 from unmask.errors import UnmaskError
 
 
@@ -17,13 +21,17 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(paths=None) -> argparse.ArgumentParser:
+    """The parser of every command, with the arguments of the commands ``paths`` (their
+    modules imported; None: every command); the others are listed by name and help only."""
+    load_commands(paths)
     parser = _Parser(prog="unmask", description="Dependency-aware decoding of masked "
                      "diffusion models.")
+    parser.add_argument("--version", action="version", version=f"unmask {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): sub}
-    for path in sorted(COMMANDS, key=len):
-        help_text, add_args, run = COMMANDS[path]
+    for path in sorted({*COMMAND_MODULES, *COMMANDS}, key=len):
+        help_text = COMMANDS[path][0] if path in COMMANDS else COMMAND_MODULES[path][1]
         parent = groups.get(path[:-1])
         if parent is None:
             text = GROUPS.get(path[-2], f"{path[-2]} commands")
@@ -33,19 +41,30 @@ def build_parser() -> argparse.ArgumentParser:
         # help strings are %-formatted by argparse, descriptions are printed as they are
         p = parent.add_parser(path[-1], help=help_text,
                               description=help_text.replace("%%", "%"))
-        add_args(p)
-        p.set_defaults(_run=run)
+        if path in COMMANDS:
+            COMMANDS[path][1](p)
+            p.set_defaults(_run=COMMANDS[path][2])
     return parser
+
+
+def named_command(argv: list[str]) -> list[tuple[str, ...]]:
+    """The command ``argv`` names (its first one or two words), as a list of zero or one
+    name paths."""
+    words = tuple(argv[:2])
+    return [p for p in (words[:1], words[:2]) if p in COMMAND_MODULES][:1]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit status: 0 done, 2 refused (one line on stderr), 130
     interrupted. Argument errors and ``--help`` return their status instead of exiting."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(named_command(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a bad argument (2, already printed)
         return e.code if isinstance(e.code, int) else 2
+    from unmask.commands.common import apply_threads, thread_counts
+
     before = thread_counts()
     try:
         if hasattr(args, "threads"):  # before any work: numba's pool must not reset torch's

@@ -19,6 +19,9 @@ def test_cli_reference_is_up_to_date():
 
 def test_every_command_of_the_grammar_is_registered():
     from unmask.cli import COMMANDS, main
+    from unmask.commands.registry import load_commands
+
+    load_commands()
 
     assert {" ".join(p) for p in COMMANDS} >= {
         "sudoku solve", "sudoku train", "sudoku bench", "mi label", "mi train", "mi eval",

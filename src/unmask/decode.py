@@ -275,7 +275,8 @@ class _Loop:
             probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob, step=self.block_step[rows],
             global_step=self.steps[rows],
             block_masked=self.block_masked[rows], row_ids=rows, seeds=self.seeds[rows],
-            temperature=temperature, model=self.handle, mask_id=self.mask_id)
+            temperature=temperature, model=self.handle, mask_id=self.mask_id,
+            real_mask=self.real_mask)
 
     def write(self, state: StepState, sel: Selection, new: torch.Tensor, remask: torch.Tensor):
         """Write the pass: revealed tokens, masks again, counters, self-conditioning."""

@@ -250,7 +250,7 @@ class WinoVerify(_RevealConfidence):
         seqs = state.tokens[r].clone()
         seqs[torch.arange(len(r), device=seqs.device), p] = self.mask_id
         out = state.model(seqs, state.row_ids[r])
-        lp = real_log_probs(out.logits, state.model.model.real_token_mask.to(seqs.device))
+        lp = real_log_probs(out.logits, state.real_mask.to(seqs.device))
         kept = lp[torch.arange(len(r), device=seqs.device), p].gather(
             -1, state.tokens[r, p][:, None]).squeeze(-1).exp()
         new = torch.zeros_like(remask)

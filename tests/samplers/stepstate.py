@@ -23,4 +23,5 @@ def hand_state(x0_prob, eligible=None, *, entropy=None, attentions=None, mask_id
         entropy=torch.zeros(b, n, dtype=torch.float64) if entropy is None else entropy,
         x0=torch.zeros(b, n, dtype=torch.long), x0_prob=x0_prob, step=zeros,
         global_step=zeros, block_masked=eligible.sum(1), row_ids=torch.arange(b),
-        seeds=zeros, temperature=0.0, model=None, mask_id=mask_id)
+        seeds=zeros, temperature=0.0, model=None, mask_id=mask_id,
+        real_mask=torch.arange(mask_id + 1) != mask_id)

@@ -106,7 +106,8 @@ class MaskedModel(nn.Module):
     """A masked diffusion model: tokens (B, N) long -> :class:`ModelOutput`.
 
     Subclasses set ``vocab_size``, ``mask_id``, ``max_length``, ``hidden_size`` and
-    ``real_token_ids`` (the ids a sampler may ever emit) and implement ``forward``.
+    ``real_token_ids`` (the ids a sampler may ever emit) and implement ``forward``; the other
+    attributes below have defaults a subclass overrides where they apply.
     """
 
     vocab_size: int
@@ -114,6 +115,17 @@ class MaskedModel(nn.Module):
     max_length: int
     hidden_size: int
     real_token_ids: tuple[int, ...]
+    #: the task the model reads (``"sudoku"``, ``"protein"``, ``"text"``, ...; None: not
+    #: recorded)
+    task: str | None = None
+    #: the tokenizer of a text model (None elsewhere)
+    tokenizer: object | None = None
+    #: the id that pads prompts to a batch, left out of attention (None: the model has none)
+    pad_id: int | None = None
+    #: the ids that end a text (none: the model has none)
+    eos_ids: tuple[int, ...] = ()
+    #: the model's precision: forward passes on the CPU run under bfloat16 autocast
+    autocast_bf16: bool = False
 
     def forward(  # pragma: no cover - abstract
         self, tokens: torch.Tensor, output_hidden_layers: bool = False
@@ -134,10 +146,14 @@ class MaskedModel(nn.Module):
 
     @property
     def real_token_mask(self) -> torch.Tensor:
-        """(V,) bool: True for ids a sampler may emit."""
-        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-        mask[list(self.real_token_ids)] = True
-        return mask
+        """(V,) bool on the CPU: True for ids a sampler may emit. Built once per
+        ``real_token_ids`` and shared: do not modify it in place."""
+        ids, cached = self.real_token_ids, self.__dict__.get("_real_token_mask")
+        if cached is None or cached[0] is not ids or len(cached[1]) != self.vocab_size:
+            mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+            mask[list(ids)] = True
+            cached = self.__dict__["_real_token_mask"] = (ids, mask)
+        return cached[1]
 
     @property
     def device(self) -> torch.device:

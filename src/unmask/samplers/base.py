@@ -44,6 +44,9 @@ class StepState:
     seeds: (B,) each row's random seed.
     temperature: token temperature (0 = argmax).
     model: handle that runs the model and counts calls and sequences (lookahead samplers).
+    mask_id: the model's MASK id.
+    real_mask: (V,) bool, the ids a sampler may emit (``MaskedModel.real_token_mask``, built
+        once per decode on the loop's device; shared by every row).
     """
 
     tokens: torch.Tensor
@@ -63,11 +66,12 @@ class StepState:
     temperature: float
     model: ModelHandle
     mask_id: int
+    real_mask: torch.Tensor
 
     def rows(self, index: torch.Tensor) -> StepState:
         """The state of the rows ``index`` (a (R,) long index) only."""
         picked = {f.name: getattr(self, f.name)[index] for f in dataclasses.fields(self)
-                  if isinstance(getattr(self, f.name), torch.Tensor)}
+                  if isinstance(getattr(self, f.name), torch.Tensor) and f.name != "real_mask"}
         return dataclasses.replace(self, output=self.output.rows(index), **picked)
 
     def uniform(self, stream: int, shape: tuple[int, ...]) -> torch.Tensor:

@@ -203,7 +203,7 @@ class LookaheadSampler(CountRule, Sampler):
         if bool(need.any()):
             rows = state.row_ids[:, None].expand(b, c)[need]
             out = state.model(cands.tokens[need], rows)
-            real = state.model.model.real_token_mask.to(out.logits.device)
+            real = state.real_mask.to(out.logits.device)
             ent = entropy_from_log_probs(real_log_probs(out.logits, real))  # (M, N)
             hbar_next[need] = mean_or_sum(ent, next_masked[need], self.remaining)
         hbar = mean_or_sum(state.entropy, state.masked, self.remaining)

@@ -87,7 +87,7 @@ class PCSampler(CountRule, Sampler):
         return (f / f.sum()).log()
 
     def select(self, state: StepState) -> Selection:
-        real = state.model.model.real_token_mask.to(state.tokens.device)
+        real = state.real_mask.to(state.tokens.device)
         log_f = self.log_frequency(real).to(state.tokens.device)[state.x0]  # (B, N)
         # a token never seen in the corpus is maximally informative: capped at alpha
         info = (-state.x0_prob.double() * log_f).clamp(max=self.alpha)

@@ -84,7 +84,7 @@ def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor, *,
     """
     b, width, n = seqs.shape
     device = seqs.device
-    real = state.model.model.real_token_mask.to(device)
+    real = state.real_mask.to(device)
     noise = state.gumbel(0, tuple(state.log_probs.shape[1:])) if state.temperature > 0 else None
     proposed = torch.full((b, width, n), -1, dtype=torch.long, device=device)
     confidence = torch.zeros(b, width, n, dtype=torch.float64, device=device)

@@ -38,7 +38,7 @@ from unmask.commands.registry import arguments, command
 from unmask.engine import worker_path
 from unmask.errors import require
 from unmask.io import atomic_write_text
-from unmask.labels import ModelLoader, get_task, text_options, write_labels
+from unmask.labels import get_task, model_recipe, text_options, write_labels
 from unmask.mi.estimator import EstimatorConfig, MIEstimator
 from unmask.mi.estimator_eval import compute_features, cost_fraction, predict
 from unmask.mi.estimator_train import (
@@ -103,8 +103,8 @@ def _label(args, model: MaskedModel, task: str, options: dict, out: Path) -> tup
     """Label shard after shard until ``--contexts`` or ``--label-s``; (contexts, seconds)."""
     engine, device = engine_from_args(args)
     source = (model if args.engine == "local" else
-              ModelLoader(task, worker_path(args.model), str(device),
-                          trust_remote_code=args.trust_remote_code))
+              model_recipe(task, worker_path(args.model), str(device),
+                           trust_remote_code=args.trust_remote_code))
     t0, done = time.perf_counter(), 0
     while done < args.contexts and (done == 0 or time.perf_counter() - t0 < args.label_s):
         goal = min(args.contexts, done + args.shard_size)

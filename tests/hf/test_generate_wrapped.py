@@ -56,3 +56,25 @@ def test_generate_refuses_what_the_model_cannot_give_in_one_line(llada_dir, samp
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and needle in err and "\n" not in err, err
+
+
+def test_a_transformers_model_gives_attention_weights_to_dapd(bert_dir, capsys):
+    """A library model (BERT) gives (B, H, N, N) row-stochastic attention weights through
+    eager attention for the calls that ask, its own implementation kept for the rest; a
+    wrapped ``dapd`` reads them."""
+    import torch
+
+    model = load_model(bert_dir)
+    assert model.supports_attentions
+    impl = model.hf.config._attn_implementation
+    tokens = torch.tensor([[2, 5, 4, 6, 4, 3]])
+    out = model(tokens, output_attentions=True)
+    assert model.hf.config._attn_implementation == impl
+    assert len(out.attentions) == 2 and out.attentions[0].shape == (1, 2, 6, 6)
+    for a in out.attentions:
+        torch.testing.assert_close(a.sum(-1), torch.ones(1, 2, 6))
+    torch.testing.assert_close(out.logits, model(tokens).logits)
+    argv = ["generate", "--model", str(bert_dir), "--prompt", "the cat", "--gen-length", "4",
+            "--sampler", "dapd", "--json", "--threads", "1"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["nfe"] >= 1

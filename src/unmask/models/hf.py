@@ -248,7 +248,30 @@ class HFMaskedModel(MaskedModel):
                     f"tokens: id {lo if lo < 0 else hi} is outside the vocabulary "
                     f"[0, {self.vocab_size})")
 
-    def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False) -> ModelOutput:
+    @property
+    def supports_attentions(self) -> bool:
+        """A model of the ``transformers`` library itself (no folder code): its attention
+        weights come from the eager attention, switched to for the calls that ask."""
+        return (hasattr(self.hf, "set_attn_implementation")
+                and not getattr(self.hf.config, "auto_map", None))
+
+    def _attentions(self, tokens: torch.Tensor, kwargs: dict):
+        """The model's output with ``attentions`` (eager attention for this call only)."""
+        before = getattr(self.hf.config, "_attn_implementation", None)
+        if before != "eager":
+            self.hf.set_attn_implementation("eager")
+        try:
+            out = self.hf(input_ids=tokens, output_attentions=True, **kwargs)
+        finally:
+            if before not in (None, "eager"):
+                self.hf.set_attn_implementation(before)
+        if not getattr(out, "attentions", None):
+            raise UnmaskError(f"model: {getattr(self, 'source', None) or 'it'} returns no "
+                              "attention weights")
+        return out
+
+    def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False,
+                output_attentions: bool = False) -> ModelOutput:
         kwargs = {}
         padded = self.pad_id is not None and bool((tokens == self.pad_id).any())
         if padded and self._takes["attention_mask"]:
@@ -256,7 +279,8 @@ class HFMaskedModel(MaskedModel):
                                          self._takes["position_ids"]))
         if self._takes["output_hidden_states"]:
             kwargs["output_hidden_states"] = True
-        out = self.hf(input_ids=tokens, **kwargs)
+        out = (self._attentions(tokens, kwargs) if output_attentions
+               else self.hf(input_ids=tokens, **kwargs))
         logits = out.logits if hasattr(out, "logits") else out[0]
         if self.shift_logits:
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
@@ -267,7 +291,9 @@ class HFMaskedModel(MaskedModel):
         else:  # the model does not expose hidden states
             hidden = logits.new_zeros(b, n, 0, dtype=torch.float32)
         layers = tuple(h.float() for h in states) if output_hidden_layers and states else None
-        return ModelOutput(logits=logits.float(), hidden=hidden, hidden_layers=layers)
+        attentions = tuple(a.float() for a in out.attentions) if output_attentions else None
+        return ModelOutput(logits=logits.float(), hidden=hidden, hidden_layers=layers,
+                           attentions=attentions)
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, *, dtype: str | torch.dtype | None

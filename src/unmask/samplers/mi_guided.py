@@ -13,14 +13,16 @@ The MI matrix I comes from the neural estimator on the hidden states of the same
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.mi.estimator import MIEstimator, needs_hidden_layers
+from unmask.mi.estimator import MIEstimator, load_estimator, needs_hidden_layers
 from unmask.mi.probe import perturbation_mi
-from unmask.pretrained import pretrained_path
+from unmask.pretrained import PRETRAINED_DIR, pretrained_path
 from unmask.samplers.base import (
     Sampler,
     Selection,
@@ -31,7 +33,10 @@ from unmask.samplers.base import (
     scan_order_scores,
 )
 
-SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator"}
+#: the shipped estimators, by the task of their model or the name of a converted model
+#: (``mi-guided:estimator=antiberty``)
+SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator",
+                      "antiberty": "antiberty_mi_estimator"}
 
 
 def check_uncharged(free_head: bool, free_max: bool) -> None:
@@ -148,13 +153,31 @@ class _BudgetedMISampler(Sampler):
                                   uncharged_max=self.free_max, free_first=self.free_head)
 
 
+def shipped_estimator_for(model) -> Path:
+    """The folder of the shipped estimator trained on ``model`` (matched by the fingerprint
+    of its weights); :class:`UnmaskError` when none was."""
+    fingerprint = None
+    for name in sorted(set(SHIPPED_ESTIMATORS.values())):
+        config = PRETRAINED_DIR / name / "config.json"
+        if not config.is_file():
+            continue
+        want = json.loads(config.read_text()).get("config", {}).get("model_fingerprint")
+        fingerprint = fingerprint or model.fingerprint()
+        if want and want == fingerprint:
+            return config.parent
+    raise UnmaskError("estimator: no shipped MI estimator for this model; pass "
+                      "estimator=FOLDER (unmask mi fit writes one)")
+
+
 @register("mi-guided")
 @dataclass
 class MIGuidedSampler(_BudgetedMISampler):
     """MI-guided decoding with the neural estimator (one MDM pass per step).
 
-    estimator: an :class:`~unmask.mi.estimator.MIEstimator`, a folder holding one, or None for
-    the estimator shipped with the model's task (``model.config.task``, e.g. Sudoku).
+    estimator: an :class:`~unmask.mi.estimator.MIEstimator`, a folder holding one, a shipped
+    one's name (``antiberty`` or ``antiberty_mi_estimator``, :data:`SHIPPED_ESTIMATORS`), or
+    None for the estimator shipped with the model's task (``model.config.task``, e.g. Sudoku)
+    or trained on this very model (its weights' fingerprint, e.g. AntiBERTy).
     """
 
     estimator: object = field(default=None, repr=False)
@@ -165,12 +188,12 @@ class MIGuidedSampler(_BudgetedMISampler):
         est = self.estimator
         if est is None:
             task = getattr(getattr(model, "config", None), "task", "")
-            if task not in SHIPPED_ESTIMATORS:
-                raise UnmaskError("estimator: no shipped MI estimator for this model; pass "
-                                  "estimator=FOLDER")
-            est = pretrained_path(SHIPPED_ESTIMATORS[task])
+            est = (pretrained_path(SHIPPED_ESTIMATORS[task]) if task in SHIPPED_ESTIMATORS
+                   else shipped_estimator_for(model))
+        if isinstance(est, str) and est in SHIPPED_ESTIMATORS and not Path(est).is_dir():
+            est = SHIPPED_ESTIMATORS[est]
         if not isinstance(est, MIEstimator):
-            est = MIEstimator.load(est)
+            est = load_estimator(est)  # a folder, else a shipped name
         est.check_model(model)
         self.estimator = est.to(model.device)
 

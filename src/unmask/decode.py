@@ -11,7 +11,6 @@ corrector); self-conditioning lives in the :class:`~unmask.models.handle.ModelHa
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -25,6 +24,7 @@ from unmask.probs import propose, real_log_probs
 from unmask.rng import row_gumbel
 from unmask.samplers.base import Sampler, Selection, StepState
 from unmask.samplers.spec import parse_spec
+from unmask.validation import is_int, is_number
 
 #: What confidence-type rules rank by when sampling (:class:`DecodeConfig`).
 CONFIDENCE = ("draw", "max")
@@ -58,12 +58,9 @@ class DecodeConfig:
     cache_kv: str | None = None
 
     def __post_init__(self):
-        require(isinstance(self.temperature, (int, float)) and not isinstance(
-            self.temperature, bool) and 0 <= self.temperature < math.inf,
+        require(is_number(self.temperature) and 0 <= self.temperature < math.inf,
             f"temperature: must be a finite number >= 0, got {self.temperature!r}")
-        require(self.block_size is None or (isinstance(self.block_size, int)
-                                            and not isinstance(self.block_size, bool)
-                                            and self.block_size >= 1),
+        require(self.block_size is None or (is_int(self.block_size) and self.block_size >= 1),
                 f"block_size: must be None or an integer >= 1, got {self.block_size!r}")
         require(isinstance(self.record_history, bool),
                 f"record_history: must be True or False, got {self.record_history!r}")
@@ -193,7 +190,7 @@ def _check_args(model, tokens, sampler, config, hooks):
 
 
 def _row_seeds(seed, batch_size: int, device) -> torch.Tensor:
-    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+    if is_int(seed):
         seed = int(seed)
         require(0 <= seed and seed + batch_size <= 2**63,
                 f"seed: must be in [0, 2**63 - {batch_size}] for {batch_size} rows (row r "

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from unmask.errors import UnmaskError, require
+from unmask.validation import is_int
 
 ENGINES = ("local", "ray")
 
@@ -152,7 +153,7 @@ class RayEngine(Engine):
     def __init__(self, workers: int = 2, *, cpus_per_worker: int = 1,
                  gpus_per_worker: float = 0, address: str | None = None,
                  max_restarts: int = 1, connect_timeout: float = 5.0) -> None:
-        require(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1,
+        require(is_int(workers) and workers >= 1,
                 f"workers: must be an integer >= 1, got {workers!r}")
         require(isinstance(cpus_per_worker, int) and cpus_per_worker >= 1,
                 f"cpus_per_worker: must be an integer >= 1, got {cpus_per_worker!r}")
@@ -268,7 +269,7 @@ def make_engine(name: str, workers: int | None = None, *, cpus_per_worker: int =
     """The engine ``name`` (local or ray) with ``workers`` workers (None: 1)."""
     require(name in ENGINES, f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")
     if workers is not None:
-        require(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1,
+        require(is_int(workers) and workers >= 1,
                 f"workers: must be an integer >= 1, got {workers!r}")
     if name == "local":
         require(workers in (None, 1),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from unmask.decode import DecodeConfig, DecodeResult, decode
-from unmask.errors import UnmaskError, is_int, require
+from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
@@ -35,6 +35,7 @@ from unmask.samplers.base import (
 )
 from unmask.samplers.spec import parse_spec
 from unmask.samplers.wrapper import SamplerWrapper
+from unmask.validation import is_int
 
 #: the remasking names of LLaDA / dLLM codebases -> our samplers
 LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
@@ -324,7 +325,7 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
             f"block_length: {block} does not divide gen_length {gen_length}")
     require(batch_size is None or (is_int(batch_size) and batch_size >= 1),
             f"batch_size: must be an integer >= 1, got {batch_size!r}")
-    require(isinstance(min_new_tokens, int) and not isinstance(min_new_tokens, bool)
+    require(is_int(min_new_tokens)
             and 0 <= min_new_tokens <= gen_length,
             f"min_new_tokens: must be an integer in [0, gen_length {gen_length}], got "
             f"{min_new_tokens!r}")

@@ -20,6 +20,7 @@ from unmask.probs import real_log_probs
 from unmask.samplers.base import Sampler, StepState
 from unmask.samplers.spec import register_hook
 from unmask.samplers.verified import Verified
+from unmask.validation import is_int, is_number
 
 
 class Hook:
@@ -77,11 +78,9 @@ class Remask(Hook):
         require(callable(getattr(corrector, "wrong_probs", None))
                 and callable(getattr(corrector, "check_model", None)),
                 "corrector: expected an object with check_model() and wrong_probs()")
-        require(isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-                and 0.0 < threshold < 1.0,
+        require(is_number(threshold) and 0.0 < threshold < 1.0,
                 f"remask_threshold: must be in (0, 1), got {threshold!r}")
-        require(isinstance(max_remasks, int) and not isinstance(max_remasks, bool)
-                and max_remasks >= 0,
+        require(is_int(max_remasks) and max_remasks >= 0,
                 f"max_remasks: must be an integer >= 0, got {max_remasks!r}")
         self.corrector, self.threshold, self.max_remasks = corrector, threshold, max_remasks
         self.counts = torch.zeros(0, 0, dtype=torch.long)
@@ -128,7 +127,7 @@ class BanRemasked(Hook):
     """
 
     def __init__(self, max_bans: int):
-        require(isinstance(max_bans, int) and not isinstance(max_bans, bool) and max_bans >= 0,
+        require(is_int(max_bans) and max_bans >= 0,
                 f"max_remasks: must be an integer >= 0, got {max_bans!r}")
         self.max_bans = max_bans
 
@@ -170,13 +169,12 @@ def corrector_hooks(corrector, *, threshold: float = 0.3, max_remasks: int = 2,
 
 
 def _check_unit(name: str, value, *, open_low: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
-        0.0 < value <= 1.0 if open_low else 0.0 <= value <= 1.0)
+    ok = is_number(value) and (0.0 < value <= 1.0 if open_low else 0.0 <= value <= 1.0)
     require(ok, f"{name}: must be in {'(0, 1]' if open_low else '[0, 1]'}, got {value!r}")
 
 
 def _check_count(name: str, value) -> None:
-    require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+    require(is_int(value) and value >= 0,
             f"{name}: must be an integer >= 0, got {value!r}")
 
 

@@ -27,7 +27,7 @@ import re
 import torch
 
 from unmask.decode import DecodeConfig, DecodeResult
-from unmask.errors import UnmaskError, is_int, require
+from unmask.errors import UnmaskError, require
 from unmask.generate import (
     Generation,
     TextEnds,
@@ -41,6 +41,7 @@ from unmask.models.base import MaskedModel
 from unmask.models.protein import AMINO_ACIDS, MASK_ID, PAD_ID, check_protein_model
 from unmask.models.transformer import MDMTransformer
 from unmask.samplers.base import Sampler
+from unmask.validation import is_int
 
 #: ``<mask>`` or ``<mask:N>`` (what follows the colon is checked to be an integer >= 1)
 MASK_MARK = re.compile(r"<mask(?::([^>]*))?>")

@@ -15,7 +15,6 @@ gives a bound on the likelihood, not the likelihood.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
@@ -23,24 +22,22 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import simple_parse_args_string
 
-from unmask.commands.common import finite_float, non_negative_int, positive_int, seed_int
 from unmask.errors import UnmaskError, require
 from unmask.generate import generate, parse_sampler
 from unmask.models.auto import load_model
+from unmask.validation import (
+    bool_text,
+    finite_float,
+    non_negative_int,
+    one_of,
+    optional,
+    parse_text_args,
+    positive_int,
+    seed_int,
+)
 
 LIKELIHOOD_MESSAGE = ("unmask: likelihood requests are not implemented (a masked diffusion "
                       "model gives an ELBO, not a likelihood); use generate_until tasks")
-
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("1", "0", "true", "false", "yes", "no"):
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    return value in ("1", "true", "yes")
-
-
-def _optional(parse):
-    return lambda text: None if text.strip() in ("", "None") else parse(text)
 
 
 def _batch_size(text: str) -> int:
@@ -48,20 +45,14 @@ def _batch_size(text: str) -> int:
     return 1 if text.strip().startswith("auto") else positive_int(text)
 
 
-def _cache_kv(text: str) -> str:
-    if text not in ("prefix", "dual"):
-        raise argparse.ArgumentTypeError(f"expected prefix or dual, got {text!r}")
-    return text
-
-
 #: every model argument -> the parser of its text (the CLI's own argument types)
 MODEL_ARGS = {
     "pretrained": str, "sampler": str, "gen_length": positive_int,
-    "block_length": _optional(positive_int), "steps": _optional(positive_int),
-    "temperature": finite_float(0.0), "seed": seed_int, "chat_template": _bool,
-    "batch_size": _batch_size, "max_batch_size": _optional(positive_int),
-    "trust_remote_code": _bool, "dtype": _optional(str), "device": _optional(str),
-    "min_new_tokens": non_negative_int, "cache_kv": _optional(_cache_kv),
+    "block_length": optional(positive_int), "steps": optional(positive_int),
+    "temperature": finite_float(0.0), "seed": seed_int, "chat_template": bool_text,
+    "batch_size": _batch_size, "max_batch_size": optional(positive_int),
+    "trust_remote_code": bool_text, "dtype": optional(str), "device": optional(str),
+    "min_new_tokens": non_negative_int, "cache_kv": optional(one_of("prefix", "dual")),
 }
 
 
@@ -69,18 +60,8 @@ def parse_model_args(args: dict) -> dict:
     """``args`` (lm-eval's parsed ``--model_args`` and its ``--batch_size``/``--device``)
     checked and typed by :data:`MODEL_ARGS`; :class:`UnmaskError` names the key and what is
     wrong with its value, or an unknown key."""
-    unknown = sorted(set(args) - set(MODEL_ARGS))
-    if unknown:
-        raise UnmaskError(f"model_args: unknown key {unknown[0]!r}; accepted: "
-                          f"{', '.join(MODEL_ARGS)}")
+    typed = parse_text_args(args, MODEL_ARGS, "model_args")
     require("pretrained" in args, "model_args: pretrained=DIR (a model folder) is required")
-    typed = {}
-    for key, value in args.items():
-        text = value if isinstance(value, str) else str(value)
-        try:
-            typed[key] = MODEL_ARGS[key](text)
-        except argparse.ArgumentTypeError as e:
-            raise UnmaskError(f"model_args: {key}: {e}") from None
     return typed
 
 

@@ -7,7 +7,6 @@ import argparse
 import contextlib
 import dataclasses
 import inspect
-import math
 import os
 from pathlib import Path
 
@@ -27,29 +26,21 @@ from unmask.models.transformer import TransformerConfig
 from unmask.presets import PRESETS, preset_entry
 from unmask.sweep import CorrectorRecipe
 from unmask.training import TrainConfig
+from unmask.validation import (  # noqa: F401  (argument types, re-exported for the commands)
+    field_hints,
+    field_problem,
+    finite_float,
+    int_at_least,
+    json_type,
+    non_negative_int,
+    positive_int,
+    seed_int,
+    union_options,
+)
 
 # ------------------------------------------------------------------ argument types
-# argparse turns an ArgumentTypeError into one line "argument --x: ..." and exit 2
-
-
-def int_at_least(low: int):
-    """An argparse type: an integer >= ``low``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    parse.__name__ = f"integer >= {low}"
-    return parse
-
-
-positive_int = int_at_least(1)
-non_negative_int = int_at_least(0)
+# argparse turns an ArgumentTypeError into one line "argument --x: ..." and exit 2; the types
+# themselves live in unmask.validation
 
 
 def folder_to_keep(text: str) -> str:
@@ -62,37 +53,6 @@ def folder_to_keep(text: str) -> str:
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"cannot write in {str(parent)!r}")
     return text
-
-
-def seed_int(text: str) -> int:
-    """An argparse type: a seed, an integer in [0, 2**63)."""
-    value = non_negative_int(text)
-    if value >= 2**63:
-        raise argparse.ArgumentTypeError(f"must be < 2**63, got {value}")
-    return value
-
-
-def finite_float(low: float | None = None, high: float | None = None, *,
-                 open_low: bool = False):
-    """An argparse type: a finite float, optionally within [low, high] (``open_low``:
-    (low, high])."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-        if low is not None and (value <= low if open_low else value < low):
-            raise argparse.ArgumentTypeError(
-                f"must be {'>' if open_low else '>='} {low:g}, got {value:g}")
-        if high is not None and value > high:
-            raise argparse.ArgumentTypeError(f"must be <= {high:g}, got {value:g}")
-        return value
-
-    parse.__name__ = "finite number"
-    return parse
 
 
 def default_of(cls, name: str):
@@ -424,40 +384,16 @@ def check_config_overrides(overrides: dict, flag: str) -> None:
     """Refuse keys that are not :class:`~unmask.models.transformer.TransformerConfig` fields
     and values of the wrong JSON type (``"d_model": "128"``); ranges are the config's to
     check."""
-    import typing
-
-    hints = typing.get_type_hints(TransformerConfig)
-    for key, value in overrides.items():
-        if key not in hints:
-            raise UnmaskError(f"{flag}: unknown field {key!r}; fields: {', '.join(hints)}")
-        kind = hints[key]
-        args = typing.get_args(kind) if type(None) in typing.get_args(kind) else ()
-        if args and value is None:  # an optional field
-            continue
-        base = next(a for a in args if a is not type(None)) if args else kind
-        origin = typing.get_origin(base) or base
-        if origin is bool:
-            ok = isinstance(value, bool)
-        elif origin is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif origin is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif origin is list:
-            ok = isinstance(value, list) and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in value)
-        else:
-            ok = isinstance(value, origin) if isinstance(origin, type) else True
-        if not ok:
-            name = getattr(base, "__name__", str(base))
-            raise UnmaskError(f"{flag}: {key} must be {name}, got {json_type(value)} "
-                              f"{value!r}")
-
-
-def json_type(value) -> str:
-    """The JSON name of a decoded value's type (for messages)."""
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "an object", type(None): "null"}.get(type(value),
-                                                                    type(value).__name__)
+    problem = field_problem(TransformerConfig, overrides, partial=True)
+    if problem is None:
+        return
+    if problem.kind == "unknown":
+        raise UnmaskError(f"{flag}: unknown field {problem.key!r}; fields: "
+                          f"{', '.join(field_hints(TransformerConfig))}")
+    base = next((t for t in union_options(problem.hint) if t is not type(None)), problem.hint)
+    value = overrides[problem.key]
+    raise UnmaskError(f"{flag}: {problem.key} must be {getattr(base, '__name__', str(base))}, "
+                      f"got {json_type(value)} {value!r}")
 
 
 def bench_entries(specs: list[str] | None, defaults: list[str], estimator: str | None = None,

@@ -25,6 +25,7 @@ import torch
 import unmask
 from unmask.errors import UnmaskError, require
 from unmask.shard_store import Schema, ShardError, parse_shard
+from unmask.validation import is_int
 
 FORMAT = "unmask-mi-labels/1"
 #: the tensors of a shard of S contexts of length N
@@ -80,8 +81,7 @@ def checked_manifest(path: Path, where: str) -> dict:
     for k, entry in enumerate(manifest["shards"]):
         good = (isinstance(entry, dict) and isinstance(entry.get("file"), str)
                 and SHARD_RE.match(entry["file"]) is not None
-                and all(isinstance(entry.get(key), int) and not isinstance(entry[key], bool)
-                        for key in ("start", "count"))
+                and all(is_int(entry.get(key)) for key in ("start", "count"))
                 and entry["start"] >= 0 and entry["count"] >= 1
                 and isinstance(entry.get("sha256"), str)
                 and SHA_RE.match(entry["sha256"]) is not None)

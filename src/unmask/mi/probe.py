@@ -42,6 +42,7 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel
 from unmask.models.handle import ModelHandle
+from unmask.validation import is_int
 
 
 @dataclass
@@ -311,7 +312,7 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
             f"eps: must be in [0, 1), got {eps}")
     require(isinstance(batch_size, int) and batch_size >= 1,
             f"batch_size: must be an integer >= 1, got {batch_size}")
-    require(top_k is None or (isinstance(top_k, int) and not isinstance(top_k, bool)
+    require(top_k is None or (is_int(top_k)
                               and top_k >= 1),
             f"top_k: must be None or an integer >= 1, got {top_k}")
     require(isinstance(max_logits, int) and max_logits >= 1,

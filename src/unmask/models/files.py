@@ -3,9 +3,7 @@ against the module they load into. Every failure is one :class:`UnmaskError` lin
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import typing
 from pathlib import Path
 
 import torch
@@ -14,6 +12,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from unmask.errors import UnmaskError
+from unmask.validation import field_problem
 
 
 def read_json_object(path: str | Path) -> dict:
@@ -31,50 +30,22 @@ def read_json_object(path: str | Path) -> dict:
     return data
 
 
-def _type_ok(value, annotation) -> bool:
-    origin = typing.get_origin(annotation)
-    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
-        return any(_type_ok(value, a) for a in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is str:
-        return isinstance(value, str)
-    if origin is list:
-        (item,) = typing.get_args(annotation) or (typing.Any,)
-        return isinstance(value, list) and all(_type_ok(v, item) for v in value)
-    if origin is dict:
-        return isinstance(value, dict)
-    return True
-
-
 def dataclass_from_dict(cls, data, where: str):
     """``cls(**data)`` for a config dataclass read from a file, refusing with one line a
     non-object, a missing or unknown key, or a value of the wrong JSON type (``"128"`` for
-    an int). ``where`` names the file in the message."""
+    an int; :func:`unmask.validation.field_problem`). ``where`` names the file in the
+    message."""
     if not isinstance(data, dict):
         raise UnmaskError(f"model: {where}: expected an object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise UnmaskError(f"model: {where}: unknown key {unknown[0]!r}")
-    for name, f in fields.items():
-        required = (f.default is dataclasses.MISSING
-                    and f.default_factory is dataclasses.MISSING)
-        if name not in data:
-            if required:
-                raise UnmaskError(f"model: {where}: missing key {name!r}")
-            continue
-        if not _type_ok(data[name], hints[name]):
-            raise UnmaskError(f"model: {where}: {name!r} must be of type "
-                              f"{getattr(hints[name], '__name__', hints[name])}, got "
-                              f"{json.dumps(data[name])}")
+    problem = field_problem(cls, data)
+    if problem is not None:
+        key, hint = problem.key, problem.hint
+        if problem.kind == "unknown":
+            raise UnmaskError(f"model: {where}: unknown key {key!r}")
+        if problem.kind == "missing":
+            raise UnmaskError(f"model: {where}: missing key {key!r}")
+        raise UnmaskError(f"model: {where}: {key!r} must be of type "
+                          f"{getattr(hint, '__name__', hint)}, got {json.dumps(data[key])}")
     try:
         return cls(**data)
     except TypeError as e:  # pragma: no cover - the checks above catch what JSON can hold

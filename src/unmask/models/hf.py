@@ -35,6 +35,7 @@ from unmask.models.hf_compat import (
     prepare_transformers,
     restore_config_keys,
 )
+from unmask.validation import is_int
 
 #: config.json model types whose logits at position i predict token i+1 (AR-initialised)
 SHIFTED_LOGITS = ("Dream",)
@@ -225,7 +226,7 @@ class HFMaskedModel(MaskedModel):
             limits[0] = limits[0] - (getattr(cfg, "pad_token_id", 1) or 0) - 1 \
                 if isinstance(limits[0], int) else None
         limits = [v for v in limits
-                  if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1_000_000]
+                  if is_int(v) and 0 < v < 1_000_000]
         return min(limits, default=1 << 20)
 
     @property
@@ -417,5 +418,5 @@ def _max_new_tokens(directory: Path) -> int | None:
     if not path.is_file():
         return None
     value = read_json_object(path).get("max_new_tokens")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 \
+    return value if is_int(value) and value >= 1 \
         else None

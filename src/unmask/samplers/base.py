@@ -8,9 +8,9 @@ returns which eligible positions to reveal (and, optionally, which tokens to wri
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import math
-import numbers
-import types
 import typing
 from dataclasses import dataclass
 from typing import ClassVar
@@ -21,6 +21,7 @@ from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.handle import ModelHandle
 from unmask.rng import row_gumbel, row_uniform
+from unmask.validation import describe, is_scalar_hint, matches, plain
 
 
 @dataclass
@@ -154,10 +155,37 @@ def register(name: str):
         if name in _REGISTRY:
             raise RuntimeError(f"sampler {name!r} registered twice")
         cls.name = name
+        if dataclasses.is_dataclass(cls) and not getattr(cls.__init__, "typed", False):
+            cls.__init__ = _typed_init(cls.__init__)
         _REGISTRY[name] = cls
         return cls
 
     return wrap
+
+
+def _typed_init(init):
+    """``init`` (a dataclass ``__init__``) preceded by :func:`_check_param` on each argument
+    given, so a sampler built directly is typed as :func:`make_sampler` types it."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def typed_init(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        hints = _field_hints(type(self))
+        for key, value in list(bound.arguments.items())[1:]:
+            bound.arguments[key] = _check_param(self.name, key, hints.get(key, object), value)
+        init(*bound.args, **bound.kwargs)
+
+    typed_init.typed = True
+    return typed_init
+
+
+@functools.cache
+def _field_hints(cls) -> dict:
+    try:
+        return typing.get_type_hints(cls)
+    except (NameError, TypeError):  # annotations this module cannot resolve: no type checks
+        return {}
 
 
 def available_samplers() -> list[str]:
@@ -194,41 +222,19 @@ def make_sampler(name: str, **params) -> Sampler:
             f"sampler {name!r}: unknown parameter {unknown[0]!r}; "
             f"accepted: {', '.join(fields) or 'none'}"
         )
-    try:
-        hints = typing.get_type_hints(cls)
-    except (NameError, TypeError):  # annotations this module cannot resolve: no type checks
-        hints = {}
-    checked = {k: _check_param(name, k, hints.get(k, object), v) for k, v in params.items()}
-    return cls(**checked)
-
-
-_SCALARS = {int: "an integer", float: "a number", bool: "True or False", str: "a string"}
+    return cls(**params)  # typed by the registered __init__ (_typed_init)
 
 
 def _check_param(sampler: str, key: str, hint, value):
     """``value`` for the field ``key`` of type ``hint``, with numpy scalars made Python ones;
     UnmaskError when it is not of the type. Types other than int/float/bool/str (and their
     unions with None) are left to the sampler's own checks."""
-    options = (typing.get_args(hint) if isinstance(hint, types.UnionType)
-               or typing.get_origin(hint) is typing.Union else (hint,))
-    scalars = [t for t in options if t in _SCALARS]
-    if len(scalars) != len(options) - (type(None) in options):
+    if not is_scalar_hint(hint):
         return value  # some option the sampler checks itself (a tensor, a path, an object)
-    if value is None and type(None) in options:
-        return value
-    if not isinstance(value, bool) and isinstance(value, numbers.Integral):
-        value = int(value)
-    elif not isinstance(value, bool) and isinstance(value, numbers.Real):
-        value = float(value)
-    elif type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
-        value = bool(value)
-    for t in scalars:
-        if (t is bool) == isinstance(value, bool) and (
-                isinstance(value, t) or (t is float and isinstance(value, int))):
-            return value
-    wanted = " or ".join([_SCALARS[t] for t in scalars]
-                         + (["None"] if type(None) in options else []))
-    raise UnmaskError(f"sampler {sampler!r}: {key}: expected {wanted}, got {value!r}")
+    value = plain(value)
+    if not matches(value, hint):
+        raise UnmaskError(f"sampler {sampler!r}: {key}: expected {describe(hint)}, got {value!r}")
+    return value
 
 
 def parse_param_value(text: str):

@@ -25,6 +25,7 @@ from unmask.errors import require
 from unmask.models.base import ModelOutput
 from unmask.probs import entropy_from_log_probs, real_log_probs
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, top_k_mask
+from unmask.validation import is_int, is_number
 
 REMAINING = ("mean", "sum")
 
@@ -118,11 +119,9 @@ class LookaheadSampler(CountRule, Sampler):
                 f"bypass: must be None or in [0, 1], got {self.bypass}")
         require(self.remaining in REMAINING,
                 f"remaining: expected one of {REMAINING}, got {self.remaining!r}")
-        require(self.prune is None or (isinstance(self.prune, (int, float))
-                                       and not isinstance(self.prune, bool) and self.prune >= 0),
+        require(self.prune is None or (is_number(self.prune) and self.prune >= 0),
                 f"prune: must be None or a number >= 0, got {self.prune!r}")
-        require(self.keep is None or (isinstance(self.keep, int)
-                                      and not isinstance(self.keep, bool) and self.keep >= 1),
+        require(self.keep is None or (is_int(self.keep) and self.keep >= 1),
                 f"keep: must be None or an integer >= 1, got {self.keep!r}")
 
     # ------------------------------------------------------------------ candidates

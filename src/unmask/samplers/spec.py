@@ -33,6 +33,7 @@ from unmask.errors import UnmaskError
 from unmask.samplers.base import Sampler, make_sampler, parse_param_value
 from unmask.samplers.verified import Verified
 from unmask.samplers.wrapper import SamplerWrapper
+from unmask.validation import is_number
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -283,7 +284,7 @@ def _modifier_options(r: _Reader, mod: str) -> dict:
         start = r.pos + 1
         end = r.value_end(start)
         value = parse_param_value(text[start:end]) if end > start else None
-        if mod == "verify" and (isinstance(value, bool) or not isinstance(value, (int, float))
+        if mod == "verify" and (not is_number(value)
                                 or not 0.0 <= value <= 1.0):
             r.fail(f"{VERIFY}=T takes a tolerance in [0, 1], got {text[start:end]!r}", start)
         if end == start:

@@ -48,6 +48,7 @@ from unmask.models.base import ModelOutput
 from unmask.probs import entropy_from_log_probs, propose, real_log_probs
 from unmask.samplers.base import Selection, StepState
 from unmask.samplers.wrapper import SamplerWrapper
+from unmask.validation import is_int, is_number
 
 
 @dataclass
@@ -276,11 +277,10 @@ class Verified(SamplerWrapper):
         if self.inner.evaluates_next_state:
             raise UnmaskError(f"verify: sampler {self.inner.label!r} evaluates its next state "
                               "itself (lookahead); verify the sets of samplers that do not")
-        require(isinstance(self.tolerance, (int, float)) and not isinstance(self.tolerance, bool)
+        require(is_number(self.tolerance)
                 and 0.0 <= self.tolerance <= 1.0,
                 f"verify_tolerance: must be in [0, 1], got {self.tolerance!r}")
-        require(self.max_draft is None or (isinstance(self.max_draft, int)
-                                           and not isinstance(self.max_draft, bool)
+        require(self.max_draft is None or (is_int(self.max_draft)
                                            and self.max_draft >= 1),
                 f"verify max_draft: must be None or an integer >= 1, got {self.max_draft!r}")
         require(self.prefixes in PREFIXES,

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from unmask.sudoku.tokens import MASK_ID
+from unmask.validation import is_int
 
 
 def as_numpy_rng(rng) -> np.random.Generator:
@@ -25,7 +26,7 @@ def as_numpy_rng(rng) -> np.random.Generator:
     if isinstance(rng, torch.Generator):
         seed = int(torch.randint(0, 2**62, (1,), generator=rng).item())
         return np.random.default_rng(seed)
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+    if is_int(rng):
         return np.random.default_rng(int(rng))
     raise TypeError(f"rng must be a numpy Generator, torch.Generator or int, got {type(rng)}")
 

@@ -34,7 +34,7 @@ from unmask.samplers import make_sampler
 from unmask.samplers.spec import parse_spec
 from unmask.samplers.verified import Verified
 from unmask.sudoku.datasets import set_puzzles
-from unmask.sudoku.engine import is_valid_solution
+from unmask.sudoku.solver import is_valid_solution
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
 

@@ -34,7 +34,7 @@ from estimator_attention import held_out_contexts
 from unmask.metrics import spearman, top_decile_recall
 from unmask.mi.estimator import load_estimator
 from unmask.mi.estimator_eval import masked_pairs
-from unmask.sudoku.engine import PEERS
+from unmask.sudoku.solver import PEERS
 
 
 def exclusion_mi(p: torch.Tensor) -> torch.Tensor:

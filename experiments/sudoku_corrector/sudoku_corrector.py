@@ -42,7 +42,7 @@ from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.samplers import make_sampler
 from unmask.sudoku.datasets import load_set
-from unmask.sudoku.engine import is_valid_solution
+from unmask.sudoku.solver import is_valid_solution
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
 

@@ -26,7 +26,7 @@ from unmask.bench import BenchEntry
 from unmask.decode import decode
 from unmask.models.auto import load_model
 from unmask.sudoku.datasets import load_set
-from unmask.sudoku.engine import is_valid_solution
+from unmask.sudoku.solver import is_valid_solution
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
 

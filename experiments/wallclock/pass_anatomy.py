@@ -18,7 +18,7 @@ from unmask.decode import decode
 from unmask.models.auto import load_model
 from unmask.samplers.spec import parse_spec
 from unmask.sudoku.datasets import set_puzzles
-from unmask.sudoku.engine import is_valid_solution
+from unmask.sudoku.solver import is_valid_solution
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
 LEVELS = (0.9999, 0.999, 0.99)

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from unmask.sudoku.engine import is_valid_solution
+from unmask.sudoku.solver import is_valid_solution
 from unmask.sudoku.tokens import MASK_ID, tokens_to_grid
 from unmask.sudoku.train import DecoderStatePool, SudokuPool, mixed_batch
 

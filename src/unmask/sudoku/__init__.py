@@ -1,4 +1,4 @@
-"""Sudoku: puzzle engine, parsing, symmetry augmentation, test sets and MDM tokens."""
+"""Sudoku: puzzle solver, parsing, symmetry augmentation, test sets and MDM tokens."""
 
 from unmask.sudoku.datasets import (
     generate_test_set,
@@ -6,7 +6,16 @@ from unmask.sudoku.datasets import (
     training_grids,
     training_puzzle_masks,
 )
-from unmask.sudoku.engine import (
+from unmask.sudoku.parse import (
+    SudokuParseError,
+    check_clues,
+    format_grid,
+    parse_puzzle,
+    parse_puzzles,
+    read_puzzles,
+    to_string,
+)
+from unmask.sudoku.solver import (
     Rating,
     count_solutions,
     is_valid_solution,
@@ -17,15 +26,6 @@ from unmask.sudoku.engine import (
     singles_schedule,
     solve,
     solve_batch,
-)
-from unmask.sudoku.parse import (
-    SudokuParseError,
-    check_clues,
-    format_grid,
-    parse_puzzle,
-    parse_puzzles,
-    read_puzzles,
-    to_string,
 )
 from unmask.sudoku.symmetry import Symmetry, augment, random_symmetry, sample_symmetry
 from unmask.sudoku.tokens import MASK_ID, VOCAB_SIZE, grid_to_tokens, tokens_to_grid

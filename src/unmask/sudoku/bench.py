@@ -10,7 +10,7 @@ from unmask.decode import DecodeConfig
 from unmask.engine import Engine
 from unmask.mi.maps import peer_mask
 from unmask.samplers.spec import SamplerSpec
-from unmask.sudoku.engine import is_valid_solution, rounds_of_singles
+from unmask.sudoku.solver import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 from unmask.sweep import ModelRecipe, Run, Warmup, sweep
 

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-from unmask.sudoku.engine import make_puzzles, random_full_grids, rate, solve_batch
 from unmask.sudoku.parse import (
     SudokuParseError,
     grid_from_cells,
@@ -37,6 +36,7 @@ from unmask.sudoku.parse import (
     read_text,
     to_string,
 )
+from unmask.sudoku.solver import make_puzzles, random_full_grids, rate, solve_batch
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TEST_SET_KINDS = ("hard", "medium")

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from unmask.errors import UnmaskError
-from unmask.sudoku.engine import UNITS, count_solutions
+from unmask.sudoku.solver import UNITS, count_solutions
 
 
 class SudokuParseError(UnmaskError):

@@ -29,7 +29,7 @@ from unmask.io import atomic_path
 from unmask.models.transformer import MDMTransformer, TransformerConfig
 from unmask.samplers import make_sampler
 from unmask.sudoku.datasets import training_grids
-from unmask.sudoku.engine import is_valid_solution, make_puzzles
+from unmask.sudoku.solver import is_valid_solution, make_puzzles
 from unmask.sudoku.symmetry import augment
 from unmask.sudoku.tokens import MASK_ID, VOCAB_SIZE, grid_to_tokens, tokens_to_grid
 from unmask.training import BatchFn, mask_batch

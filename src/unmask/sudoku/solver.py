@@ -1,4 +1,4 @@
-"""Sudoku engine: solving, solution counting, generation and difficulty rating.
+"""Sudoku solver: solving, solution counting, generation and difficulty rating.
 
 Grids are numpy int8 arrays of shape (81,) or (B, 81), row-major, 0 = blank, 1..9 = digits.
 

@@ -26,7 +26,6 @@ from unmask.commands.common import (
     output_path,
     positive_int,
     progress_bar,
-    require_task,
 )
 from unmask.commands.registry import arguments, command
 from unmask.corrector import SHIPPED_CORRECTOR
@@ -34,7 +33,7 @@ from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
 from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
-from unmask.models.auto import load_model
+from unmask.models.auto import check_task, load_model
 from unmask.pretrained import describe_source
 from unmask.samplers.base import sampler_class
 from unmask.sudoku.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_sudoku, singles_reference
@@ -80,7 +79,7 @@ def bench_sudoku_cmd(args: argparse.Namespace) -> int:
     entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator, presets=args.preset)
     puzzles = set_puzzles(args.set)[: args.limit]
     model = load_model(args.model, task="sudoku").to(driver_device(engine, device))
-    require_task(model, "sudoku", "--model")
+    check_task(model, "sudoku", args.model or "sudoku", required=True)
     if args.no_self_condition and not model.self_conditioning:
         raise UnmaskError("--no-self-condition: the model does not self-condition")
     config = DecodeConfig(self_condition=not args.no_self_condition)

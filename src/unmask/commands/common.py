@@ -44,14 +44,11 @@ from unmask.validation import (  # noqa: F401  (argument types, re-exported for 
 
 
 def folder_to_keep(text: str) -> str:
-    """An argparse type: a folder that exists or can be made (its nearest existing ancestor
-    a writable folder); nothing is created here."""
-    path = Path(text)
-    if not text or (path.exists() and not path.is_dir()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
-    parent = next((p for p in (path, *path.parents) if p.exists()), Path("."))
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot write in {str(parent)!r}")
+    """An argparse type: a folder that exists or can be made (:func:`folder_problem`);
+    nothing is created here."""
+    problem = folder_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
@@ -235,16 +232,6 @@ def sampler_entry(spec: str, flag: str = "--sampler"):
                           else f"{flag}: {e}") from None
 
 
-def require_task(model, task: str, flag: str = "--model") -> None:
-    """Refuse a model of another task (its config's ``task``): a protein model's token ids
-    mean nothing on a Sudoku board."""
-    config = getattr(model, "config", None)
-    found = config.get("task") if isinstance(config, dict) else getattr(config, "task", None)
-    if found != task:
-        raise UnmaskError(f"{flag}: a {found or 'task-less'} model, this command needs a "
-                          f"{task} model")
-
-
 def existing_dir(path: str | Path, what: str) -> Path:
     path = Path(path)
     if not path.is_dir():
@@ -252,22 +239,29 @@ def existing_dir(path: str | Path, what: str) -> Path:
     return path
 
 
-def output_folder(path: str | Path, what: str) -> Path:
-    """``path`` checked as a folder the command will create or fill (before any work): it is
-    a folder or does not exist yet, and the nearest existing folder above it is writable."""
-    path = Path(path)
+def folder_problem(path: str | Path) -> str | None:
+    """What keeps ``path`` from being a folder a command creates or fills (None: nothing): it
+    must be a folder or not exist yet, and the nearest existing folder above it writable."""
     if str(path) == "":
-        raise UnmaskError(f"{what}: empty path")
+        return "empty path"
+    path = Path(path)
     if path.exists() and not path.is_dir():
-        raise UnmaskError(f"{what}: {path} exists and is not a folder")
-    for above in (path, *path.parents):
-        if above.exists():
-            break
+        return f"{path} exists and is not a folder"
+    above = next(p for p in (path, *path.parents) if p.exists())
     if not above.is_dir():
-        raise UnmaskError(f"{what}: {above} is a file, not a folder")
+        return f"{above} is a file, not a folder"
     if not os.access(above, os.W_OK | os.X_OK):
-        raise UnmaskError(f"{what}: folder {above} is not writable")
-    return path
+        return f"folder {above} is not writable"
+    return None
+
+
+def output_folder(path: str | Path, what: str) -> Path:
+    """``path`` checked as a folder the command will create or fill (before any work,
+    :func:`folder_problem`); :class:`UnmaskError` ``"{what}: ..."`` otherwise."""
+    problem = folder_problem(path)
+    if problem:
+        raise UnmaskError(f"{what}: {problem}")
+    return Path(path)
 
 
 def distinct_outputs(**paths: Path | None) -> None:

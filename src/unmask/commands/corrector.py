@@ -15,7 +15,6 @@ from unmask.commands.common import (
     output_folder,
     positive_int,
     progress_bar,
-    require_task,
     seed_int,
 )
 from unmask.commands.registry import arguments, command
@@ -30,7 +29,7 @@ from unmask.corrector import (
 )
 from unmask.errors import UnmaskError
 from unmask.io import atomic_path
-from unmask.models.auto import load_model
+from unmask.models.auto import check_task, load_model
 from unmask.pretrained import describe_source
 from unmask.sudoku.tokens import grid_to_tokens
 from unmask.sudoku.train import SudokuPool
@@ -84,7 +83,7 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     specs = bench_entries(args.samplers, DEFAULT_STATE_SAMPLERS)
     model = load_model(args.model or "sudoku", task="sudoku")
     # the corrector is trained on Sudoku states (known answers)
-    require_task(model, "sudoku", "--model")
+    check_task(model, "sudoku", args.model or "sudoku", required=True)
     cfg = CorrectorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
                                patience=args.patience, held_out=args.held_out, seed=args.seed,
                                max_time_s=args.max_time)

@@ -19,7 +19,6 @@ from unmask.commands.common import (
     output_path,
     positive_int,
     progress_bar,
-    require_task,
     seed_int,
 )
 from unmask.commands.registry import arguments, command
@@ -40,7 +39,7 @@ from unmask.mi.estimator_train import (
 )
 from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
 from unmask.mi.probe import perturbation_mi
-from unmask.models.auto import load_model
+from unmask.models.auto import check_task, load_model
 from unmask.sudoku.parse import parse_puzzle
 from unmask.sudoku.tokens import grid_to_tokens
 
@@ -347,7 +346,7 @@ def mi_map(args: argparse.Namespace) -> int:
         raise UnmaskError("PUZZLE: needs at least two blank cells to have pairs")
     out = output_path(args.out, "--out", IMAGE_SUFFIXES)
     model = load_model(args.model, task="sudoku")
-    require_task(model, "sudoku", "--model")
+    check_task(model, "sudoku", args.model or "sudoku", required=True)
     model.autocast_bf16 = False
     tokens = grid_to_tokens(grid)[None]
     maps = {}

@@ -19,13 +19,12 @@ from unmask.commands.common import (
     finite_float,
     positive_int,
     progress_bar,
-    require_task,
 )
 from unmask.commands.registry import arguments, command
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError
 from unmask.hooks import corrector_hooks
-from unmask.models.auto import load_model
+from unmask.models.auto import check_task, load_model
 from unmask.samplers.verified import Verified
 from unmask.sudoku import grid_to_tokens, is_valid_solution, tokens_to_grid
 from unmask.sudoku.parse import SudokuParseError, format_grid, parse_puzzle, read_puzzles, to_string
@@ -122,7 +121,7 @@ def solve(args: argparse.Namespace) -> int:
     config = DecodeConfig(temperature=args.temperature)
     puzzles = read_puzzle_args(args.puzzles, args.file)
     model = load_model(args.model, task="sudoku")
-    require_task(model, "sudoku", "--model")
+    check_task(model, "sudoku", args.model or "sudoku", required=True)
     model.autocast_bf16 = False
     _, hooks = corrector_from_args(args, model, entry.corrected)
     sampler = entry.build()

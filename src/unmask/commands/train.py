@@ -15,7 +15,7 @@ from unmask.commands.common import (
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
 from unmask.models.auto import load_model
-from unmask.models.base import read_model_config
+from unmask.models.files import read_json_object
 from unmask.models.transformer import MDMTransformer
 from unmask.pretrained import describe_source
 from unmask.sudoku.datasets import load_set
@@ -68,7 +68,7 @@ def _initial_model(args: argparse.Namespace, overrides: dict):
         return MDMTransformer(sudoku_model_config(**overrides)), {}
     parent = load_model(args.init_from, task="sudoku")
     # the parent's own origin goes along, so a chain of fine-tunes stays readable
-    parent_origin = read_model_config(parent.source).get("origin")
+    parent_origin = read_json_object(Path(parent.source) / "config.json").get("origin")
     origin = {"init_from": {"model": describe_source(parent.source),
                             "fingerprint": parent.fingerprint(),
                             **({"origin": parent_origin} if parent_origin else {})}}

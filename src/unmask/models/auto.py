@@ -61,15 +61,17 @@ def model_kind(meta: dict) -> str:
     return ""
 
 
-def check_task(model: MaskedModel, task: str | None, source: str = "") -> None:
+def check_task(model: MaskedModel, task: str | None, source: str = "", *,
+               required: bool = False) -> None:
     """Raise :class:`UnmaskError` when ``model`` records a task other than ``task`` (None:
-    no check; a model that records no task passes)."""
+    no check). A model that records no task passes, unless ``required`` (a command whose
+    inputs mean something only to models of ``task``)."""
     if task is None:
         return
-    have = task_family(getattr(model, "task", ""))
-    if have and have != task:
+    have = task_family(getattr(model, "task", "") or "")
+    if (have or required) and have != task:
         where = f" {source}" if source else ""
-        raise UnmaskError(f"model:{where} is a {have} model, not a {task} model")
+        raise UnmaskError(f"model:{where} is a {have or 'task-less'} model, not a {task} model")
 
 
 def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | None = None,

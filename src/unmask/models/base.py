@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -19,18 +17,6 @@ def ordered_masked_pairs(masked: torch.Tensor) -> torch.Tensor:
     n = masked.shape[1]
     return masked[:, :, None] & masked[:, None, :] & ~torch.eye(n, dtype=torch.bool,
                                                                  device=masked.device)
-
-
-def read_model_config(directory: str | Path) -> dict:
-    """The parsed ``config.json`` of a model folder; :class:`UnmaskError` naming the file when
-    it is missing or not JSON."""
-    cfg = Path(directory) / "config.json"
-    if not cfg.is_file():
-        raise UnmaskError(f"model: {directory} has no config.json")
-    try:
-        return json.loads(cfg.read_text())
-    except json.JSONDecodeError as e:
-        raise UnmaskError(f"model: {cfg} is not JSON ({e.msg})") from None
 
 
 @dataclass

@@ -183,3 +183,39 @@ def test_config_file_fields_keep_their_one_line_messages():
         with pytest.raises(UnmaskError) as e:
             dataclass_from_dict(_Config, data, "f.json")
         assert str(e.value) == message
+
+
+def _tiny_transformer():
+    from unmask.models.transformer import MDMTransformer, TransformerConfig
+
+    return MDMTransformer(TransformerConfig(vocab_size=4, mask_id=3, max_length=4,
+                                            real_token_ids=[0, 1, 2], d_model=8, n_layers=1,
+                                            n_heads=2, d_ff=8))
+
+
+@pytest.mark.parametrize("where, args, kwargs, message", [
+    ("unmask.corrector:CorrectorConfig", (), dict(hidden_size=True, vocab_size=4,
+                                                  real_token_ids=[0]), "hidden_size: must be"),
+    ("unmask.mi.estimator:EstimatorConfig", (), dict(hidden_size=8, layer=True), "layer"),
+    ("unmask.mi.estimator:EstimatorConfig", (), dict(hidden_size=8, extra_layers=(1, True)),
+     "extra_layers"),
+    ("unmask.image.classifier:ClassifierConfig", (), dict(channels=True),
+     "channels: must be an integer >= 1, got True"),
+    ("unmask.arithmetic.format:EquationFormat", (), dict(a_digits=True), "a_digits"),
+    ("unmask.reasoning.train:TextModelConfig", (), dict(layers=True),
+     "layers: must be an integer >= 1, got True"),
+    ("unmask.engine:RayEngine", (2,), dict(cpus_per_worker=True),
+     "cpus_per_worker: must be an integer >= 1, got True"),
+])
+def test_a_bool_is_no_count(where, args, kwargs, message):
+    """Checks that read ``isinstance(x, int)`` took True for 1; they go through is_int now."""
+    import importlib
+
+    module, name = where.split(":")
+    with pytest.raises(UnmaskError, match=message):
+        getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
+def test_a_model_is_not_deepened_true_times():
+    with pytest.raises(UnmaskError, match="factor"):
+        _tiny_transformer().deepened(True)

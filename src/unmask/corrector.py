@@ -41,6 +41,7 @@ from unmask.models.base import MaskedModel, ModelOutput
 from unmask.probs import entropy_from_log_probs
 from unmask.samplers import make_sampler
 from unmask.training import LoopConfig, fit
+from unmask.validation import is_int
 
 #: the corrector shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)
 SHIPPED_CORRECTOR = "sudoku_corrector"
@@ -67,9 +68,9 @@ class CorrectorConfig:
 
     def __post_init__(self):
         self.real_token_ids = [int(t) for t in self.real_token_ids]
-        require(isinstance(self.hidden_size, int) and self.hidden_size >= 1,
+        require(is_int(self.hidden_size) and self.hidden_size >= 1,
                 f"hidden_size: must be an integer >= 1, got {self.hidden_size!r}")
-        require(isinstance(self.vocab_size, int) and self.vocab_size >= 2,
+        require(is_int(self.vocab_size) and self.vocab_size >= 2,
                 f"vocab_size: must be an integer >= 2, got {self.vocab_size!r}")
         require(len(self.real_token_ids) >= 2 and
                 all(0 <= t < self.vocab_size for t in self.real_token_ids),

@@ -155,7 +155,7 @@ class RayEngine(Engine):
                  max_restarts: int = 1, connect_timeout: float = 5.0) -> None:
         require(is_int(workers) and workers >= 1,
                 f"workers: must be an integer >= 1, got {workers!r}")
-        require(isinstance(cpus_per_worker, int) and cpus_per_worker >= 1,
+        require(is_int(cpus_per_worker) and cpus_per_worker >= 1,
                 f"cpus_per_worker: must be an integer >= 1, got {cpus_per_worker!r}")
         require(gpus_per_worker >= 0, f"gpus_per_worker: must be >= 0, got {gpus_per_worker}")
         require(max_restarts >= 0, f"max_restarts: must be >= 0, got {max_restarts}")

@@ -176,7 +176,7 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool = False) -> list[i
 def _with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
     if steps is None:
         return sampler
-    require(isinstance(steps, int) and steps >= 1, f"steps: must be an integer >= 1, got "
+    require(is_int(steps) and steps >= 1, f"steps: must be an integer >= 1, got "
                                                    f"{steps!r}")
     require(steps % n_blocks == 0, f"steps: {steps} is not a multiple of the {n_blocks} "
                                    "blocks (steps are split evenly over blocks)")

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from unmask.errors import require
+from unmask.validation import is_int
 
 STAR_ID = 10
 EQUALS_ID = 11
@@ -32,7 +33,7 @@ class EquationFormat:
     def __post_init__(self):
         for name in ("a_digits", "b_digits"):
             value = getattr(self, name)
-            require(isinstance(value, int) and 1 <= value <= 6,
+            require(is_int(value) and 1 <= value <= 6,
                     f"{name}: must be an integer in [1, 6], got {value}")
 
     @property

@@ -15,6 +15,7 @@ from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path, atomic_write_text
+from unmask.validation import is_int
 
 MODEL_TYPE = "digit-classifier"
 
@@ -31,7 +32,7 @@ class ClassifierConfig:
     def __post_init__(self):
         for name in ("channels", "features", "n_classes"):
             value = getattr(self, name)
-            require(isinstance(value, int) and value >= 1,
+            require(is_int(value) and value >= 1,
                     f"{name}: must be an integer >= 1, got {value!r}")
 
 

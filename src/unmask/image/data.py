@@ -23,6 +23,7 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.models.transformer import MDMTransformer, TransformerConfig
 from unmask.training import mask_batch
+from unmask.validation import is_int
 
 SIDE = 8
 N_PIXELS = SIDE * SIDE
@@ -40,7 +41,7 @@ def vocab(levels: int) -> tuple[int, int]:
 
 
 def check_levels(levels: int) -> None:
-    require(isinstance(levels, int) and 2 <= levels <= SOURCE_LEVELS,
+    require(is_int(levels) and 2 <= levels <= SOURCE_LEVELS,
             f"levels: must be an integer in [2, {SOURCE_LEVELS}], got {levels!r}")
 
 

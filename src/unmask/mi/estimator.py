@@ -48,6 +48,7 @@ from unmask.errors import UnmaskError, require
 from unmask.frozen_head import FrozenHead, load_frozen_head, mixer_blocks
 from unmask.models.base import MaskedModel, ordered_masked_pairs
 from unmask.probs import entropy_from_log_probs
+from unmask.validation import is_int
 
 MODEL_TYPE = "mi-estimator"
 WEIGHTS_FILE = "estimator.safetensors"
@@ -103,12 +104,12 @@ class EstimatorConfig:
     model_fingerprint: str = ""
 
     def __post_init__(self):
-        require(isinstance(self.hidden_size, int) and self.hidden_size >= 1,
+        require(is_int(self.hidden_size) and self.hidden_size >= 1,
                 f"hidden_size: must be an integer >= 1, got {self.hidden_size!r}")
-        require(self.layer is None or isinstance(self.layer, int),
+        require(self.layer is None or is_int(self.layer),
                 f"layer: must be None or an integer, got {self.layer!r}")
         require(isinstance(self.extra_layers, (tuple, list))
-                and all(isinstance(x, int) for x in self.extra_layers),
+                and all(is_int(x) for x in self.extra_layers),
                 f"extra_layers: must be a sequence of integers, got {self.extra_layers!r}")
         self.extra_layers = tuple(self.extra_layers)  # a JSON config gives a list
         require(self.d >= 1 and self.pair_hidden >= 1 and self.pair_rank >= 1,
@@ -118,9 +119,9 @@ class EstimatorConfig:
         require(self.pair_prior_length >= 0,
                 f"pair_prior_length: must be >= 0, got {self.pair_prior_length}")
         require(self.mixer_layers >= 0, f"mixer_layers: must be >= 0, got {self.mixer_layers}")
-        require(isinstance(self.marginal_size, int) and self.marginal_size >= 0,
+        require(is_int(self.marginal_size) and self.marginal_size >= 0,
                 f"marginal_size: must be an integer >= 0, got {self.marginal_size!r}")
-        require(isinstance(self.two_hop, int) and 0 <= self.two_hop <= self.pair_hidden,
+        require(is_int(self.two_hop) and 0 <= self.two_hop <= self.pair_hidden,
                 f"two_hop: must be an integer in [0, pair_hidden={self.pair_hidden}], got "
                 f"{self.two_hop!r}")
         require(not self.entropy_gate or self.marginal_size > 0,

@@ -310,12 +310,12 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
     net.check_tokens(tokens)
     require(isinstance(eps, (int, float)) and 0.0 <= eps < 1.0,
             f"eps: must be in [0, 1), got {eps}")
-    require(isinstance(batch_size, int) and batch_size >= 1,
+    require(is_int(batch_size) and batch_size >= 1,
             f"batch_size: must be an integer >= 1, got {batch_size}")
     require(top_k is None or (is_int(top_k)
                               and top_k >= 1),
             f"top_k: must be None or an integer >= 1, got {top_k}")
-    require(isinstance(max_logits, int) and max_logits >= 1,
+    require(is_int(max_logits) and max_logits >= 1,
             f"max_logits: must be an integer >= 1, got {max_logits}")
     b, n = tokens.shape
     device = tokens.device

@@ -21,6 +21,7 @@ from unmask.models.files import (
     load_safetensors,
     read_json_object,
 )
+from unmask.validation import is_int
 
 POSITION_KINDS = ("learned", "grid", "none")
 
@@ -260,7 +261,7 @@ class MDMTransformer(MaskedModel):
         it copies, so training from here grows depth without first losing what the model has
         learned. Embeddings, final norm and head are copied as they are; this model is untouched.
         """
-        require(isinstance(factor, int) and factor >= 1,
+        require(is_int(factor) and factor >= 1,
                 f"factor: must be an integer >= 1, got {factor!r}")
         cfg = TransformerConfig(**{**asdict(self.config),
                                    "n_layers": self.config.n_layers * factor})

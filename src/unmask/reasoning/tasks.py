@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from unmask.errors import UnmaskError, require
+from unmask.validation import is_int
 
 
 def _import_gym():
@@ -72,7 +73,7 @@ class ReasoningTask:
 
     def items(self, n: int, seed: int) -> list[Item]:
         """Problems 0..n-1 of this task's generator at ``seed``."""
-        require(isinstance(n, int) and n >= 1, f"n: must be an integer >= 1, got {n!r}")
+        require(is_int(n) and n >= 1, f"n: must be an integer >= 1, got {n!r}")
         data = self.dataset(seed, n)
         out = []
         for i in range(n):

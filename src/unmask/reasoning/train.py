@@ -28,6 +28,7 @@ from unmask.reasoning.bench import SELECT_SEED, solve
 from unmask.reasoning.tasks import TASKS, Item, get_tasks
 from unmask.reasoning.tokenizer import char_tokenizer
 from unmask.training import LoopConfig, adamw, fit, mask_batch
+from unmask.validation import is_int
 
 #: training problems of the k-th task come from generator seed TRAIN_SEED + k (problem i of
 #: a reasoning-gym generator at seed s is drawn from s + i, so the pools cover item seeds
@@ -49,7 +50,7 @@ class TextModelConfig:
     def __post_init__(self):
         for name in ("hidden_size", "layers", "heads", "ff_size", "max_length"):
             v = getattr(self, name)
-            require(isinstance(v, int) and v >= 1, f"{name}: must be an integer >= 1, got {v!r}")
+            require(is_int(v) and v >= 1, f"{name}: must be an integer >= 1, got {v!r}")
         require(self.hidden_size % self.heads == 0,
                 f"heads: {self.heads} does not divide hidden_size {self.hidden_size}")
 

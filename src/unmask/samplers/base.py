@@ -21,7 +21,7 @@ from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.handle import ModelHandle
 from unmask.rng import row_gumbel, row_uniform
-from unmask.validation import describe, is_scalar_hint, matches, plain
+from unmask.validation import describe, is_int, is_scalar_hint, matches, plain
 
 
 @dataclass
@@ -272,9 +272,9 @@ class CountRule:
     schedule: str = "linear"
 
     def __post_init__(self):
-        require(isinstance(self.k, int) and self.k >= 1,
+        require(is_int(self.k) and self.k >= 1,
                 f"k: must be an integer >= 1, got {self.k}")
-        require(self.steps is None or (isinstance(self.steps, int) and self.steps >= 1),
+        require(self.steps is None or (is_int(self.steps) and self.steps >= 1),
                 f"steps: must be None or an integer >= 1, got {self.steps}")
         require(self.schedule in SCHEDULES,
                 f"schedule: expected one of {SCHEDULES}, got {self.schedule!r}")

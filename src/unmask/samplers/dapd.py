@@ -24,6 +24,7 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.samplers.base import Sampler, Selection, StepState, greedy_scan, register
+from unmask.validation import is_int
 
 
 def greedy_independent_set(adjacency: torch.Tensor, scores: torch.Tensor,
@@ -64,7 +65,7 @@ class DAPDSampler(Sampler):
     def __post_init__(self):
         require(isinstance(self.tau, (int, float)) and self.tau >= 0,
                 f"tau: must be a number >= 0, got {self.tau!r}")
-        require(self.layer is None or isinstance(self.layer, int),
+        require(self.layer is None or is_int(self.layer),
                 f"layer: must be None or an integer, got {self.layer!r}")
         require(0.0 <= self.min_confidence <= 1.0,
                 f"min_confidence: must be in [0, 1], got {self.min_confidence}")

@@ -24,13 +24,14 @@ import torch
 
 from unmask.errors import require
 from unmask.samplers.base import Sampler, Selection, StepState, register
+from unmask.validation import is_int
 
 
 def dilation_groups(length: int, base: int = 2, skip_exp: int = 1) -> list[list[int]]:
     """The dilation groups of a block of ``length`` positions (offsets 0 .. length-1), in the
     order DUS reveals them: coarse strides first, each group's positions spaced by its stride."""
-    require(isinstance(base, int) and base >= 2, f"base: must be an integer >= 2, got {base}")
-    require(isinstance(skip_exp, int) and skip_exp >= 1,
+    require(is_int(base) and base >= 2, f"base: must be an integer >= 2, got {base}")
+    require(is_int(skip_exp) and skip_exp >= 1,
             f"skip_exp: must be an integer >= 1, got {skip_exp}")
     groups: list[list[int]] = []
     taken: set[int] = set()
@@ -81,11 +82,11 @@ class DUSSampler(Sampler):
     skip_exp: int = 1
 
     def __post_init__(self):
-        require(isinstance(self.base, int) and self.base >= 2,
+        require(is_int(self.base) and self.base >= 2,
                 f"base: must be an integer >= 2, got {self.base}")
-        require(self.block is None or (isinstance(self.block, int) and self.block >= 1),
+        require(self.block is None or (is_int(self.block) and self.block >= 1),
                 f"block: must be None or an integer >= 1, got {self.block}")
-        require(isinstance(self.skip_exp, int) and self.skip_exp >= 1,
+        require(is_int(self.skip_exp) and self.skip_exp >= 1,
                 f"skip_exp: must be an integer >= 1, got {self.skip_exp}")
 
     def groups(self, n: int, device) -> torch.Tensor:

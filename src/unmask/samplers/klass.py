@@ -8,6 +8,7 @@ import torch
 
 from unmask.errors import require
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, register, top_k_mask
+from unmask.validation import is_int
 
 
 @register("klass")
@@ -30,7 +31,7 @@ class KLASSSampler(CountRule, Sampler):
         require(self.kl_threshold >= 0, f"kl_threshold: must be >= 0, got {self.kl_threshold}")
         require(0.0 <= self.conf_threshold <= 1.0,
                 f"conf_threshold: must be in [0, 1], got {self.conf_threshold}")
-        require(isinstance(self.history, int) and self.history >= 1,
+        require(is_int(self.history) and self.history >= 1,
                 f"history: must be an integer >= 1, got {self.history}")
 
     def begin(self, batch_size: int, seq_len: int) -> None:

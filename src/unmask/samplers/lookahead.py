@@ -110,7 +110,7 @@ class LookaheadSampler(CountRule, Sampler):
 
     def __post_init__(self):
         super().__post_init__()
-        require(isinstance(self.n_candidates, int) and self.n_candidates >= 1,
+        require(is_int(self.n_candidates) and self.n_candidates >= 1,
                 f"n_candidates: must be an integer >= 1, got {self.n_candidates}")
         require(self.tau_tok is None or self.tau_tok >= 0,
                 f"tau_tok: must be None or >= 0, got {self.tau_tok}")

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from unmask.antibody.data import CDRS, HeavyChain
-from unmask.errors import is_int, require
+from unmask.errors import require
+from unmask.validation import is_int
 
 
 @dataclass(frozen=True)

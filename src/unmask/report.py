@@ -1,8 +1,12 @@
-"""Reports over bench JSON files (``unmask sudoku bench --json``): Pareto plots and pooling.
+"""Reports over bench JSON files (``unmask <task> bench --json``): Pareto plots and pooling.
 
-A bench file is a JSON object with ``set`` (the puzzle set), ``puzzles`` and ``rows``; each row
-has ``label``, ``name``, ``solved`` (share), ``nfe`` (mean forward passes), ``wall_s``
-(seconds for the whole set) and, for paired comparisons, ``solved_each`` ('0'/'1' per puzzle).
+A bench file is a JSON object with ``bench`` (the task; a file without it is a Sudoku bench's),
+what it measured (Sudoku: ``set`` and ``puzzles``; other tasks: their item counts, seed,
+temperatures, tasks) and ``rows``: :class:`unmask.bench.BenchRow` s, each with ``label``,
+``name``, ``accuracy`` (share; older Sudoku files: ``solved``), ``nfe`` (mean forward passes;
+null on a reference row), ``wall_s`` (seconds for the whole set) and, for paired comparisons,
+``solved_each`` ('0'/'1' per item). A row of a task part (``task``: an arithmetic or reasoning
+task) is drawn as ``PART LABEL``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ from unmask.sudoku.bench import SEED_REFERENCE
 #: x-axis choices of :func:`plot_bench`: name -> (row key, axis label)
 X_AXES = {"passes": ("nfe", "mean forward passes (NFE)"),
           "wall": ("wall_s", "wall-clock seconds for the set"),
-          "sequences": ("sequences", "mean sequences evaluated per puzzle")}
+          "sequences": ("sequences", "mean sequences evaluated per item")}
+#: the y axis of a bench's plot (default: accuracy %)
+Y_LABELS = {"sudoku": "solved %", "image": "class accuracy %",
+            "protein": "100 × (1 − JSD of amino-acid composition vs held-out, nats)"}
+#: the fields of a (non-Sudoku) bench file that say which items it measured
+ITEM_FIELDS = ("tasks", "limit", "n", "lengths", "factors", "seed", "temperatures",
+               "confidence")
 #: file types :func:`plot_bench` writes
 PLOT_SUFFIXES = IMAGE_SUFFIXES
 #: the row every pooled row is paired against
@@ -42,10 +52,12 @@ def check_output(out: str | Path, inputs: list[str | Path], suffixes: tuple[str,
 
 
 def load_bench(path: str | Path) -> dict:
-    """Read one bench JSON file, checking that it holds Sudoku bench rows.
+    """Read one bench JSON file of any task, checking its rows.
 
     Returns:
-        The file's object (``set``, ``puzzles``, ``rows``, ...).
+        The file's object (``bench``, ``rows``, ...), each row with ``accuracy`` (read from
+        ``solved`` in older Sudoku files) and ``label`` made unique within the file (its task
+        part and temperature prefixed or added where the file has several).
     """
     path = Path(path)
     if not path.is_file():
@@ -61,18 +73,47 @@ def load_bench(path: str | Path) -> dict:
     if not isinstance(rows, list) or not rows:
         raise UnmaskError(f"bench file {path}: no 'rows' list")
     for r in rows:
-        missing = [k for k in ("label", "name", "solved", "nfe")
+        if isinstance(r, dict) and "accuracy" not in r and "solved" in r:
+            r["accuracy"] = r["solved"]  # a Sudoku file from before the shared row
+        missing = [k for k in ("label", "name", "accuracy", "nfe")
                    if not isinstance(r, dict) or k not in r]
         if missing:
-            raise UnmaskError(f"bench file {path}: a row lacks {missing[0]!r} (a Sudoku bench "
-                              "row has label, name, solved, nfe)")
-        for key in ("solved", "nfe", "wall_s", "sequences"):
+            what = "solved" if missing[0] == "accuracy" else missing[0]
+            raise UnmaskError(f"bench file {path}: a row lacks {what!r} (a bench row has "
+                              "label, name, accuracy (or solved), nfe)")
+        for key in ("accuracy", "nfe", "wall_s", "sequences"):
             value = r.get(key, 0.0)
+            if key != "accuracy" and value is None and r.get("nfe") is None:
+                continue  # a reference row (natural proteins): no decoding, no cost
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise UnmaskError(f"bench file {path}: row {r['label']!r} {key} is "
                                   f"{json.dumps(value)}, not a number")
+    _unique_labels(rows)
     return data
 
+
+def _unique_labels(rows: list[dict]) -> None:
+    """Label the rows of a file with several task parts ``PART LABEL`` and, where a label
+    recurs at several temperatures, ``LABEL T=t`` (in place)."""
+    parts = {r.get("task") for r in rows}
+    for r in rows:
+        if len(parts) > 1:
+            r["label"], r["name"] = f"{r['task']} {r['label']}", f"{r['task']} {r['name']}"
+    temps = {r.get("temperature") for r in rows}
+    if len(temps) > 1:
+        for r in rows:
+            if f"T={r['temperature']:g}" not in r["label"].split():
+                r["label"] = f"{r['label']} T={r['temperature']:g}"
+
+
+def measured(data: dict) -> str:
+    """What a bench file measured, in words: its task and items (files to be drawn together
+    or merged as one run must agree on it)."""
+    bench = data.get("bench", "sudoku")
+    if bench == "sudoku" or "set" in data:
+        return f"{data.get('set')} x {data.get('puzzles')}"
+    items = {k: data[k] for k in ITEM_FIELDS if k in data}
+    return f"{bench} {json.dumps(items, sort_keys=True)}"
 
 class _NonFinite(ValueError):
     pass
@@ -104,7 +145,10 @@ def plot_rows(files: list[dict], *, tags: list[str] | None = None,
     """
     if tags is not None and len(tags) != len(files):
         raise UnmaskError(f"--tags: one per file ({len(files)}), got {len(tags)}")
-    sets = {f"{data.get('set')} x {data.get('puzzles')}" for data in files}
+    benches = {data.get("bench", "sudoku") for data in files}
+    if len(benches) > 1:
+        raise UnmaskError(f"the files are of different benches: {sorted(benches)}")
+    sets = {measured(data) for data in files}
     if len(sets) > 1:
         raise UnmaskError(f"the files measure different puzzle sets: {sorted(sets)}; "
                           "pool them first (unmask results pool)")
@@ -116,8 +160,7 @@ def plot_rows(files: list[dict], *, tags: list[str] | None = None,
             if label in seen or (samplers and r["label"] not in samplers):
                 continue
             seen.add(label)
-            rows.append({**r, **_flags(r), "label": label, "name": tag + r["name"],
-                         "accuracy": r["solved"]})
+            rows.append({**r, **_flags(r), "label": label, "name": tag + r["name"]})
     if not rows:
         raise UnmaskError("--samplers: no row has these labels")
     return rows, sets.pop()
@@ -128,17 +171,18 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
                ylim: tuple[float, float] | None = None, target: float | None = None,
                references: bool = False, tags: list[str] | None = None,
                samplers: list[str] | None = None, title: str | None = None) -> int:
-    """Draw solved % against passes or wall-clock time for the rows of bench files.
+    """Draw accuracy (Sudoku: solved %) against passes or wall-clock time for the rows of
+    bench files; reference rows without passes (natural proteins) are left out.
 
     Args:
-        paths: bench JSON files of one puzzle set.
+        paths: bench JSON files of one bench and one set of items.
         out: the picture (.png, .pdf or .svg: the extension names the format), written
             atomically.
         x: ``passes`` (mean forward passes), ``wall`` (seconds for the set) or
             ``sequences`` (mean sequences evaluated per puzzle).
         xlim, ylim: axis ranges (a zoom; y in %).
         target: F > 1 draws the ``confidence`` row's solved % and its x / F as guide lines.
-        references: also draw the published Sudoku points (passes only).
+        references: also draw the published Sudoku points (Sudoku files, passes only).
         tags, samplers: see :func:`plot_rows`.
         title: the plot's title (default: the set and the number of rows).
 
@@ -156,7 +200,12 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
     if references and x != "passes":
         raise UnmaskError("--references: the published points are in passes; use --x passes")
     key, xlabel = X_AXES[x]
-    rows, sets = plot_rows([load_bench(p) for p in paths], tags=tags, samplers=samplers)
+    files = [load_bench(p) for p in paths]
+    bench = files[0].get("bench", "sudoku")
+    if references and bench != "sudoku":
+        raise UnmaskError(f"--references: the published points are Sudoku's, not {bench}'s")
+    rows, sets = plot_rows(files, tags=tags, samplers=samplers)
+    rows = [r for r in rows if r["nfe"] is not None]
     bad = [r["label"] for r in rows if not isinstance(r.get(key), (int, float))
            or r[key] <= 0]
     if bad:
@@ -167,11 +216,13 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
         if seq is None:
             raise UnmaskError(f"--target: no {REFERENCE!r} row among the rows drawn")
         unit = "passes" if x == "passes" else "s"
-        guides = [("h", 100 * seq["solved"], f"sequential {100 * seq['solved']:.1f}%"),
+        guides = [("h", 100 * seq["accuracy"], f"sequential {100 * seq['accuracy']:.1f}%"),
                   ("v", seq[key] / target,
                    f"1/{target:g} of sequential's {seq[key]:.1f} {unit}")]
-    pareto_plot(rows, out, x=key, xlabel=xlabel,
-                title=title or f"Sudoku '{sets}' puzzles: {len(rows)} rows",
+    default_title = (f"Sudoku '{sets}' puzzles: {len(rows)} rows" if bench == "sudoku"
+                     else f"{bench} bench: {len(rows)} rows")
+    pareto_plot(rows, out, x=key, xlabel=xlabel, ylabel=Y_LABELS.get(bench, "accuracy %"),
+                title=title or default_title,
                 references=SEED_REFERENCE if references else (), xlim=xlim, ylim=ylim,
                 guides=guides)
     return len(rows)
@@ -195,7 +246,7 @@ def pooled_rows(files: list[dict]) -> list[dict]:
     """
     by_set: dict[str, dict[str, dict]] = {}
     for data in files:
-        first = by_set.setdefault(str(data.get("set")), {})
+        first = by_set.setdefault(measured(data), {})
         for r in data["rows"]:
             first.setdefault(r["label"], r)
     sets = list(by_set.values())
@@ -207,7 +258,8 @@ def pooled_rows(files: list[dict]) -> list[dict]:
         each = "".join(p["solved_each"] for p in parts)
         counts = [len(p["solved_each"]) for p in parts]
         row = {"label": label, "name": parts[0]["name"], **_flags(parts[0]),
-               "solved_each": each, "solved": each.count("1") / len(each),
+               "solved_each": each, "accuracy": each.count("1") / len(each),
+               "solved": each.count("1") / len(each),
                "solved_pct": 100 * each.count("1") / len(each)}
         for k in ("nfe", "sequences", "steps"):
             if all(k in p for p in parts):
@@ -265,7 +317,10 @@ def pool_bench(paths: list[str | Path], out: str | Path, *, quiet: bool = False)
     """
     out = check_output(out, paths, JSON_SUFFIXES)
     files = [load_bench(p) for p in paths]
-    sets = list(dict.fromkeys(str(f.get("set")) for f in files))
+    benches = list(dict.fromkeys(f.get("bench", "sudoku") for f in files))
+    if len(benches) > 1:
+        raise UnmaskError(f"the files are of different benches: {benches}")
+    sets = list(dict.fromkeys(measured(f) for f in files))
     if len(sets) < 2:
         raise UnmaskError(f"the files measure one puzzle set ({sets[0]}); pooling needs two "
                           "or more")
@@ -273,7 +328,8 @@ def pool_bench(paths: list[str | Path], out: str | Path, *, quiet: bool = False)
     if not rows:
         raise UnmaskError("no label has solved_each in every puzzle set")
     compare_pooled(rows)
-    pooled = {"set": "+".join(sets), "puzzles": len(rows[0]["solved_each"]),
+    pooled = {"bench": benches[0], "set": "+".join(sets),
+              "puzzles": len(rows[0]["solved_each"]),
               "sources": [str(p) for p in paths], "rows": rows}
     atomic_write_text(out, json.dumps(pooled, indent=1))
     if not quiet:

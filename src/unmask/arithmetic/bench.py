@@ -5,15 +5,27 @@ from __future__ import annotations
 import torch
 
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
-from unmask.arithmetic.train import TASKS, task_inputs, training_batch
-from unmask.bench import add_rate_metrics
+from unmask.arithmetic.train import TASKS, format_of, task_inputs, training_batch
+from unmask.bench import (
+    BenchContext,
+    BenchResult,
+    BenchRow,
+    BenchTask,
+    add_rate_metrics,
+    aup,
+    pareto_plot,
+    wide_console,
+)
 from unmask.decode import DecodeConfig
 from unmask.engine import Engine
-from unmask.errors import require
+from unmask.errors import UnmaskError, require
+from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
+from unmask.pretrained import describe_source
+from unmask.recipe import ModelRecipe
 from unmask.samplers.pc import frequency_table
 from unmask.samplers.spec import SamplerSpec
-from unmask.sweep import ModelRecipe, Run, Warmup, sweep
+from unmask.sweep import Run, Warmup, sweep
 
 
 def default_entries(fmt: EquationFormat) -> list[SamplerSpec]:
@@ -88,6 +100,7 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
             "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
             "temperature": run.config.temperature, "prompts": prompts,
             "accuracy": float(fmt.correct(res.tokens).float().mean()),
+            "solved_each": "".join("1" if v else "0" for v in fmt.correct(res.tokens).tolist()),
             "well_formed": float(fmt.well_formed(res.tokens).float().mean()),
             "nfe": float(res.nfe.double().mean()),
             "sequences": float(res.sequences.double().mean()),
@@ -100,3 +113,121 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
         })
     add_rate_metrics(rows, solved="accuracy")
     return rows
+
+
+TASK_TITLES = {"generate": "unconditional generation", "product": "factors given -> product",
+               "factors": "product given -> factors"}
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_tables(rows: list[dict], source: str) -> dict[str, float | None]:
+    """One table per task, each followed by its AUP line; returns {task: AUP}."""
+    from rich.table import Table
+
+    scores = {}
+    for task in dict.fromkeys(r["task"] for r in rows):
+        part = [r for r in rows if r["task"] == task]
+        base = next((r["ms_per_step"] for r in part if r["sampler"] == "confidence"), None)
+        t = part[0]["temperature"]
+        table = Table(title=f"{TASK_TITLES.get(task, task)} ({part[0]['prompts']} prompts, "
+                            f"temperature {t:g}) — {source}")
+        table.add_column("sampler", no_wrap=True)
+        for col in ("acc %", "format %", "NFE", "tok/pass", "seq/row", "cum H", "ms/step",
+                    "vs conf", "s/solved"):
+            table.add_column(col, justify="right")
+        for r in part:
+            ratio = f"{r['ms_per_step'] / base:.2f}x" if base else "-"
+            table.add_row(r["label"], f"{100 * r['accuracy']:.1f}",
+                          f"{100 * r['well_formed']:.1f}", f"{r['nfe']:.2f}",
+                          _number(r["tokens_per_pass"], ".2f"), f"{r['sequences']:.1f}",
+                          f"{r['cumulative_entropy']:.3f}", f"{r['ms_per_step']:.2f}", ratio,
+                          _number(r["wall_per_solved"], ".2g"))
+        wide_console(table).print(table)
+        scores[task] = aup(part, y="accuracy")
+        if scores[task] is not None:
+            print(f"AUP over these rows: {scores[task]:.1f} (accuracy-weighted area under "
+                  f"acc % vs tokens per pass, d3LLM)")
+    return scores
+
+
+class ArithmeticBench(BenchTask):
+    """Every sampler on the multiplication model's tasks: accuracy against forward passes;
+    the temperature is that of unconditional generation (the conditional tasks decode at
+    0)."""
+
+    name = "arithmetic"
+    default_model = "arithmetic"
+    default_limit = 500
+    items = "inputs per task"
+    default_temperatures = "1.0"
+    aliases = {"--prompts": "--limit", "--temperature": "--temperatures"}
+
+    def add_arguments(self, p, types) -> None:
+        p.add_argument("--tasks", default="generate,product,factors",
+                       help="comma-separated: generate, product (factors given), factors "
+                            "(product given)")
+
+    def check(self, args) -> None:
+        tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+        if not tasks:
+            raise UnmaskError(f"--tasks: no task given; choose from {', '.join(TASKS)}")
+        unknown = [t for t in tasks if t not in TASKS]
+        if unknown:
+            raise UnmaskError(f"--tasks: unknown {unknown[0]!r}; choose from "
+                              f"{', '.join(TASKS)}")
+        args.tasks = tasks
+
+    def load_model(self, args, device):
+        model = load_model(args.model or "arithmetic", task="arithmetic").to(device)
+        task = getattr(getattr(model, "config", None), "task", None)
+        if not (isinstance(task, str) and task.startswith("multiplication-")):
+            raise UnmaskError(f"--model: a {task or 'task-less'} model, this command needs a "
+                              "multiplication model")
+        return model
+
+    def recipe(self, args, model, device):
+        return ModelRecipe(args.model or "arithmetic", task="arithmetic", device=device.type)
+
+    def entries(self, model, specs, parse) -> list[SamplerSpec]:
+        """The default comparison; ``--samplers`` may name its rows by sampler name or
+        label (e.g. ``pc``, whose frequency table only the defaults carry) beside specs."""
+        entries = default_entries(format_of(model))
+        if specs is None:
+            return entries
+        chosen = []
+        for spec in specs:
+            named = [e for e in entries if spec in (e.name, e.label)]
+            chosen.extend(named or [parse(spec)])
+        return [e for k, e in enumerate(chosen) if all(e is not c for c in chosen[:k])]
+
+    def n_runs(self, ctx: BenchContext) -> int:
+        return len(ctx.args.tasks) * len(ctx.entries)
+
+    def run(self, ctx: BenchContext) -> BenchResult:
+        fmt = format_of(ctx.model)
+        [temperature] = ctx.temperatures
+        rows = run_bench(ctx.model, fmt, ctx.entries, ctx.args.tasks, ctx.limit, temperature,
+                         ctx.seed, **ctx.sweep)
+        header = {"model": describe_source(ctx.model.source),
+                  "factors": [fmt.a_digits, fmt.b_digits], "tasks": list(ctx.args.tasks)}
+        return BenchResult([BenchRow.of(r, "accuracy", label="sampler") for r in rows],
+                           header)
+
+    def report(self, ctx: BenchContext, result: BenchResult) -> None:
+        h = result.header
+        result.header["aup"] = print_tables(
+            result.dicts(), f"{h['model']}, {h['factors'][0]}x{h['factors'][1]}-digit factors")
+
+    def plot(self, ctx: BenchContext, result: BenchResult, path) -> None:
+        rows = [{**r, "label": f"{r['task']} {r['label']}", "name": f"{r['task']} {r['name']}"}
+                for r in result.dicts()]
+        h = result.header
+        pareto_plot(rows, path, ylabel=self.accuracy_label,
+                    title=f"multiplication, {h['factors'][0]}x{h['factors'][1]}-digit "
+                          f"factors, {h['model']}")
+
+
+BENCH_TASK = ArithmeticBench()

@@ -1,12 +1,17 @@
-"""``unmask sudoku bench``: every sampler on one puzzle set, a table and a Pareto plot."""
+"""``unmask <task> bench``: every task's bench command, built from the task's
+:class:`~unmask.bench.BenchTask` (``unmask.<task>.bench.BENCH_TASK``) with the same flags and
+meanings. A task is benched by the registry line ``(<task>, "bench"): ("bench", help)``."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
+import sys
 
-from unmask.bench import add_nfe_vs_sequential, add_paired_vs, aup, pareto_plot, render_table
+from unmask.bench import BenchContext, BenchResult, BenchTask, with_temperature
+from unmask.commands import common
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
     JSON_SUFFIXES,
@@ -17,160 +22,171 @@ from unmask.commands.common import (
     add_presets_arg,
     add_seed_arg,
     add_threads_arg,
-    bench_entries,
     corrector_from_args,
     corrector_recipe,
     distinct_outputs,
     driver_device,
     engine_from_args,
+    int_at_least,
     output_path,
-    positive_int,
     progress_bar,
+    sampler_entry,
 )
-from unmask.commands.registry import arguments, command
-from unmask.corrector import SHIPPED_CORRECTOR
-from unmask.decode import DecodeConfig
+from unmask.commands.registry import COMMAND_MODULES, arguments, command
 from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
-from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
-from unmask.models.auto import check_task, load_model
-from unmask.pretrained import describe_source
-from unmask.samplers.base import sampler_class
-from unmask.sudoku.bench import DEFAULT_SPECS, SEED_REFERENCE, bench_sudoku, singles_reference
-from unmask.sudoku.datasets import set_puzzles
-from unmask.sweep import ModelRecipe
+from unmask.models.auto import check_task
+from unmask.presets import preset_entry
+
+#: the tasks with a bench command, from the registry
+BENCH_TASKS = tuple(path[0] for path, (module, _) in COMMAND_MODULES.items()
+                    if path[1:] == ("bench",) and module == "bench")
+#: ``--dtype`` choices -> the model's ``autocast_bf16``
+DTYPES = {"float32": False, "bfloat16": True}
 
 
-def _bench_sudoku_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", default="hard",
-                   help="hard | medium | a UTF-8 puzzle file (default hard)")
+def bench_task(noun: str) -> BenchTask:
+    """The :class:`~unmask.bench.BenchTask` of ``unmask NOUN bench``."""
+    return importlib.import_module(f"unmask.{noun}.bench").BENCH_TASK
+
+
+def temperatures_type(text: str) -> tuple[float, ...]:
+    """An argparse type: comma-separated numbers >= 0."""
+    try:
+        return common.temperatures_arg(text)
+    except UnmaskError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--temperatures: ")) from None
+
+
+class _Alias(argparse.Action):
+    """An old spelling of a flag: stores into the new one's destination, with a warning."""
+
+    def __init__(self, option_strings, dest, new: str, const=None, **kw):
+        self.new, self.value = new, const
+        super().__init__(option_strings, dest, nargs=0 if const is not None else None,
+                         default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"warning: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, self.value if self.value is not None else values)
+
+
+def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
+    """The flags every bench has, then the task's own."""
+    p.add_argument("--model", default=task.default_model, help=task.model_help)
+    limit = int_at_least(task.min_limit)
+    default = "all" if task.default_limit is None else task.default_limit
+    p.add_argument("--limit", type=limit, default=task.default_limit,
+                   help=f"number of {task.items} (default {default})")
     add_presets_arg(p)
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
-                   help="sampler specs NAME[:K=V,K=V][+verify[=T]][+corrector] (default: the "
-                        "full comparison)")
-    p.add_argument("--limit", type=positive_int, default=None, help="first N puzzles only")
-    p.add_argument("--model", default=None,
-                   help="shipped model name or model folder (default: the shipped one)")
-    p.add_argument("--estimator", default=None,
-                   help="MI estimator folder for mi-guided (default: the shipped one)")
-    add_corrector_args(p)
-    p.add_argument("--batch-size", type=positive_int, default=1000)
+                   help="sampler specs NAME[:K=V,...][+verify[=T]]"
+                        + ("[+corrector]" if task.corrector else "")
+                        + " (default: the task's comparison)")
+    p.add_argument("--temperatures", type=temperatures_type, default=task.default_temperatures,
+                   help="comma-separated token temperatures, a set of rows each (default "
+                        f"{task.default_temperatures})")
+    if task.estimator:
+        p.add_argument("--estimator", default=None,
+                       help="MI estimator folder for mi-guided (default: the shipped one)")
+    if task.corrector:
+        add_corrector_args(p)
     add_seed_arg(p)
     add_threads_arg(p)
     add_device_arg(p)
+    p.add_argument("--dtype", choices=list(DTYPES), default=task.default_dtype,
+                   help="float32, or bfloat16 autocast on the CPU (default: "
+                        f"{task.default_dtype or 'as the model was saved'})")
     add_engine_args(p)
     add_cache_arg(p)
-    p.add_argument("--no-self-condition", action="store_true",
-                   help="(self-conditioning models) give every pass zeros instead of the "
-                        "previous pass's beliefs, to measure what they add")
-    p.add_argument("--json", default=None, metavar="OUT.json", help="write results as JSON")
+    p.add_argument("--json", default=None, metavar="OUT.json", help="write the rows as JSON")
     p.add_argument("--plot", default=None, metavar="OUT.png",
-                   help="Pareto plot (.png, .pdf or .svg)")
-    p.add_argument("--quiet", action="store_true")
+                   help="Pareto plot of accuracy against passes (.png, .pdf or .svg)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    task.add_arguments(p, common)
+    types = {"--limit": limit, "--temperatures": temperatures_type}
+    for old, new in task.aliases.items():  # e.g. {"--n": "--limit", "--bf16": "--dtype"}
+        const = "bfloat16" if new == "--dtype" else None
+        p.add_argument(old, action=_Alias, new=new, const=const, type=types.get(new),
+                       dest=new.lstrip("-").replace("-", "_"))
 
 
-@command("sudoku", "bench", help="solved %% vs forward passes for every sampler on Sudoku")
-@arguments(_bench_sudoku_args)
-def bench_sudoku_cmd(args: argparse.Namespace) -> int:
+def run_bench(task: BenchTask, args: argparse.Namespace) -> int:
+    """Run ``task``'s bench with the flags of :func:`add_bench_args`."""
     engine, device = engine_from_args(args)
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     distinct_outputs(json=json_path, plot=plot_path)
-    entries = bench_entries(args.samplers, DEFAULT_SPECS, args.estimator, presets=args.preset)
-    puzzles = set_puzzles(args.set)[: args.limit]
-    model = load_model(args.model, task="sudoku").to(driver_device(engine, device))
-    check_task(model, "sudoku", args.model or "sudoku", required=True)
-    if args.no_self_condition and not model.self_conditioning:
-        raise UnmaskError("--no-self-condition: the model does not self-condition")
-    config = DecodeConfig(self_condition=not args.no_self_condition)
-    corrector, hooks = corrector_from_args(args, model, any(e.corrected for e in entries))
-
-    estimators = _estimator_records(entries, model)
-    with progress_bar(len(entries), "samplers", enabled=not args.quiet) as update:
-        rows = bench_sudoku(model, puzzles, entries, seed=args.seed,
-                            batch_size=args.batch_size, config=config, corrector_hooks=hooks,
-                            progress=update, engine=engine, cache=args.cache,
-                            recipe=ModelRecipe(args.model, task="sudoku", device=device.type,
-                                               bf16=model.autocast_bf16,
-                                               corrector=corrector_recipe(args, corrector)))
-    ref = singles_reference(puzzles)
-    add_paired_vs(rows, add_nfe_vs_sequential(rows))
-    for r in rows:
-        r["solved_pct"] = 100 * r["solved"]
-        r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
-        r["vs_sequential"] = (None if r["gained_vs_ref"] is None
-                              else f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']}")
-    source = describe_source(model.source)
-    title = (f"Sudoku '{args.set}', {len(puzzles)} puzzles, model {source} "
-             + ("without its previous-pass input " if args.no_self_condition else "")
-             + f"(mean {ref['mean_blanks']:.1f} blanks)")
-    _print_sudoku_table(rows, title, corrected=corrector is not None,
-                        verified=any(e.verified for e in entries))
-    _print_references(rows, ref, estimators)
+    if args.samplers is not None and not args.samplers:
+        raise UnmaskError("--samplers: no sampler spec given")
+    task.check(args)
+    presets = [preset_entry(name) for name in args.preset]
+    model = task.load_model(args, driver_device(engine, device))
+    if task.model_task is not None:
+        check_task(model, task.model_task, args.model or task.model_task, required=True)
+    if args.dtype is not None:
+        model.autocast_bf16 = DTYPES[args.dtype]
+    entries = [] if args.samplers is None and presets else task.entries(
+        model, args.samplers, lambda spec: sampler_entry(spec, "--samplers"))
+    entries += presets
+    for e in entries:
+        if getattr(args, "estimator", None) and e.name == "mi-guided":
+            e.params["estimator"] = args.estimator
+    corrected = any(e.corrected for e in entries)
+    if task.corrector:
+        corrector, hooks = corrector_from_args(args, model, corrected)
+    elif corrected:
+        raise UnmaskError(f"--samplers: the {task.name} bench has no corrector; drop "
+                          "'+corrector'")
+    else:
+        corrector, hooks = None, ()
+    recipe = dataclasses.replace(task.recipe(args, model, device), bf16=model.autocast_bf16,
+                                 corrector=corrector_recipe(args, corrector) if corrector
+                                 else None)
+    ctx = BenchContext(args, model, entries, args.limit, args.temperatures, args.seed,
+                       {"engine": engine, "recipe": recipe, "cache": args.cache}, hooks)
+    result = _decode(task, ctx)
+    task.report(ctx, result)
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(
-            {"set": args.set, "puzzles": len(puzzles), "model": source,
-             # a shipped name outlives its weights: the fingerprint says which model ran
-             "model_fingerprint": model.fingerprint(),
-             "self_condition": model.self_conditioning and not args.no_self_condition,
-             # which MI estimator the estimator-reading rows read (None: no such row; a list
-             # when specs name different ones)
-             "estimator": (None if not estimators else estimators[0] if len(estimators) == 1
-                           else estimators),
-             "corrector": None if corrector is None else {
-                 "source": args.corrector or f"shipped '{SHIPPED_CORRECTOR}'",
-                 "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks,
-                 "ban_remasked": args.ban_remasked},
-             "singles_reference": ref, "rows": rows}, indent=2) + "\n")
+            {"bench": task.name, **result.header, "temperatures": list(ctx.temperatures),
+             "seed": ctx.seed, "rows": result.dicts()}, indent=2) + "\n")
     if plot_path is not None:
-        pareto_plot([{**r, "accuracy": r["solved"]} for r in rows], plot_path,
-                    title=title,  # the published points were measured on the hard set
-                    references=SEED_REFERENCE if args.set == "hard" else ())
+        task.plot(ctx, result, plot_path)
         print(f"plot: {plot_path}")
+    task.write_outputs(ctx, result)
     return 0
 
 
-def _estimator_records(entries, model) -> list[dict]:
-    """The estimators the entries read (those of samplers with an ``estimator`` field), one
-    record (source, fingerprint) per distinct source: each entry's own (``--estimator`` or a
-    spec's ``estimator=FOLDER``; None: the shipped one)."""
-    records = {}
-    for e in entries:
-        fields = {f.name for f in dataclasses.fields(sampler_class(e.name))}
-        if "estimator" not in fields or e.params.get("estimator") in records:
-            continue
-        source = e.params.get("estimator")
-        records[source] = {"source": source or f"shipped '{SHIPPED_ESTIMATOR}'",
-                           "fingerprint": load_estimator(source, model=model).fingerprint()}
-    return list(records.values())
+def _decode(task: BenchTask, ctx: BenchContext) -> BenchResult:
+    """``task.run`` over the context, with a progress bar; once per temperature when the
+    task decodes one at a time (rows labelled with their temperature when there are
+    several)."""
+    per = [ctx.temperatures] if task.all_temperatures else [(t,) for t in ctx.temperatures]
+    total = task.n_runs(ctx) * len(per)
+    results = []
+    with progress_bar(total, "decoding", enabled=not ctx.args.quiet) as update:
+        for k, temps in enumerate(per):
+            done = k * total // len(per)
+            sub = dataclasses.replace(ctx, temperatures=temps, sweep={
+                **ctx.sweep, "progress": lambda n, done=done: update(done + n)})
+            results.append(task.run(sub))
+    if len(results) == 1:
+        return results[0]
+    rows = [with_temperature(r, t[0]) for t, res in zip(per, results, strict=True)
+            for r in res.rows]
+    return BenchResult(rows, results[0].header, [n for r in results for n in r.notes],
+                       results[0].extras)
 
 
-def _print_sudoku_table(rows: list[dict], title: str, *, corrected: bool, verified: bool
-                        ) -> None:
-    render_table(rows, [("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
-                        ("vs seq. +/-", "vs_sequential", ""),
-                        ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
-                        ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
-                        ("cum. H", "cumulative_entropy", ".2f"),
-                        *([("remasked", "remasked", ".2f")] if corrected else []),
-                        *([("held back", "rejected", ".2f")] if verified else []),
-                        ("clash %", "same_pass_clash_pct", ".1f"),
-                        ("tok/pass", "tokens_per_pass", ".2f"),
-                        ("wall s", "wall_s", ".1f"), ("s/solved", "wall_per_solved", ".3f")],
-                 title)
+def _register(noun: str) -> None:
+    def run(args: argparse.Namespace) -> int:
+        return run_bench(bench_task(noun), args)
+
+    run.__name__ = run.__qualname__ = f"bench_{noun}"
+    command(noun, "bench", help=COMMAND_MODULES[(noun, "bench")][1])(
+        arguments(lambda p: add_bench_args(p, bench_task(noun)))(run))
 
 
-def _print_references(rows: list[dict], ref: dict, estimators: list[dict]) -> None:
-    """The lines under the table: AUP, the singles reference, the estimators, the paper."""
-    score = aup(rows)
-    if score is not None:
-        print(f"AUP (accuracy-weighted area under solved vs tokens per pass, d3LLM): "
-              f"{score:.1f}")
-    rounds = (f"{ref['mean_rounds']:.1f} rounds" if ref["mean_rounds"] is not None else "n/a")
-    print(f"physical reference: parallel naked/hidden singles finish "
-          f"{100 * ref['singles_share']:.0f}% of these puzzles ({rounds} where they do); "
-          f"a perfect MDM needs 1 pass.")
-    for est in estimators:
-        print(f"MI estimator: {est['source']} (weights {est['fingerprint']})")
-    print("published reference (1,000 hard): " + "; ".join(
-        f"{label[4:]} {nfe} passes / {acc}%" for label, nfe, acc in SEED_REFERENCE))
+for _noun in BENCH_TASKS:
+    _register(_noun)

@@ -5,38 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.bench import wide_console
 from unmask.commands.common import (
-    add_cache_arg,
-    add_confidence_arg,
-    add_engine_args,
-    add_presets_arg,
     add_seed_arg,
     add_threads_arg,
     add_training_args,
-    bench_entries,
-    engine_from_args,
-    output_path,
-    progress_bar,
-    temperatures_arg,
     training_setup,
 )
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
-from unmask.image.bench import (
-    DEFAULT_SPECS,
-    frequencies_of,
-    run_image_bench,
-    with_frequencies,
-    write_grid,
-)
-from unmask.image.classifier import DigitClassifier, train_classifier
-from unmask.image.data import DEFAULT_LEVELS, image_model_config, levels_of, load_digits_split
-from unmask.image.model import DigitsMDM, load_digits_model
+from unmask.image.classifier import train_classifier
+from unmask.image.data import DEFAULT_LEVELS, image_model_config, load_digits_split
+from unmask.image.model import DigitsMDM
 from unmask.image.train import SELECT_METRIC, train_image_mdm
-from unmask.io import atomic_write_text
-from unmask.pretrained import describe_source, model_folder
-from unmask.sweep import ModelRecipe
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -95,88 +75,3 @@ def train_digit_classifier(args: argparse.Namespace) -> int:
                                            "heldout_images": len(heldout)})
     print(f"held-out accuracy {acc:.4f} ({len(heldout)} images); weights in {args.out}")
     return 0
-
-def _bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="image",
-                   help="shipped model name or a model folder (default: the shipped one)")
-    p.add_argument("--classifier", default="digit_classifier",
-                   help="shipped classifier name or a classifier folder (the metrics' features)")
-    p.add_argument("--n", type=int, default=500, help="samples per sampler (classes in turn)")
-    add_presets_arg(p)
-    p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
-                   help="sampler specs NAME[:K=V,...][+verify[=T]] (default: every sampler)")
-    p.add_argument("--temperatures", default="1.0",
-                   help="comma-separated token temperatures (default: 1.0)")
-    add_confidence_arg(p)
-    p.add_argument("--rounds", type=int, default=200, help="bootstrap resamples")
-    add_seed_arg(p)
-    add_threads_arg(p)
-    add_engine_args(p, gpus=False)
-    add_cache_arg(p)
-    p.add_argument("--json", default=None, help="also write the results to this JSON file")
-    p.add_argument("--grid", default=None, metavar="F.png",
-                   help="write a PNG with one row of samples per sampler")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-@command("image", "bench",
-         help="benchmark every sampler on class-conditional digits: FID, IS, class accuracy, "
-              "NFE, wall time")
-@arguments(_bench_args)
-def bench_image(args: argparse.Namespace) -> int:
-    import json
-
-    if args.n < 2:
-        raise UnmaskError(f"--n: must be >= 2, got {args.n}")
-    if args.rounds < 2:
-        raise UnmaskError(f"--rounds: must be >= 2, got {args.rounds}")
-    engine, _ = engine_from_args(args)
-    temperatures = temperatures_arg(args.temperatures)
-    json_path = output_path(args.json, "--json") if args.json else None
-    grid_path = output_path(args.grid, "--grid", (".png",))
-    folder = model_folder(args.model, "image")
-    model = load_digits_model(folder)
-    levels = levels_of(model)
-    classifier = DigitClassifier.from_pretrained(model_folder(args.classifier,
-                                                              "digit_classifier"))
-    entries = with_frequencies(bench_entries(args.samplers, DEFAULT_SPECS, presets=args.preset),
-                               frequencies_of(model))
-    total = len(entries) * len(temperatures)
-    with progress_bar(total, "decoding", enabled=not args.quiet) as update:
-        rows, real, samples = run_image_bench(model, classifier, entries, args.n, temperatures,
-                                              args.seed, args.rounds, progress=update,
-                                              confidence=args.confidence, engine=engine,
-                                              cache=args.cache,
-                                              recipe=ModelRecipe(str(folder),
-                                                                 loader=load_digits_model))
-    source = describe_source(folder)
-    print_table(rows, real, f"{source}, {args.n} samples")
-    if json_path is not None:
-        atomic_write_text(json_path, json.dumps(
-            {"model": source, "classifier": describe_source(model_folder(
-                args.classifier, "digit_classifier")), "n": args.n, "seed": args.seed,
-             "real": real, "rows": rows}, indent=2) + "\n")
-    if grid_path is not None:
-        write_grid(samples, levels, grid_path)
-    return 0
-
-
-def print_table(rows: list[dict], real: dict, title: str) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"class-conditional digits — {title}")
-    table.add_column("sampler", no_wrap=True)
-    for col in ("FID", "FID - first", "IS", "class acc %", "NFE", "tok/pass", "wall s"):
-        table.add_column(col, justify="right")
-    for key in ("floor", "ceiling"):
-        r = real[key]
-        table.add_row(f"(real {key})", f"{r['fid']:.1f} ± {r['fid_se']:.1f}", "-",
-                      f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
-                      f"{100 * r['class_accuracy']:.1f}", "-", "-", "-")
-    for r in rows:
-        table.add_row(r["label"], f"{r['fid']:.1f} ± {r['fid_se']:.1f}",
-                      f"{r['fid_vs_first']:+.1f} ± {r['fid_vs_first_se']:.1f}",
-                      f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
-                      f"{100 * r['class_accuracy']:.1f} ± {100 * r['class_accuracy_se']:.1f}",
-                      f"{r['nfe']:.1f}", f"{r['tokens_per_forward']:.2f}", f"{r['wall_s']:.1f}")
-    wide_console(table).print(table)

@@ -8,7 +8,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from unmask.bench import BenchEntry
+from unmask.bench import (
+    BenchContext,
+    BenchEntry,
+    BenchResult,
+    BenchRow,
+    BenchTask,
+    add_rate_metrics,
+    wide_console,
+)
 from unmask.decode import DecodeConfig
 from unmask.engine import Engine
 from unmask.errors import require
@@ -24,10 +32,13 @@ from unmask.image.data import (
     to_unit,
 )
 from unmask.image.metrics import gaussian_stats, paired_fid_difference, sample_metrics
-from unmask.io import atomic_path
+from unmask.image.model import load_digits_model
+from unmask.io import atomic_path, output_path
 from unmask.models.transformer import MDMTransformer
+from unmask.pretrained import describe_source, model_folder
+from unmask.recipe import ModelRecipe
 from unmask.samplers.pc import frequency_table
-from unmask.sweep import ModelRecipe, Run, Warmup, sweep
+from unmask.sweep import Run, Warmup, sweep
 
 #: every registered sampler at its usual settings (mi-guided needs an MI estimator, and there
 #: is none for digits), fixed-count parallel decoding at 4 and 8 pixels per pass, and every
@@ -172,3 +183,89 @@ def write_grid(samples: dict[str, torch.Tensor], levels: int, path: str | Path,
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
+
+
+def print_table(rows: list[dict], real: dict, title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"class-conditional digits — {title}")
+    table.add_column("sampler", no_wrap=True)
+    for col in ("FID", "FID - first", "IS", "class acc %", "NFE", "tok/pass", "wall s"):
+        table.add_column(col, justify="right")
+    for key in ("floor", "ceiling"):
+        r = real[key]
+        table.add_row(f"(real {key})", f"{r['fid']:.1f} ± {r['fid_se']:.1f}", "-",
+                      f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
+                      f"{100 * r['class_accuracy']:.1f}", "-", "-", "-")
+    for r in rows:
+        table.add_row(r["label"], f"{r['fid']:.1f} ± {r['fid_se']:.1f}",
+                      f"{r['fid_vs_first']:+.1f} ± {r['fid_vs_first_se']:.1f}",
+                      f"{r['inception_score']:.2f} ± {r['inception_score_se']:.2f}",
+                      f"{100 * r['class_accuracy']:.1f} ± {100 * r['class_accuracy_se']:.1f}",
+                      f"{r['nfe']:.1f}", f"{r['tokens_per_pass']:.2f}", f"{r['wall_s']:.1f}")
+    wide_console(table).print(table)
+
+
+class ImageBench(BenchTask):
+    """Every sampler on class-conditional digits: FID, IS-style score and class accuracy of
+    the samples against forward passes; the accuracy is the class accuracy."""
+
+    name = "image"
+    default_specs = DEFAULT_SPECS
+    default_model = "image"
+    default_limit = 500
+    min_limit = 2
+    items = "samples per sampler (classes in turn)"
+    default_temperatures = "1.0"
+    all_temperatures = True
+    accuracy_label = "class accuracy %"
+    aliases = {"--n": "--limit"}
+
+    def add_arguments(self, p, types) -> None:
+        p.add_argument("--classifier", default="digit_classifier",
+                       help="shipped classifier name or a classifier folder (the metrics' "
+                            "features)")
+        types.add_confidence_arg(p)
+        p.add_argument("--rounds", type=types.int_at_least(2), default=200,
+                       help="bootstrap resamples")
+        p.add_argument("--grid", default=None, metavar="F.png",
+                       help="write a PNG with one row of samples per sampler")
+
+    def check(self, args) -> None:
+        args.grid = output_path(args.grid, "--grid", (".png",))
+
+    def load_model(self, args, device):
+        return load_digits_model(model_folder(args.model, "image")).to(device)
+
+    def recipe(self, args, model, device):
+        return ModelRecipe(str(model_folder(args.model, "image")), loader=load_digits_model,
+                           device=device.type)
+
+    def entries(self, model, specs, parse) -> list[BenchEntry]:
+        return with_frequencies(super().entries(model, specs, parse), frequencies_of(model))
+
+    def run(self, ctx: BenchContext) -> BenchResult:
+        args = ctx.args
+        folder = model_folder(args.classifier, "digit_classifier")
+        classifier = DigitClassifier.from_pretrained(folder)
+        rows, real, samples = run_image_bench(
+            ctx.model, classifier, ctx.entries, ctx.limit, ctx.temperatures, ctx.seed,
+            args.rounds, confidence=args.confidence, **ctx.sweep)
+        for r in rows:
+            r.update(n_items=r["n"], revealed=N_PIXELS)
+        add_rate_metrics(rows, solved="class_accuracy")
+        header = {"model": describe_source(model_folder(args.model, "image")),
+                  "classifier": describe_source(folder), "n": ctx.limit, "real": real}
+        return BenchResult([BenchRow.of(r, "class_accuracy") for r in rows], header,
+                           extras={"samples": samples})
+
+    def report(self, ctx: BenchContext, result: BenchResult) -> None:
+        print_table(result.dicts(), result.header["real"],
+                    f"{result.header['model']}, {ctx.limit} samples")
+
+    def write_outputs(self, ctx: BenchContext, result: BenchResult) -> None:
+        if ctx.args.grid is not None:
+            write_grid(result.extras["samples"], levels_of(ctx.model), ctx.args.grid)
+
+
+BENCH_TASK = ImageBench()

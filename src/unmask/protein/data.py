@@ -236,6 +236,27 @@ class CropSampler:
         return self.crops(rng.integers(low, high + 1, n), rng)[0]
 
 
+def model_split(fasta: str | None, heldout_fraction: float | None, split_seed: int | None,
+                model_dir: str | Path | None = None):
+    """The train/held-out split of ``fasta`` a model was trained on: the fraction and seed
+    given, else those of the model folder's ``split.json``, else 0.1 and 0."""
+    import json
+
+    recorded = {}
+    if model_dir is not None and (Path(model_dir) / "split.json").is_file():
+        path = Path(model_dir) / "split.json"
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise UnmaskError(f"{path}: not a JSON file ({e})") from None
+        if not isinstance(recorded, dict):
+            raise UnmaskError(f"{path}: expected a JSON object")
+    fraction = (heldout_fraction if heldout_fraction is not None
+                else recorded.get("heldout_fraction", 0.1))
+    seed = split_seed if split_seed is not None else recorded.get("split_seed", 0)
+    return load_split(fasta, float(fraction), int(seed))
+
+
 def training_batch(sampler: CropSampler, step: int, batch_size: int, seed: int = 0
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(inputs, targets, loss_mask), each (B, MAX_LENGTH), a pure function of (seed, step).

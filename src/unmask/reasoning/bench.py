@@ -8,13 +8,26 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from unmask.bench import BenchEntry, add_paired_vs, aup
+from unmask.bench import (
+    BenchContext,
+    BenchEntry,
+    BenchResult,
+    BenchRow,
+    BenchTask,
+    add_paired_vs,
+    add_rate_metrics,
+    aup,
+    pareto_plot,
+    render_table,
+)
 from unmask.decode import DecodeConfig
 from unmask.engine import Engine
 from unmask.errors import require
 from unmask.generate import Generation, TextEnds, encode_prompt, generate, generations, prompt_batch
-from unmask.reasoning.tasks import Item, ReasoningTask
-from unmask.sweep import ModelRecipe, Run, Warmup, sweep
+from unmask.models.auto import load_model
+from unmask.reasoning.tasks import TASKS, Item, ReasoningTask, get_tasks
+from unmask.recipe import ModelRecipe
+from unmask.sweep import Run, Warmup, sweep
 
 #: bench problems lie below this generator seed (training and weight selection start there)
 SELECT_SEED = 900_000
@@ -220,3 +233,82 @@ def aup_by_temperature(rows: list[dict]) -> dict[float, float | None]:
     temps = dict.fromkeys(r["temperature"] for r in rows)
     return {t: aup([r for r in rows if r["task"] == POOLED and r["temperature"] == t],
                    x="tokens_per_forward", y="accuracy") for t in temps}
+
+
+def print_tables(rows: list[dict], aups: dict, title: str) -> None:
+    """One table per temperature and task (the pooled one last, with its AUP)."""
+    shown = [dict(r, accuracy_pct=100 * r["accuracy"],
+                  vs_seq=None if r.get("gained_vs_ref") is None
+                  else f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']}") for r in rows]
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    columns = [("sampler", "label", ""), ("acc %", "accuracy_pct", ".1f"),
+               ("NFE", "nfe", ".1f"), ("tok/pass", "tokens_per_pass", ".2f"),
+               ("seqs", "sequences", ".1f"), ("cum. H", "cumulative_entropy", ".2f"),
+               ("wall s", "wall_s", ".1f"), ("vs conf.", "vs_seq", "")]
+    for t, a in aups.items():
+        for task in tasks:
+            part = [r for r in shown if r["task"] == task and r["temperature"] == t]
+            extra = f"; AUP {a:.1f}" if task == POOLED and a is not None else ""
+            render_table(part, columns, f"{task}, T={t:g} — {title}{extra}")
+
+
+class ReasoningBench(BenchTask):
+    """Samplers on the reasoning tasks, each answer scored by its task's verifier; a
+    pooled row per sampler and temperature."""
+
+    name = "reasoning"
+    default_specs = DEFAULT_SPECS
+    default_model = "text"
+    model_help = ("shipped model name or a transformers folder (default: the shipped text "
+                  "MDM)")
+    default_limit = 100
+    items = "problems per task (of seeds --seed .. --seed + limit - 1)"
+    all_temperatures = True
+
+    def add_arguments(self, p, types) -> None:
+        p.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
+                       help=f"tasks to run (default all: {', '.join(TASKS)})")
+        types.add_confidence_arg(p)
+
+    def check(self, args) -> None:
+        args.tasks = get_tasks(args.tasks, "--tasks")
+
+    def load_model(self, args, device):
+        return load_model(args.model, task="text").to(device)
+
+    def recipe(self, args, model, device):
+        return ModelRecipe(args.model, task="text", device=device.type)
+
+    def n_runs(self, ctx: BenchContext) -> int:
+        return n_batches(len(ctx.args.tasks), ctx.limit, len(ctx.entries),
+                         len(ctx.temperatures))
+
+    def run(self, ctx: BenchContext) -> BenchResult:
+        args = ctx.args
+        rows = run_reasoning_bench(ctx.model, args.tasks, ctx.entries, ctx.limit,
+                                   ctx.temperatures, ctx.seed, confidence=args.confidence,
+                                   **ctx.sweep)
+        for r in rows:
+            r["revealed"] = r["gen_length"]
+        add_rate_metrics(rows, solved="accuracy")
+        aups = aup_by_temperature(rows)
+        header = {"model": str(ctx.model.source), "tasks": [t.name for t in args.tasks],
+                  "limit": ctx.limit, "confidence": args.confidence,
+                  "aup": {str(t): a for t, a in aups.items()}}
+        return BenchResult([BenchRow.of(r, "accuracy") for r in rows], header,
+                           extras={"aups": aups})
+
+    def report(self, ctx: BenchContext, result: BenchResult) -> None:
+        print_tables(result.dicts(), result.extras["aups"],
+                     f"{ctx.model.source}, {ctx.limit} problems per task, seed {ctx.seed}")
+
+    def plot(self, ctx: BenchContext, result: BenchResult, path) -> None:
+        pooled = [r for r in result.dicts() if r["task"] == POOLED]
+        if len({r["temperature"] for r in pooled}) > 1:
+            pooled = [dict(r, label=f"{r['label']} T={r['temperature']:g}") for r in pooled]
+        pareto_plot(pooled, path, x="tokens_per_pass", y="accuracy",
+                    xlabel="tokens per forward pass", ylabel="accuracy %",
+                    title="pooled reasoning tasks")
+
+
+BENCH_TASK = ReasoningBench()

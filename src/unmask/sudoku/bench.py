@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
-from unmask.bench import add_rate_metrics
+from unmask.bench import (
+    BenchContext,
+    BenchResult,
+    BenchRow,
+    BenchTask,
+    add_nfe_vs_sequential,
+    add_paired_vs,
+    add_rate_metrics,
+    aup,
+    pareto_plot,
+    render_table,
+)
+from unmask.corrector import SHIPPED_CORRECTOR
 from unmask.decode import DecodeConfig
 from unmask.engine import Engine
+from unmask.errors import UnmaskError
+from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
 from unmask.mi.maps import peer_mask
+from unmask.models.auto import load_model
+from unmask.pretrained import describe_source
+from unmask.recipe import ModelRecipe
+from unmask.samplers.base import sampler_class
 from unmask.samplers.spec import SamplerSpec
+from unmask.sudoku.datasets import set_puzzles
 from unmask.sudoku.solver import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
-from unmask.sweep import ModelRecipe, Run, Warmup, sweep
+from unmask.sweep import Run, Warmup, sweep
 
 #: the published reference of arXiv 2605.20187 (same protocol: 1,000 hard puzzles, one MDM):
 #: (label, NFE, solved %)
@@ -115,3 +136,132 @@ def singles_reference(puzzles: np.ndarray) -> dict:
     return {"singles_share": float(ok.mean()),
             "mean_rounds": float(rounds[ok].mean()) if ok.any() else None,
             "mean_blanks": float(blanks.mean())}
+
+
+def estimator_records(entries: list[SamplerSpec], model) -> list[dict]:
+    """The estimators the entries read (those of samplers with an ``estimator`` field), one
+    record (source, fingerprint) per distinct source: each entry's own (``--estimator`` or a
+    spec's ``estimator=FOLDER``; None: the shipped one)."""
+    records = {}
+    for e in entries:
+        fields = {f.name for f in dataclasses.fields(sampler_class(e.name))}
+        if "estimator" not in fields or e.params.get("estimator") in records:
+            continue
+        source = e.params.get("estimator")
+        records[source] = {"source": source or f"shipped '{SHIPPED_ESTIMATOR}'",
+                           "fingerprint": load_estimator(source, model=model).fingerprint()}
+    return list(records.values())
+
+
+class SudokuBench(BenchTask):
+    """Every sampler on one puzzle set: solved share against forward passes."""
+
+    name = "sudoku"
+    default_specs = DEFAULT_SPECS
+    items = "puzzles (the first of the set)"
+    model_task = "sudoku"
+    corrector = True
+    estimator = True
+    accuracy_label = "solved %"
+
+    def add_arguments(self, p, types) -> None:
+        p.add_argument("--set", default="hard",
+                       help="hard | medium | a UTF-8 puzzle file (default hard)")
+        p.add_argument("--batch-size", type=types.positive_int, default=1000,
+                       help="puzzles per decode call (default %(default)s)")
+        p.add_argument("--no-self-condition", action="store_true",
+                       help="(self-conditioning models) give every pass zeros instead of the "
+                            "previous pass's beliefs, to measure what they add")
+
+    def load_model(self, args, device):
+        return load_model(args.model, task="sudoku").to(device)
+
+    def recipe(self, args, model, device):
+        return ModelRecipe(args.model, task="sudoku", device=device.type)
+
+    def run(self, ctx: BenchContext) -> BenchResult:
+        args, model = ctx.args, ctx.model
+        if args.no_self_condition and not model.self_conditioning:
+            raise UnmaskError("--no-self-condition: the model does not self-condition")
+        puzzles = set_puzzles(args.set)[: ctx.limit]
+        [temperature] = ctx.temperatures
+        config = DecodeConfig(temperature=temperature,
+                              self_condition=not args.no_self_condition)
+        rows = bench_sudoku(model, puzzles, ctx.entries, seed=ctx.seed,
+                            batch_size=args.batch_size, config=config,
+                            corrector_hooks=ctx.hooks, **ctx.sweep)
+        add_paired_vs(rows, add_nfe_vs_sequential(rows))
+        for r in rows:
+            r["solved_pct"] = 100 * r["solved"]
+            r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
+            r["vs_sequential"] = (None if r["gained_vs_ref"] is None
+                                  else f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']}")
+        ref = singles_reference(puzzles)
+        estimators = estimator_records(ctx.entries, model)
+        corrector = ctx.sweep["recipe"].corrector
+        header = {
+            "set": args.set, "puzzles": len(puzzles), "model": describe_source(model.source),
+            # a shipped name outlives its weights: the fingerprint says which model ran
+            "model_fingerprint": model.fingerprint(),
+            "self_condition": model.self_conditioning and not args.no_self_condition,
+            # which MI estimator the estimator-reading rows read (None: no such row; a list
+            # when specs name different ones)
+            "estimator": (None if not estimators else estimators[0] if len(estimators) == 1
+                          else estimators),
+            "corrector": None if corrector is None else {
+                "source": args.corrector or f"shipped '{SHIPPED_CORRECTOR}'",
+                "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks,
+                "ban_remasked": args.ban_remasked},
+            "singles_reference": ref}
+        return BenchResult([BenchRow.of(r, "solved") for r in rows], header,
+                           _reference_notes(rows, ref, estimators))
+
+    def title(self, ctx: BenchContext, result: BenchResult) -> str:
+        head = result.header
+        return (f"Sudoku '{head['set']}', {head['puzzles']} puzzles, model {head['model']} "
+                + ("without its previous-pass input " if ctx.args.no_self_condition else "")
+                + f"(mean {head['singles_reference']['mean_blanks']:.1f} blanks)")
+
+    def report(self, ctx: BenchContext, result: BenchResult) -> None:
+        corrected = result.header["corrector"] is not None
+        verified = any(e.verified for e in ctx.entries)
+        render_table(result.dicts(), [
+            ("sampler", "label", ""), ("solved %", "solved_pct", ".1f"),
+            ("vs seq. +/-", "vs_sequential", ""),
+            ("mean NFE", "nfe", ".1f"), ("NFE / seq.", "nfe_vs_sequential", ".2f"),
+            ("passes", "steps", ".1f"), ("seqs", "sequences", ".1f"),
+            ("cum. H", "cumulative_entropy", ".2f"),
+            *([("remasked", "remasked", ".2f")] if corrected else []),
+            *([("held back", "rejected", ".2f")] if verified else []),
+            ("clash %", "same_pass_clash_pct", ".1f"),
+            ("tok/pass", "tokens_per_pass", ".2f"),
+            ("wall s", "wall_s", ".1f"), ("s/solved", "wall_per_solved", ".3f")],
+            self.title(ctx, result))
+        for line in result.notes:
+            print(line)
+
+    def plot(self, ctx: BenchContext, result: BenchResult, path) -> None:
+        pareto_plot(result.dicts(), path, title=self.title(ctx, result),
+                    # the published points were measured on the hard set
+                    references=SEED_REFERENCE if ctx.args.set == "hard" else ())
+
+
+def _reference_notes(rows: list[dict], ref: dict, estimators: list[dict]) -> list[str]:
+    """The lines under the table: AUP, the singles reference, the estimators, the paper."""
+    notes = []
+    score = aup(rows)
+    if score is not None:
+        notes.append(f"AUP (accuracy-weighted area under solved vs tokens per pass, d3LLM): "
+                     f"{score:.1f}")
+    rounds = (f"{ref['mean_rounds']:.1f} rounds" if ref["mean_rounds"] is not None else "n/a")
+    notes.append(f"physical reference: parallel naked/hidden singles finish "
+                 f"{100 * ref['singles_share']:.0f}% of these puzzles ({rounds} where they "
+                 f"do); a perfect MDM needs 1 pass.")
+    notes += [f"MI estimator: {est['source']} (weights {est['fingerprint']})"
+              for est in estimators]
+    notes.append("published reference (1,000 hard): " + "; ".join(
+        f"{label[4:]} {nfe} passes / {acc}%" for label, nfe, acc in SEED_REFERENCE))
+    return notes
+
+
+BENCH_TASK = SudokuBench()

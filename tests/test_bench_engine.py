@@ -249,7 +249,7 @@ def test_cli_bench_with_a_cache_reruns_from_it(bench, tiny, digits, tmp_path, ca
     argv = {"sudoku": ["sudoku", "bench", "--model", str(tiny[1]), "--set", "medium",
                        "--limit", "4", "--batch-size", "2", "--samplers", *SPECS],
             "image": ["image", "bench", "--model", str(digits / "mdm"), "--classifier",
-                      str(digits / "clf"), "--n", "4", "--rounds", "3", "--samplers",
+                      str(digits / "clf"), "--limit", "4", "--rounds", "3", "--samplers",
                       "confidence", "topk:k=16"]}[bench]
     cache = tmp_path / "cache"
     first = _cli_rows([*argv, "--cache", str(cache)], tmp_path / "a.json")
@@ -341,10 +341,10 @@ def test_cli_benches_on_ray_write_the_local_rows(tiny, digits, tmp_path, capsys)
     command starts a local one and shuts it down."""
     sudoku = ["sudoku", "bench", "--model", str(tiny[1]), "--set", "medium", "--limit", "5",
               "--batch-size", "2", "--seed", "4", "--samplers", *SPECS]
-    arith = ["arithmetic", "bench", "--prompts", "4", "--tasks", "generate,factors",
+    arith = ["arithmetic", "bench", "--limit", "4", "--tasks", "generate,factors",
              "--samplers", "confidence", "topk:k=2"]
     image = ["image", "bench", "--model", str(digits / "mdm"), "--classifier",
-             str(digits / "clf"), "--n", "4", "--rounds", "3", "--samplers", "confidence",
+             str(digits / "clf"), "--limit", "4", "--rounds", "3", "--samplers", "confidence",
              "topk:k=16"]
     benches = [sudoku, arith, image]
     if importlib.util.find_spec("reasoning_gym") is not None:
@@ -370,8 +370,8 @@ def test_ray_workers_give_the_local_rows(tiny, puzzles, ray_session):
 
 # --- the CLI --------------------------------------------------------------------------------------
 
-BENCHES = [["sudoku", "bench", "--limit", "1"], ["protein", "bench", "--n", "1"],
-           ["arithmetic", "bench", "--prompts", "1"], ["image", "bench", "--n", "2"],
+BENCHES = [["sudoku", "bench", "--limit", "1"], ["protein", "bench", "--limit", "1"],
+           ["arithmetic", "bench", "--limit", "1"], ["image", "bench", "--limit", "2"],
            ["reasoning", "bench", "--limit", "1"]]
 
 

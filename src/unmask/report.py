@@ -106,12 +106,13 @@ def _unique_labels(rows: list[dict]) -> None:
                 r["label"] = f"{r['label']} T={r['temperature']:g}"
 
 
-def measured(data: dict) -> str:
-    """What a bench file measured, in words: its task and items (files to be drawn together
-    or merged as one run must agree on it)."""
+def measured(data: dict, count: bool = False) -> str:
+    """What a bench file measured, in words: its puzzle set (with ``count``, and how many
+    puzzles), or for other tasks its task and items (files to be drawn together or merged as
+    one run must agree on it)."""
     bench = data.get("bench", "sudoku")
     if bench == "sudoku" or "set" in data:
-        return f"{data.get('set')} x {data.get('puzzles')}"
+        return f"{data.get('set')} x {data.get('puzzles')}" if count else str(data.get("set"))
     items = {k: data[k] for k in ITEM_FIELDS if k in data}
     return f"{bench} {json.dumps(items, sort_keys=True)}"
 
@@ -148,7 +149,7 @@ def plot_rows(files: list[dict], *, tags: list[str] | None = None,
     benches = {data.get("bench", "sudoku") for data in files}
     if len(benches) > 1:
         raise UnmaskError(f"the files are of different benches: {sorted(benches)}")
-    sets = {measured(data) for data in files}
+    sets = {measured(data, count=True) for data in files}
     if len(sets) > 1:
         raise UnmaskError(f"the files measure different puzzle sets: {sorted(sets)}; "
                           "pool them first (unmask results pool)")

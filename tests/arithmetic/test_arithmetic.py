@@ -98,7 +98,7 @@ def tiny_model_dir(tmp_path):
 
 def test_bench_command_prints_and_writes_every_task(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "bench.json"
-    rc = main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--prompts", "6",
+    rc = main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--limit", "6",
                "--samplers", "confidence", "info-gain", "klass", "--quiet", "--json", str(out),
                "--threads", "1"])
     assert rc == 0
@@ -127,7 +127,7 @@ def test_bench_command_prints_and_writes_every_task(tiny_model_dir, tmp_path, ca
 
 def test_bench_verified_rows_draft_every_position(tiny_model_dir, tmp_path):
     out = tmp_path / "bench.json"
-    assert main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--prompts", "6",
+    assert main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--limit", "6",
                  "--samplers", "confidence", "topk", "--quiet", "--json", str(out),
                  "--threads", "1"]) == 0
     rows = json.loads(out.read_text())["rows"]
@@ -150,7 +150,7 @@ def test_bench_rates_and_aup_of_the_shipped_model(tmp_path, capsys):
     from unmask.bench import aup
 
     out = tmp_path / "bench.json"
-    assert main(["arithmetic", "bench", "--prompts", "6", "--tasks", "product", "--samplers",
+    assert main(["arithmetic", "bench", "--limit", "6", "--tasks", "product", "--samplers",
                  "confidence", "topk:k=3", "--quiet", "--json", str(out), "--threads",
                  "1"]) == 0
     report = json.loads(out.read_text())
@@ -173,7 +173,7 @@ def test_bench_command_rejects_bad_input(tiny_model_dir, capsys):
                  "--quiet"]) == 2
     assert "--samplers" in capsys.readouterr().err
     assert main(["arithmetic", "bench", "--model", str(tiny_model_dir), "--tasks", "divide",
-                 "--quiet", "--prompts", "2"]) == 2
+                 "--quiet", "--limit", "2"]) == 2
 
 
 def test_shipped_model_loads_and_multiplies():

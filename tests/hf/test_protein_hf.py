@@ -17,7 +17,7 @@ def esmc_dir(tmp_path_factory):
 
 def test_bench_protein_with_an_esmc_folder(esmc_dir, tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert main(["protein", "bench", "--model", str(esmc_dir), "--n", "3", "--samplers",
+    assert main(["protein", "bench", "--model", str(esmc_dir), "--limit", "3", "--samplers",
                  "confidence", "eb", "--min-length", "20", "--max-length", "30", "--quiet",
                  "--no-natural", "--threads", "1", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]

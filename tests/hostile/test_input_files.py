@@ -31,7 +31,7 @@ def garbage(tmp_path):
     (["sudoku", "train", "--decoder-states", "{g}/evil.pt"], "--decoder-states"),
     (["sudoku", "train", "--decoder-states", "{g}/edir"], "--decoder-states"),
     (["sudoku", "train", "--init-from", "{g}/edir"], "config.json"),
-    (["protein", "bench", "--fasta", "{g}/bin.dat", "--n", "1"], "fasta"),
+    (["protein", "bench", "--fasta", "{g}/bin.dat", "--limit", "1"], "fasta"),
     (["protein", "train", "--fasta", "{g}/empty.dat", "--steps", "1"], "fasta"),
     (["mi", "eval", "--labels", "{g}/edir"], "manifest.json"),
     (["mi", "eval", "--labels", "{g}/missing"], "--labels"),

@@ -114,7 +114,7 @@ def test_mi_map_refuses_a_spoiled_model_and_writes_nothing(run, spoiled, tmp_pat
     ["sudoku", "bench", "--model", "protein", "--limit", "1", "--samplers", "confidence"],
     ["mi", "map", "{puzzle}", "--model", "protein", "--out", "{tmp}/m.png"],
     ["corrector", "train", "--model", "protein", "--out", "{tmp}/c", "--puzzles", "10"],
-    ["arithmetic", "bench", "--model", "sudoku", "--prompts", "1"],
+    ["arithmetic", "bench", "--model", "sudoku", "--limit", "1"],
 ], ids=lambda a: " ".join(a[:2]) + " " + a[a.index("--model") + 1])
 def test_a_model_of_another_task_is_refused(run, argv, tmp_path, nearly_solved):
     puzzle = nearly_solved[0].replace("1", ".", 3)  # a few blanks: mi map needs pairs

@@ -44,9 +44,9 @@ def _probe(rel: str, ext: str, place):
 OUTPUTS = {
     "sudoku bench --json": (["sudoku", "bench", "--limit", "1"], "--json", "json"),
     "sudoku bench --plot": (["sudoku", "bench", "--limit", "1"], "--plot", "png"),
-    "protein bench --json": (["protein", "bench", "--n", "1"], "--json", "json"),
-    "protein bench --plot": (["protein", "bench", "--n", "1"], "--plot", "svg"),
-    "arithmetic bench --json": (["arithmetic", "bench", "--prompts", "1"], "--json", "json"),
+    "protein bench --json": (["protein", "bench", "--limit", "1"], "--json", "json"),
+    "protein bench --plot": (["protein", "bench", "--limit", "1"], "--plot", "svg"),
+    "arithmetic bench --json": (["arithmetic", "bench", "--limit", "1"], "--json", "json"),
     "mi map --out": (["mi", "map", "." * 81], "--out", "pdf"),
 }
 

@@ -61,13 +61,15 @@ def commands(tiny, puzzle, blocked):
                                  ["--model", tiny, "--out", blocked]),
         ("protein", "train"): (["--steps", "--lr", "--heldout-fraction", "--split-seed",
                                 "--eval-size", "--threads", "--seed"], ["--out", blocked]),
-        ("protein", "bench"): (["--n", "--temperature", "--min-length", "--max-length",
-                                "--batch-size", "--seed", "--threads"],
+        ("protein", "bench"): (["--limit", "--temperatures", "--min-length", "--max-length",
+                                "--batch-size", "--seed", "--threads", "--dtype", "--device",
+                                "--n", "--temperature"],
                                ["--json", f"{blocked}.json"]),
         ("arithmetic", "train"): (["--a-digits", "--b-digits", "--eval-prompts", "--steps",
                                    "--threads"], ["--out", blocked]),
-        ("arithmetic", "bench"): (["--prompts", "--temperature", "--seed", "--threads",
-                                   "--tasks"], ["--json", f"{blocked}.json"]),
+        ("arithmetic", "bench"): (["--limit", "--temperatures", "--seed", "--threads",
+                                   "--tasks", "--prompts", "--temperature"],
+                                  ["--json", f"{blocked}.json"]),
     }
 
 

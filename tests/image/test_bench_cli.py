@@ -17,7 +17,7 @@ def _bench(tiny, *extra):
 
 def test_bench_end_to_end_writes_json_and_grid(tiny, tmp_path, capsys):
     out, grid = tmp_path / "bench.json", tmp_path / "grid.png"
-    rc = main(_bench(tiny, "--n", "6", "--samplers", "topk:k=16", "topk:k=64+verify",
+    rc = main(_bench(tiny, "--limit", "6", "--samplers", "topk:k=16", "topk:k=64+verify",
                      "info-gain:k=16", "--temperatures", "0,1",
                      "--json", str(out), "--grid", str(grid)))
     assert rc == 0
@@ -53,7 +53,7 @@ def test_bench_confidence_max_labels_its_rows_and_leaves_margin_unchanged(tiny, 
     rows = {}
     for confidence in ("draw", "max"):
         out = tmp_path / f"{confidence}.json"
-        assert main(_bench(tiny, "--n", "4", "--samplers", "margin", "confidence",
+        assert main(_bench(tiny, "--limit", "4", "--samplers", "margin", "confidence",
                            "--confidence", confidence, "--json", str(out))) == 0
         rows[confidence] = json.loads(out.read_text())["rows"]
     assert [r["label"] for r in rows["max"]] == ["margin conf=max", "confidence conf=max"]
@@ -63,7 +63,7 @@ def test_bench_confidence_max_labels_its_rows_and_leaves_margin_unchanged(tiny, 
 
 
 @pytest.mark.parametrize("extra, field", [
-    (["--n", "1"], "--n"),
+    (["--limit", "1"], "--limit"),
     (["--samplers", "nope"], "--samplers"),
     (["--grid", "missing/g.png"], "--grid"),
     (["--grid", "."], "--grid"),
@@ -72,7 +72,7 @@ def test_bench_confidence_max_labels_its_rows_and_leaves_margin_unchanged(tiny, 
 ])
 def test_bench_refuses_bad_input(tiny, tmp_path, monkeypatch, capsys, extra, field):
     monkeypatch.chdir(tmp_path)
-    assert main(_bench(tiny, "--n", "2", "--json", "out.json", *extra)) == 2
+    assert main(_bench(tiny, "--limit", "2", "--json", "out.json", *extra)) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and field in err and "\n" not in err
     assert not (tmp_path / "out.json").exists()

@@ -107,7 +107,7 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
     assert split["heldout_proteins"] == len(split["heldout_names"]) > 0
 
     out_json = tmp_path / "bench.json"
-    assert main(["protein", "bench", "--model", str(tmp_path / "run/best"), "--n", "6",
+    assert main(["protein", "bench", "--model", str(tmp_path / "run/best"), "--limit", "6",
                  "--samplers", "confidence", "topk:k=12", "--json", str(out_json),
                  "--plot", str(tmp_path / "bench.png"), "--quiet", "--threads", "1"]) == 0
     assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
@@ -140,7 +140,7 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, field", [
-    (["--n", "0"], "--n"),
+    (["--limit", "0"], "--limit"),
     (["--max-length", "101"], "lengths"),
     (["--min-length", "60", "--max-length", "50"], "lengths"),
     (["--samplers", "topk:k=0"], "k"),
@@ -148,7 +148,7 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
 ])
 def test_bench_bad_input_exits_2(tmp_path, tiny_protein, args, field, capsys):
     tiny_protein.save_pretrained(tmp_path / "m")
-    code = main(["protein", "bench", "--model", str(tmp_path / "m"), "--n", "2", "--quiet",
+    code = main(["protein", "bench", "--model", str(tmp_path / "m"), "--limit", "2", "--quiet",
                  "--no-natural", "--samplers", "topk:k=50", *args])
     assert code == 2
     assert field in capsys.readouterr().err

@@ -59,7 +59,9 @@ def temperatures_type(text: str) -> tuple[float, ...]:
 
 
 class _Alias(argparse.Action):
-    """An old spelling of a flag: stores into the new one's destination, with a warning."""
+    """An old spelling of a flag, hidden from --help: stores into the new one's destination;
+    a run that succeeds ends with a warning naming the new spelling (a refusal stays one
+    line)."""
 
     def __init__(self, option_strings, dest, new: str, const=None, **kw):
         self.new, self.value = new, const
@@ -67,8 +69,9 @@ class _Alias(argparse.Action):
                          default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"warning: {option_string} is deprecated; use {self.new}", file=sys.stderr)
         setattr(namespace, self.dest, self.value if self.value is not None else values)
+        old = getattr(namespace, "deprecated_flags", [])
+        namespace.deprecated_flags = [*old, (option_string, self.new)]
 
 
 def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
@@ -155,6 +158,8 @@ def run_bench(task: BenchTask, args: argparse.Namespace) -> int:
         task.plot(ctx, result, plot_path)
         print(f"plot: {plot_path}")
     task.write_outputs(ctx, result)
+    for old, new in getattr(args, "deprecated_flags", []):
+        print(f"warning: {old} is deprecated; use {new}", file=sys.stderr)
     return 0
 
 

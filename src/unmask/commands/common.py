@@ -464,6 +464,6 @@ def temperatures_arg(text: str) -> tuple[float, ...]:
     except ValueError:
         raise UnmaskError(f"--temperatures: expected comma-separated numbers, got {text!r}") \
             from None
-    if not values or any(not t >= 0 for t in values):
-        raise UnmaskError(f"--temperatures: expected numbers >= 0, got {text!r}")
+    if not values or any(not (t >= 0 and math.isfinite(t)) for t in values):
+        raise UnmaskError(f"--temperatures: expected finite numbers >= 0, got {text!r}")
     return values

@@ -1,0 +1,209 @@
+"""The bench contract (`unmask.bench.BenchTask`, `BenchRow`) and the one builder of every
+`unmask X bench` command (`unmask.commands.bench`): same flags, same meanings, one file per
+task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import torch
+
+from unmask.bench import BenchContext, BenchResult, BenchRow, BenchTask, add_rate_metrics
+from unmask.cli import build_parser, main
+from unmask.commands.bench import BENCH_TASKS, add_bench_args, bench_task, run_bench
+from unmask.decode import DecodeConfig, decode
+from unmask.recipe import ModelRecipe
+from unmask.report import load_bench, plot_bench, pool_bench
+from unmask.sweep import Run, sweep
+
+#: the flags every bench has, with one meaning each
+SHARED = {"--model", "--limit", "--samplers", "--preset", "--temperatures", "--seed",
+          "--threads", "--device", "--dtype", "--engine", "--workers", "--cache", "--json",
+          "--plot", "--quiet"}
+
+
+def flags_of(noun: str) -> dict[str, argparse.Action]:
+    parser = build_parser([(noun, "bench")])
+    sub = parser._subparsers._group_actions[0].choices[noun]
+    bench = sub._subparsers._group_actions[0].choices["bench"]
+    return {s: a for a in bench._actions for s in a.option_strings}
+
+
+def test_every_task_is_benched_through_the_builder():
+    assert set(BENCH_TASKS) == {"sudoku", "protein", "arithmetic", "image", "reasoning"}
+    for noun in BENCH_TASKS:
+        task = bench_task(noun)
+        assert isinstance(task, BenchTask) and task.name == noun
+
+
+@pytest.mark.parametrize("noun", ["sudoku", "protein", "arithmetic", "image", "reasoning"])
+def test_every_bench_has_the_shared_flags_with_one_meaning(noun):
+    flags = flags_of(noun)
+    assert SHARED <= set(flags)
+    assert flags["--dtype"].choices == ["float32", "bfloat16"]
+    # counts are checked by argparse: a bad --limit never reaches the model
+    with pytest.raises(argparse.ArgumentTypeError, match=">= 1|>= 2"):
+        flags["--limit"].type("0")
+    with pytest.raises(argparse.ArgumentTypeError):
+        flags["--temperatures"].type("1,inf")
+    assert flags["--temperatures"].type("0,0.5") == (0.0, 0.5)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["protein", "bench", "--limit", "0"], "argument --limit: must be >= 1, got 0"),
+    (["image", "bench", "--limit", "1"], "argument --limit: must be >= 2, got 1"),
+    (["reasoning", "bench", "--limit", "-3"], "argument --limit: must be >= 1, got -3"),
+    (["arithmetic", "bench", "--temperatures", "nan"], "argument --temperatures"),
+    (["sudoku", "bench", "--dtype", "float16"], "argument --dtype: invalid choice"),
+])
+def test_bad_shared_flags_are_one_line_before_any_work(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("noun, argv, dest, value", [
+    ("protein", ["--n", "7"], "limit", 7),
+    ("image", ["--n", "9"], "limit", 9),
+    ("arithmetic", ["--prompts", "5"], "limit", 5),
+    ("protein", ["--temperature", "0.5"], "temperatures", (0.5,)),
+    ("arithmetic", ["--temperature", "0"], "temperatures", (0.0,)),
+    ("protein", ["--bf16"], "dtype", "bfloat16"),
+])
+def test_old_spellings_read_as_the_new_flags(noun, argv, dest, value):
+    parser = build_parser([(noun, "bench")])
+    args = parser.parse_args([noun, "bench", *argv])
+    assert getattr(args, dest) == value
+    assert args.deprecated_flags == [(argv[0], "--" + dest)]
+    # hidden from --help: one spelling per meaning
+    assert argv[0] not in parser._subparsers._group_actions[0].choices[noun].format_help()
+
+
+def test_old_spellings_keep_their_checks(capsys):
+    assert main(["image", "bench", "--n", "1"]) == 2
+    assert "argument --n: must be >= 2" in capsys.readouterr().err
+
+
+def test_bench_row_has_one_accuracy_and_the_shared_fields_first():
+    row = BenchRow.of({"label": "topk k=2", "name": "topk", "solved": 0.5, "nfe": 4.0,
+                       "tokens_per_forward": 3.0, "n_items": 2, "solved_each": "01"},
+                      "solved", tokens_per_pass="tokens_per_forward")
+    assert (row.accuracy, row.nfe, row.tokens_per_pass, row.n_items) == (0.5, 4.0, 3.0, 2)
+    d = row.to_dict()
+    assert list(d)[:10] == ["label", "name", "accuracy", "nfe", "sequences", "tokens_per_pass",
+                            "sequences_per_token", "wall_s", "wall_per_solved", "n_items"]
+    # the task's own columns keep their names (older readers of the files still find them)
+    assert d["solved"] == 0.5 and d["solved_each"] == "01" and d["tokens_per_forward"] == 3.0
+
+
+class FirstTokenBench(BenchTask):
+    """A task in one class: all-masked rows, scored by whether token 0 comes first."""
+
+    name = "first-token"
+    default_specs = ["confidence", "topk:k=4"]
+    default_limit = 3
+    columns = [("sampler", "label", ""), ("acc", "accuracy", ".2f"), ("NFE", "nfe", ".1f")]
+
+    def __init__(self, model):
+        self.model = model
+
+    def load_model(self, args, device):
+        return self.model
+
+    def recipe(self, args, model, device):
+        return ModelRecipe("first-token")
+
+    def run(self, ctx: BenchContext) -> BenchResult:
+        x = torch.full((ctx.limit, 12), ctx.model.mask_id)
+        config = DecodeConfig(temperature=ctx.temperatures[0])
+        results = sweep([Run(e, x, config, ctx.seed) for e in ctx.entries], ctx.model,
+                        **ctx.sweep)
+        rows = []
+        for entry, (res, wall) in zip(ctx.entries, results, strict=True):
+            rows.append({"label": entry.label, "name": entry.name,
+                         "first_zero": float((res.tokens[:, 0] == 0).double().mean()),
+                         "nfe": float(res.nfe.double().mean()),
+                         "sequences": float(res.sequences.double().mean()), "wall_s": wall,
+                         "n_items": ctx.limit, "revealed": 12.0})
+        add_rate_metrics(rows, solved="first_zero")
+        return BenchResult([BenchRow.of(r, "first_zero") for r in rows], {"length": 12})
+
+
+def test_a_new_task_is_one_class_with_every_shared_flag(tiny_transformer, tmp_path, capsys):
+    task = FirstTokenBench(tiny_transformer)
+    parser = argparse.ArgumentParser()
+    add_bench_args(parser, task)
+    out = tmp_path / "b.json"
+    args = parser.parse_args(["--limit", "4", "--temperatures", "0,1", "--seed", "3",
+                              "--quiet", "--json", str(out)])
+    assert run_bench(task, args) == 0
+    data = json.loads(out.read_text())
+    assert data["bench"] == "first-token" and data["temperatures"] == [0.0, 1.0]
+    assert [r["label"] for r in data["rows"]] == ["confidence T=0", "topk k=4 T=0",
+                                                   "confidence T=1", "topk k=4 T=1"]
+    # each row is what decoding its entry gives, item r with seed --seed + r
+    x = torch.full((4, 12), tiny_transformer.mask_id)
+    for r, (spec, t) in zip(data["rows"], [("confidence", 0.0), ("topk", 0.0),
+                                           ("confidence", 1.0), ("topk", 1.0)], strict=True):
+        from unmask.samplers.spec import parse_spec
+        entry = parse_spec("topk:k=4" if spec == "topk" else spec)
+        nfe = torch.stack([decode(tiny_transformer, x[i:i + 1], entry.build(),
+                                  DecodeConfig(temperature=t), seed=3 + i).nfe[0]
+                           for i in range(4)]).double().mean()
+        assert r["nfe"] == pytest.approx(float(nfe))
+        assert r["accuracy"] == r["first_zero"] and r["n_items"] == 4
+        assert r["tokens_per_pass"] == pytest.approx(12 / r["nfe"])
+    assert "first-token bench" in capsys.readouterr().out
+
+
+def test_results_read_every_tasks_files(tmp_path):
+    """A protein-like file (reference rows without passes) and an arithmetic-like file (rows
+    of several task parts) plot; files of two benches are refused together."""
+    protein = {"bench": "protein", "n": 4, "seed": 0, "temperatures": [1.0], "rows": [
+        {"label": "natural: held-out crops", "name": "natural", "accuracy": 0.9, "nfe": None,
+         "sequences": None, "wall_s": None},
+        {"label": "confidence", "name": "confidence", "accuracy": 0.7, "nfe": 60.0,
+         "sequences": 60.0, "wall_s": 1.0},
+        {"label": "topk k=12", "name": "topk", "accuracy": 0.8, "nfe": 6.0,
+         "sequences": 6.0, "wall_s": 0.2}]}
+    arith = {"bench": "arithmetic", "limit": 2, "seed": 0, "rows": [
+        {"task": t, "label": s, "name": s.split()[0], "accuracy": a, "nfe": n,
+         "solved_each": e, "wall_s": 0.1}
+        for t, s, a, n, e in [("generate", "confidence", 1.0, 8.0, "11"),
+                              ("generate", "topk k=2", 0.5, 4.0, "10"),
+                              ("product", "confidence", 1.0, 3.0, "11"),
+                              ("product", "topk k=2", 0.5, 2.0, "01")]]}
+    paths = {}
+    for name, data in (("protein", protein), ("arith", arith)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(data))
+    assert plot_bench([str(paths["protein"])], tmp_path / "p.png") == 2  # natural left out
+    assert [r["label"] for r in load_bench(paths["arith"])["rows"]] == [
+        "generate confidence", "generate topk k=2", "product confidence", "product topk k=2"]
+    assert plot_bench([str(paths["arith"])], tmp_path / "a.png", x="wall") == 4
+    from unmask.errors import UnmaskError
+    with pytest.raises(UnmaskError, match="different benches"):
+        plot_bench([str(paths["protein"]), str(paths["arith"])], tmp_path / "x.png")
+    with pytest.raises(UnmaskError, match="Sudoku's"):
+        plot_bench([str(paths["protein"])], tmp_path / "x.png", references=True)
+
+
+def test_pool_reads_files_of_another_task(tmp_path):
+    def reasoning(seed, each):
+        return {"bench": "reasoning", "tasks": ["chain_sum"], "limit": len(each["confidence"]),
+                "seed": seed, "temperatures": [0.0], "rows": [
+                    {"task": "chain_sum", "label": s, "name": s.split()[0],
+                     "accuracy": e.count("1") / len(e), "nfe": n, "solved_each": e,
+                     "wall_s": 1.0, "temperature": 0.0}
+                    for (s, e), n in zip(each.items(), (8.0, 4.0), strict=True)]}
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(reasoning(0, {"confidence": "110", "topk k=2": "100"})))
+    b.write_text(json.dumps(reasoning(3, {"confidence": "1", "topk k=2": "1"})))
+    pooled = pool_bench([str(a), str(b)], tmp_path / "p.json", quiet=True)
+    rows = {r["label"]: r for r in pooled["rows"]}
+    assert pooled["bench"] == "reasoning" and pooled["puzzles"] == 4
+    assert rows["topk k=2"]["solved_each"] == "1001"
+    assert rows["topk k=2"]["accuracy"] == 0.5 and rows["topk k=2"]["vs_seq"] == "+0/-1"

@@ -151,10 +151,10 @@ def test_train_grows_a_self_conditioning_model_and_bench_can_switch_its_input_of
 @pytest.mark.parametrize("puzzle_set, drawn", [("hard", True), ("medium", False)])
 def test_published_points_are_drawn_only_on_the_set_they_were_measured_on(
         tiny_model_dir, tmp_path, monkeypatch, puzzle_set, drawn):
-    import unmask.commands.bench
+    import unmask.sudoku.bench
 
     seen = {}
-    monkeypatch.setattr(unmask.commands.bench, "pareto_plot",
+    monkeypatch.setattr(unmask.sudoku.bench, "pareto_plot",
                         lambda rows, path, **kw: seen.update(kw))
     assert main(["sudoku", "bench", "--model", tiny_model_dir, "--set", puzzle_set, "--limit",
                  "2", "--quiet", "--samplers", "topk:k=7", "--plot",

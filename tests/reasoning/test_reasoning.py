@@ -217,7 +217,7 @@ def test_bench_cli_writes_json_and_plot(tiny_folder, tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--tasks", "nope"], "--tasks: unknown task 'nope'"),
     (["--limit", "0"], "--limit: must be >= 1"),
-    (["--temperatures", "0,-1"], "--temperatures: expected numbers >= 0"),
+    (["--temperatures", "0,-1"], "--temperatures: expected finite numbers >= 0"),
 ])
 def test_bench_cli_bad_input_is_one_line_exit_2(tiny_folder, tmp_path, capsys, args,
                                                 message):

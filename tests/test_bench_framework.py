@@ -32,13 +32,15 @@ def flags_of(noun: str) -> dict[str, argparse.Action]:
 
 
 def test_every_task_is_benched_through_the_builder():
-    assert set(BENCH_TASKS) == {"sudoku", "protein", "arithmetic", "image", "reasoning"}
+    assert set(BENCH_TASKS) == {"sudoku", "protein", "arithmetic", "image", "reasoning",
+                                "antibody"}
     for noun in BENCH_TASKS:
         task = bench_task(noun)
         assert isinstance(task, BenchTask) and task.name == noun
 
 
-@pytest.mark.parametrize("noun", ["sudoku", "protein", "arithmetic", "image", "reasoning"])
+@pytest.mark.parametrize("noun", ["sudoku", "protein", "arithmetic", "image", "reasoning",
+                                  "antibody"])
 def test_every_bench_has_the_shared_flags_with_one_meaning(noun):
     flags = flags_of(noun)
     assert SHARED <= set(flags)
@@ -207,3 +209,28 @@ def test_pool_reads_files_of_another_task(tmp_path):
     assert pooled["bench"] == "reasoning" and pooled["puzzles"] == 4
     assert rows["topk k=2"]["solved_each"] == "1001"
     assert rows["topk k=2"]["accuracy"] == 0.5 and rows["topk k=2"]["vs_seq"] == "+0/-1"
+
+
+def test_antibody_bench_rows_are_the_infill_metrics(tmp_path):
+    """`unmask antibody bench` on the framework: a row's recovery is that of the same
+    templates filled by `unmask.infill` with the same seed, and its accuracy is the
+    recovery."""
+    pytest.importorskip("anarci")
+    from unmask import infill
+    from unmask.antibody import cdr_infilling, load_heavy_chains, residue_recovery
+    from unmask.models.auto import load_model
+
+    out = tmp_path / "ab.json"
+    assert main(["antibody", "bench", "--model", "protein", "--limit", "2", "--settings",
+                 "cdr", "--samplers", "topk:k=4", "--no-perplexity", "--seed", "5",
+                 "--quiet", "--threads", "1", "--json", str(out)]) == 0
+    [row] = json.loads(out.read_text())["rows"]
+    cases = cdr_infilling(load_heavy_chains("held_out")[:2])
+    gens = infill(load_model("protein"), [c.template for c in cases], sampler="topk:k=4",
+                  seed=5)
+    n = [c.masked.sum() for c in cases]
+    expect = (residue_recovery([g.text for g in gens], cases) * n).sum() / sum(n)
+    assert row["task"] == "cdr" and row["accuracy"] == row["recovery"]
+    assert row["recovery"] == pytest.approx(expect)
+    assert row["nfe"] == pytest.approx(sum(g.nfe for g in gens) / 2)
+    assert main(["antibody", "bench", "--engine", "ray", "--quiet"]) == 2

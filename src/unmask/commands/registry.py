@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 #: name path -> (module under unmask.commands, help); one line per command
 COMMAND_MODULES: dict[tuple[str, ...], tuple[str, str]] = {
+    ("antibody", "bench"): ("bench", "benchmark every sampler on antibody heavy chains: CDR infilling, random masking, generation"),  # noqa: E501
     ("arithmetic", "bench"): ("bench", "benchmark every sampler on multiplication: accuracy, NFE, sequences, entropy"),  # noqa: E501
     ("arithmetic", "train"): ("arithmetic", "train the multiplication MDM (checkpoints, --resume)"),  # noqa: E501
     ("corrector", "train"): ("corrector", "train the corrector (finds wrong decoded tokens) on the states a decoder visits"),  # noqa: E501
@@ -51,6 +52,7 @@ GROUPS = {
     "image": "class-conditional digits: train the MDM and its classifier, benchmark samplers",
     "reasoning": "text reasoning tasks: train the text MDM, benchmark samplers",
     "results": "bench result files: plot, pool",
+    "antibody": "antibody heavy chains: benchmark samplers",
 }
 
 

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import dataclasses
 import inspect
+import math
 import os
 from pathlib import Path
 

@@ -1,8 +1,10 @@
-"""Atomic file writing: write to a temporary path in the same folder, then rename."""
+"""File helpers: atomic writing (a temporary path in the same folder, then a rename) and the
+sha256 of a file read in blocks."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -80,3 +82,12 @@ def output_path(path: str | Path | None, what: str,
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UnmaskError(f"{what}: folder {folder} is not writable")
     return path
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex sha256 of the file at ``path``, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

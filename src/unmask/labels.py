@@ -41,6 +41,7 @@ import torch
 
 from unmask.engine import Engine, LocalEngine
 from unmask.errors import UnmaskError, require
+from unmask.io import file_sha256
 from unmask.mi.label_files import (
     FORMAT,
     LABEL_SCHEMA,
@@ -48,7 +49,6 @@ from unmask.mi.label_files import (
     META_KEY,
     SHARD_RE,
     checked_manifest,
-    file_sha256,
     mismatch,
     shard_name,
     versions,

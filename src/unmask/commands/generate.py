@@ -66,12 +66,17 @@ def _args(p: argparse.ArgumentParser) -> None:
     add_device_arg(p)
 
 
-def read_prompts(path: str) -> list[str]:
-    """Prompts from a JSONL file (a JSON string, or an object with 'prompt', per line)."""
+def read_file_arg(path: str) -> str:
+    """The text of ``--file PATH`` (``-``: standard input; UTF-8, a BOM dropped)."""
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
+        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise UnmaskError(f"--file: cannot read {path} ({e.__class__.__name__})") from None
+
+
+def read_prompts(path: str) -> list[str]:
+    """Prompts from a JSONL file (a JSON string, or an object with 'prompt', per line)."""
+    text = read_file_arg(path)
     prompts = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():

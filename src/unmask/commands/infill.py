@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 from unmask.commands.common import (
     add_confidence_arg,
@@ -16,6 +14,7 @@ from unmask.commands.common import (
     positive_int,
     resolve_device,
 )
+from unmask.commands.generate import read_file_arg
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError, require
 from unmask.infill import infill
@@ -59,10 +58,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 def read_templates(path: str) -> list[str]:
     """Templates from a file, one a line: a line starting with '"' or '{' is JSON (a string,
     or an object with a string 'template'), any other non-blank line is the template."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UnmaskError(f"--file: cannot read {path} ({e.__class__.__name__})") from None
+    text = read_file_arg(path)
     templates = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()

@@ -48,14 +48,6 @@ def shard_name(index: int) -> str:
     return f"shard-{index:05d}.safetensors"
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def mismatch(found: dict, expected: dict) -> str | None:
     for key, value in expected.items():
         if found.get(key) != value:

@@ -18,7 +18,6 @@ Its tokenizer reads one residue per character: sequences are plain residue strin
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -26,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from unmask.errors import UnmaskError, require
+from unmask.io import file_sha256
 from unmask.models.files import read_json_object
 from unmask.models.hf import _import_transformers
 
@@ -64,14 +64,6 @@ def wheel_files() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "trained_models"
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def antiberty_folder(source: Path | None = None) -> Path:
     """The converted ``BertForMaskedLM`` folder in :func:`cache_dir`, converting the wheel's
     weights (``source``: its ``trained_models`` folder, default the installed one) on first
@@ -83,7 +75,7 @@ def antiberty_folder(source: Path | None = None) -> Path:
     weights = source / "AntiBERTy_md_smooth" / "pytorch_model.bin"
     require(weights.is_file(), f"model: {weights} is missing; reinstall antiberty=="
                                f"{WHEEL_VERSION} (later releases ship no weights)")
-    digest = sha256_file(weights)
+    digest = file_sha256(weights)
     require(digest == WEIGHTS_SHA256,
             f"model: {weights} has sha256 {digest[:16]}..., not antiberty=={WHEEL_VERSION}'s "
             f"{WEIGHTS_SHA256[:16]}...; reinstall antiberty=={WHEEL_VERSION}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -233,4 +234,25 @@ def test_antibody_bench_rows_are_the_infill_metrics(tmp_path):
     assert row["task"] == "cdr" and row["accuracy"] == row["recovery"]
     assert row["recovery"] == pytest.approx(expect)
     assert row["nfe"] == pytest.approx(sum(g.nfe for g in gens) / 2)
+    assert row["masked_each"] == [int(k) for k in n]
+    assert row["nfe_each"] == [g.nfe for g in gens]
+    assert sum(row["recovered_each"]) / sum(n) == pytest.approx(row["recovery"])
     assert main(["antibody", "bench", "--engine", "ray", "--quiet"]) == 2
+
+
+def test_antibody_paired_recovery_is_by_chain():
+    """The difference of two rows' pooled recovery, with the standard error of its chain-level
+    paired differences (chains, not residues, are the independent units)."""
+    from unmask.antibody.bench import add_vs_sequential, paired_recovery
+
+    seq = {"label": "confidence", "recovered_each": [8, 5, 9], "masked_each": [10, 10, 10]}
+    row = {"label": "eb gamma=1", "recovered_each": [7, 5, 6], "masked_each": [10, 10, 10]}
+    diff, se = paired_recovery(row, seq)
+    d = np.array([-1.0, 0.0, -3.0])  # per-chain differences
+    assert diff == pytest.approx(100 * d.sum() / 30)
+    assert se == pytest.approx(100 * np.sqrt(3) * d.std(ddof=1) / 30)
+    assert paired_recovery(row, dict(seq, masked_each=[10, 10, 9])) is None
+    assert paired_recovery(dict(row, recovered_each=None), seq) is None
+    rows = [row, seq]
+    add_vs_sequential(rows)
+    assert seq["vs_sequential"] is None and row["vs_sequential"] == f"{diff:+.1f} ± {se:.1f}"

@@ -23,7 +23,14 @@ from unmask.antibody.settings import (
     random_masking,
     unconditional,
 )
-from unmask.bench import BenchContext, BenchResult, BenchRow, BenchTask, render_table
+from unmask.bench import (
+    SEQUENTIAL_LABELS,
+    BenchContext,
+    BenchResult,
+    BenchRow,
+    BenchTask,
+    render_table,
+)
 from unmask.errors import UnmaskError
 from unmask.infill import infill
 from unmask.models.auto import load_model
@@ -61,8 +68,9 @@ def score_fills(model, entry: SamplerSpec, cases: list[InfillCase], reference: l
     """One row's numbers from the :func:`unmask.infill` generations of ``cases``."""
     texts = [g.text for g in gens]
     masked = np.array([c.masked.sum() for c in cases], dtype=float)
-    recovery = (None if cases[0].truth is None else
-                float((residue_recovery(texts, cases) * masked).sum() / masked.sum()))
+    each = (None if cases[0].truth is None else
+            np.rint(residue_recovery(texts, cases) * masked).astype(int))
+    recovery = None if each is None else float(each.sum() / masked.sum())
     jsd = composition_jsd(texts, reference)
     nfe = float(np.mean([g.nfe for g in gens]))
     return {"label": entry.label, "name": entry.name, "verified": entry.verified,
@@ -74,7 +82,35 @@ def score_fills(model, entry: SamplerSpec, cases: list[InfillCase], reference: l
             "score": recovery if recovery is not None else 1.0 - jsd,
             "nfe": nfe, "sequences": float(np.mean([g.sequences for g in gens])),
             "revealed": float(masked.mean()), "tokens_per_pass": float(masked.mean()) / nfe,
-            "wall_s": wall, "n_items": len(cases)}
+            "wall_s": wall, "n_items": len(cases),
+            # per chain, for paired comparisons (:func:`paired_recovery`)
+            "recovered_each": None if each is None else each.tolist(),
+            "masked_each": masked.astype(int).tolist(), "nfe_each": [g.nfe for g in gens]}
+
+
+def paired_recovery(row: dict, ref: dict) -> tuple[float, float] | None:
+    """(difference, standard error) of ``row``'s pooled recovery minus ``ref``'s, in points,
+    paired by chain: d_c = residues right in chain c by ``row`` minus by ``ref``, difference
+    = sum d / sum n, standard error = sqrt(C) sd(d) / sum n over the C chains (the chains are
+    the independent units, not the residues). None when either row has no truth to recover
+    or they cover other chains."""
+    a, b = row.get("recovered_each"), ref.get("recovered_each")
+    if a is None or b is None or row.get("masked_each") != ref.get("masked_each"):
+        return None
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    n = float(np.sum(row["masked_each"]))
+    se = float(np.sqrt(len(d)) * d.std(ddof=1) / n) if len(d) > 1 else float("nan")
+    return 100.0 * float(d.sum()) / n, 100.0 * se
+
+
+def add_vs_sequential(rows: list[dict]) -> None:
+    """Set ``vs_sequential`` on every row of one setting: its recovery minus that of the first
+    sequential row (confidence, else entropy, margin, uniform) as ``+d ± se`` points, paired
+    by chain (:func:`paired_recovery`); None without such a row or a truth."""
+    seq = next((r for label in SEQUENTIAL_LABELS for r in rows if r["label"] == label), None)
+    for r in rows:
+        diff = None if seq is None or r is seq else paired_recovery(r, seq)
+        r["vs_sequential"] = None if diff is None else f"{diff[0]:+.1f} ± {diff[1]:.1f}"
 
 
 class AntibodyBench(BenchTask):
@@ -91,6 +127,7 @@ class AntibodyBench(BenchTask):
     items = "held-out chains per setting (generation: sequences)"
     accuracy_label = "residue recovery % (generation: 100 × (1 − JSD))"
     columns = [("sampler", "label", ""), ("recovery %", "recovery_pct", ".1f"),
+               ("vs seq (pts)", "vs_sequential", ""),
                ("PPL", "pseudo_perplexity", ".2f"), ("identity", "identity", ".3f"),
                ("JSD", "jsd_heldout", ".4f"), ("NFE", "nfe", ".1f"),
                ("tok/pass", "tokens_per_pass", ".2f"), ("seqs", "sequences", ".1f"),
@@ -143,7 +180,9 @@ class AntibodyBench(BenchTask):
         rows = [dict(r, recovery_pct=None if r["recovery"] is None else 100 * r["recovery"])
                 for r in result.dicts()]
         for setting in dict.fromkeys(r["task"] for r in rows):
-            render_table([r for r in rows if r["task"] == setting], self.columns,
+            part = [r for r in rows if r["task"] == setting]
+            add_vs_sequential(part)
+            render_table(part, self.columns,
                          f"{setting}: {SETTINGS[setting]} — {result.header['model']}, "
                          f"{ctx.limit} chains")
 

@@ -242,7 +242,7 @@ def test_cache_keeps_no_corrected_shard_without_a_recipe_and_refuses_a_foreign_f
         sweep(_cached_runs(model, x)[:1], model, cache=tmp_path / "f")
 
 
-@pytest.mark.parametrize("bench", ["sudoku", "image"])
+@pytest.mark.parametrize("bench", ["sudoku", "image", "antibody"])
 def test_cli_bench_with_a_cache_reruns_from_it(bench, tiny, digits, tmp_path, capsys):
     """A second run with the same flags and --cache reads every shard back: the JSON is
     byte-equal, wall-clock fields included (a decode would time itself anew)."""
@@ -250,11 +250,17 @@ def test_cli_bench_with_a_cache_reruns_from_it(bench, tiny, digits, tmp_path, ca
                        "--limit", "4", "--batch-size", "2", "--samplers", *SPECS],
             "image": ["image", "bench", "--model", str(digits / "mdm"), "--classifier",
                       str(digits / "clf"), "--limit", "4", "--rounds", "3", "--samplers",
-                      "confidence", "topk:k=16"]}[bench]
+                      "confidence", "topk:k=16"],
+            "antibody": ["antibody", "bench", "--model", "protein", "--limit", "3",
+                         "--batch-size", "2", "--settings", "cdr", "random", "--samplers",
+                         "topk:k=4", "eb", "--no-perplexity"]}[bench]
+    if bench == "antibody":
+        pytest.importorskip("anarci")
     cache = tmp_path / "cache"
     first = _cli_rows([*argv, "--cache", str(cache)], tmp_path / "a.json")
     kept = sorted(cache.glob("*.safetensors"))
-    assert len(kept) == (4 if bench == "sudoku" else 2)
+    # sudoku: 2 entries x 2 shards; image: 2 entries; antibody: 2 settings x 2 entries x 2
+    assert len(kept) == {"sudoku": 4, "image": 2, "antibody": 8}[bench]
     again = _cli_rows([*argv, "--cache", str(cache)], tmp_path / "b.json")
     assert again == first and sorted(cache.glob("*.safetensors")) == kept
     capsys.readouterr()
@@ -347,6 +353,10 @@ def test_cli_benches_on_ray_write_the_local_rows(tiny, digits, tmp_path, capsys)
              str(digits / "clf"), "--limit", "4", "--rounds", "3", "--samplers", "confidence",
              "topk:k=16"]
     benches = [sudoku, arith, image]
+    if importlib.util.find_spec("anarci") is not None:
+        benches.append(["antibody", "bench", "--model", "protein", "--limit", "3",
+                        "--batch-size", "2", "--settings", "random", "--samplers", "topk:k=4",
+                        "eb", "--no-perplexity"])
     if importlib.util.find_spec("reasoning_gym") is not None:
         benches.append(["reasoning", "bench", "--model", str(_text_folder(tmp_path)),
                         "--tasks", "chain_sum", "--limit", "3", "--samplers", "confidence",

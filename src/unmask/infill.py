@@ -23,6 +23,7 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Callable
 
 import torch
 
@@ -140,6 +141,60 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
         ``text`` the whole filled sequence (special tokens dropped), ``token_ids`` its ids,
         ``tokens_per_forward`` the masked positions over the passes.
     """
+    plan = plan_infill(model, templates, tokenizer=tokenizer, block_length=block_length,
+                       batch_size=batch_size)
+    require(is_int(seed), f"seed: must be an integer, got {seed!r}")
+    sampler = _with_steps(parse_sampler(sampler), steps, 1)
+    config = DecodeConfig(temperature=temperature, block_size=block_length,
+                          confidence=confidence)
+    return decode_batches(plan.model, plan.encoded, sampler, config, seed=seed,
+                          batch_size=batch_size, batch=plan.batch, read=plan.read)
+
+
+@dataclasses.dataclass
+class InfillPlan:
+    """Templates ready to decode, for callers that run the decodes themselves (a bench on an
+    engine, :mod:`unmask.sweep`); :func:`infill` is ``decode_batches`` over it.
+
+    Attributes:
+        model: the model the templates were encoded for.
+        templates: the templates, in order.
+        encoded: each template's token ids (MASK where to fill).
+        batch: chunk of ``encoded`` -> its decode input: x (R, W) long and how its rows end
+            (:class:`~unmask.generate.TextEnds` for text models: pass it as a sweep run's
+            ``extras``; None for residue templates).
+        batch_size: templates per chunk (None: all at once).
+    """
+
+    model: MaskedModel
+    templates: list[str]
+    encoded: list[list[int]]
+    batch: Callable[[list[list[int]]], tuple[torch.Tensor, TextEnds | None]]
+    batch_size: int | None
+    to_text: Callable[[list[int]], str]
+    protein: bool
+
+    def chunks(self) -> list[tuple[int, torch.Tensor, TextEnds | None]]:
+        """(index of the chunk's first template, x (R, W), ends) per chunk, in order: the
+        decode inputs :func:`infill` decodes, template ``lo + r`` with seed ``seed + lo + r``."""
+        size = self.batch_size or len(self.encoded)
+        return [(lo, *self.batch(self.encoded[lo:lo + size]))
+                for lo in range(0, len(self.encoded), size)]
+
+    def read(self, res: DecodeResult, lo: int, ends: TextEnds | None, wall: float
+             ) -> list[Generation]:
+        """The :class:`~unmask.generate.Generation` s of the decoded chunk that starts at
+        template ``lo`` (``wall``: its seconds)."""
+        hi = lo + len(res.tokens)
+        return _filled(res, self.templates[lo:hi], self.encoded[lo:hi], self.to_text,
+                       self.protein, self.model.mask_id, wall)
+
+
+def plan_infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=None,
+                block_length: int | None = None, batch_size: int | None = None
+                ) -> InfillPlan:
+    """The :class:`InfillPlan` of ``templates`` for ``model`` (arguments as :func:`infill`);
+    one line naming what is wrong with a template or an argument."""
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model)
     require(isinstance(model, MaskedModel), f"model: expected a MaskedModel or a name, got "
@@ -152,20 +207,9 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
             f"block_length: must be an integer >= 1, got {block_length!r}")
     require(batch_size is None or (is_int(batch_size) and batch_size >= 1),
             f"batch_size: must be an integer >= 1, got {batch_size!r}")
-    require(is_int(seed), f"seed: must be an integer, got {seed!r}")
-    sampler = _with_steps(parse_sampler(sampler), steps, 1)
     protein = _reads_residues(model, tokenizer)
     batch = (_protein_batch if protein else _text_batch)(model, block_length)
-
-    def read(res: DecodeResult, lo: int, ends: TextEnds | None, wall: float):
-        hi = lo + len(res.tokens)
-        return _filled(res, templates[lo:hi], encoded[lo:hi], to_text, protein, model.mask_id,
-                       wall)
-
-    config = DecodeConfig(temperature=temperature, block_size=block_length,
-                          confidence=confidence)
-    return decode_batches(model, encoded, sampler, config, seed=seed, batch_size=batch_size,
-                          batch=batch, read=read)
+    return InfillPlan(model, list(templates), encoded, batch, batch_size, to_text, protein)
 
 
 def _reads_residues(model: MaskedModel, tokenizer) -> bool:
@@ -256,5 +300,5 @@ def _filled(res: DecodeResult, templates: list[str], encoded: list[list[int]], t
     return out
 
 
-__all__ = ["MASK_MARK", "encode_residues", "encode_text", "infill", "is_protein_model",
-           "split_template"]
+__all__ = ["MASK_MARK", "InfillPlan", "encode_residues", "encode_text", "infill",
+           "is_protein_model", "plan_infill", "split_template"]

@@ -31,12 +31,13 @@ from unmask.bench import (
     BenchTask,
     render_table,
 )
-from unmask.errors import UnmaskError
-from unmask.infill import infill
+from unmask.decode import DecodeConfig
+from unmask.infill import plan_infill
 from unmask.models.auto import load_model
 from unmask.pretrained import describe_source
 from unmask.recipe import ModelRecipe
 from unmask.samplers.spec import SamplerSpec
+from unmask.sweep import Run, Warmup, sweep
 
 #: the settings, in table order: name -> what the table title says
 SETTINGS = {"cdr": "CDR1, CDR2 and the start of CDR3 masked, the framework given",
@@ -50,6 +51,11 @@ DEFAULT_SPECS = [
     "confidence", "entropy", "margin", "topk:k=4", "eb:gamma=1.0", "threshold:tau=0.9",
     "dus", "dapd", "demask", "info-gain", "mi-guided:estimator=antiberty_mi_estimator",
 ]
+
+
+def _n_cases(setting: str, limit: int) -> int:
+    """How many cases :func:`setting_cases` gives for ``limit``."""
+    return limit if setting == "unconditional" else min(limit, len(load_heavy_chains("held_out")))
 
 
 def setting_cases(setting: str, limit: int, seed: int) -> tuple[list[InfillCase], list[str]]:
@@ -141,11 +147,6 @@ class AntibodyBench(BenchTask):
         p.add_argument("--no-perplexity", action="store_true",
                        help="leave out the pseudo-perplexity (one pass per residue)")
 
-    def check(self, args) -> None:
-        if args.engine != "local" or args.cache is not None:
-            raise UnmaskError("--engine, --cache: the antibody bench decodes in this process "
-                              "(infill templates); drop them")
-
     def load_model(self, args, device):
         return load_model(args.model or "antiberty").to(device)
 
@@ -153,25 +154,35 @@ class AntibodyBench(BenchTask):
         return ModelRecipe(args.model or "antiberty", device=device.type)
 
     def n_runs(self, ctx: BenchContext) -> int:
-        return len(ctx.args.settings) * len(ctx.entries)
+        size = ctx.args.batch_size
+        return len(ctx.entries) * sum(
+            -(-n // (size or n)) for n in (_n_cases(s, ctx.limit) for s in ctx.args.settings))
 
     def run(self, ctx: BenchContext) -> BenchResult:
         args, [temperature] = ctx.args, ctx.temperatures
-        rows, done = [], 0
+        config = DecodeConfig(temperature=temperature)
+        parts, runs = [], []
         for setting in args.settings:
             cases, reference = setting_cases(setting, ctx.limit, ctx.seed)
+            plan = plan_infill(ctx.model, [c.template for c in cases],
+                               batch_size=args.batch_size)
+            chunks = plan.chunks()
+            parts.append((setting, cases, reference, plan, chunks))
+            # template lo + r decodes with seed + lo + r, as in unmask.infill
+            runs += [Run(entry, x, config, ctx.seed + lo, extras=ends)
+                     for entry in ctx.entries for lo, x, ends in chunks]
+        results = iter(sweep(runs, ctx.model, batch_size=max(len(r.tokens) for r in runs),
+                             warmup=Warmup(runs[0].tokens[:2], "topk", config), **ctx.sweep))
+        rows = []
+        for setting, cases, reference, plan, chunks in parts:
             for entry in ctx.entries:
-                start = time.perf_counter()
-                gens = infill(ctx.model, [c.template for c in cases], sampler=entry.build(),
-                              temperature=temperature, seed=ctx.seed,
-                              batch_size=args.batch_size)
-                row = score_fills(ctx.model, entry, cases, reference, gens,
-                                  time.perf_counter() - start,
+                gens, wall = [], 0.0
+                for (lo, _, ends), (res, seconds) in zip(chunks, results):
+                    gens += plan.read(res, lo, ends, seconds)
+                    wall += seconds
+                row = score_fills(ctx.model, entry, cases, reference, gens, wall,
                                   perplexity=not args.no_perplexity)
                 rows.append({"task": setting, **row})
-                done += 1
-                if ctx.sweep.get("progress") is not None:
-                    ctx.sweep["progress"](done)
         header = {"model": describe_source(ctx.model.source), "settings": args.settings,
                   "limit": ctx.limit}
         return BenchResult([BenchRow.of(r, "score") for r in rows], header)

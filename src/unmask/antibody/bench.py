@@ -5,8 +5,6 @@ amino-acid composition, beside what decoding cost."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from unmask.antibody.data import load_heavy_chains
@@ -177,7 +175,8 @@ class AntibodyBench(BenchTask):
         for setting, cases, reference, plan, chunks in parts:
             for entry in ctx.entries:
                 gens, wall = [], 0.0
-                for (lo, _, ends), (res, seconds) in zip(chunks, results):
+                for lo, _, ends in chunks:
+                    res, seconds = next(results)
                     gens += plan.read(res, lo, ends, seconds)
                     wall += seconds
                 row = score_fills(ctx.model, entry, cases, reference, gens, wall,

@@ -8,7 +8,7 @@ from unmask import DecodeConfig, decode, make_sampler
 from unmask.models.transformer import MDMTransformer
 from unmask.probs import previous_pass_probs, real_log_probs
 from unmask.sudoku.train import SudokuPool, sudoku_model_config
-from unmask.training import TrainConfig, masked_cross_entropy, train
+from unmask.training import LoopConfig, TrainConfig, masked_cross_entropy, train
 
 
 def tiny(**overrides):
@@ -54,8 +54,8 @@ def test_training_with_self_conditioning_teaches_the_map(tmp_path):
     model.zero_grad()
     masked_cross_entropy(model, inputs, targets, mask).backward()  # no previous pass
     assert model.prev_embed.weight.grad is None or not model.prev_embed.weight.grad.any()
-    cfg = TrainConfig(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=4, eval_every=4,
-                      bf16=False)
+    cfg = TrainConfig(loop=LoopConfig(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=4,
+                                      eval_every=4, grad_clip=1.0), bf16=False)
     train(model, lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
     assert model.prev_embed.weight.any()
 

@@ -6,7 +6,23 @@ import torch
 from unmask.errors import UnmaskError
 from unmask.models.transformer import MDMTransformer
 from unmask.sudoku.train import SudokuPool, sudoku_model_config
-from unmask.training import TrainConfig, masked_cross_entropy, train
+from unmask.training import LoopConfig, TrainConfig, masked_cross_entropy, train
+
+
+def mdm_config(*, bf16=True, seed=0, device="cpu", **loop) -> TrainConfig:
+    """A TrainConfig whose loop is the MDM commands' (their fixed settings, these defaults)."""
+    from unmask.commands.training_flags import FIXED_LOOP
+
+    loop = {"batch_size": 128, "lr": 1e-3, "warmup_steps": 500, "eval_every": 1000,
+            "metric": "accuracy", **FIXED_LOOP, **loop}
+    return TrainConfig(loop=LoopConfig(**loop), bf16=bf16, seed=seed, device=device)
+
+
+def with_loop(cfg: TrainConfig, **changes) -> TrainConfig:
+    """``cfg`` with these loop fields changed."""
+    import dataclasses
+
+    return dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, **changes))
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +44,7 @@ def held_out_loss(model, pool):
 def test_training_lowers_loss(pool, tmp_path):
     model = tiny()
     before = held_out_loss(model, pool)
-    cfg = TrainConfig(batch_size=64, lr=1e-2, warmup_steps=10, total_steps=240, eval_every=120)
+    cfg = mdm_config(batch_size=64, lr=1e-2, warmup_steps=10, total_steps=240, eval_every=120)
     history = train(model, lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
     assert [h["step"] for h in history] == [120, 240]
     after = held_out_loss(model, pool)
@@ -38,12 +54,12 @@ def test_training_lowers_loss(pool, tmp_path):
 
 
 def test_resume_equals_uninterrupted(pool, tmp_path):
-    cfg = TrainConfig(batch_size=16, lr=3e-3, warmup_steps=3, total_steps=12, eval_every=4,
+    cfg = mdm_config(batch_size=16, lr=3e-3, warmup_steps=3, total_steps=12, eval_every=4,
                       bf16=False)
     full = tiny()
     train(full, lambda s, b: pool.batch(s, b), cfg, tmp_path / "a", log=lambda s: None)
     part = tiny()
-    half = TrainConfig(**{**cfg.__dict__, "stop_at_step": 6})
+    half = with_loop(cfg, stop_at_step=6)
     train(part, lambda s, b: pool.batch(s, b), half, tmp_path / "b", log=lambda s: None)
     # paused at step 6, then resumed in a new model object: identical to the full run
     resumed = tiny()
@@ -55,7 +71,7 @@ def test_resume_equals_uninterrupted(pool, tmp_path):
 
 
 def test_resume_needs_checkpoint_and_same_architecture(pool, tmp_path):
-    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    cfg = mdm_config(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
     with pytest.raises(UnmaskError, match="no checkpoint"):
         train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, resume=True)
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
@@ -65,7 +81,7 @@ def test_resume_needs_checkpoint_and_same_architecture(pool, tmp_path):
 
 
 def test_a_checkpoint_older_than_a_model_config_field_still_resumes(pool, tmp_path):
-    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    cfg = mdm_config(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
     ckpt = tmp_path / "checkpoint.pt"
     state = torch.load(ckpt, weights_only=True)
@@ -92,8 +108,8 @@ def test_decay_by_time_ends_the_schedule_with_whichever_budget_runs_out():
 
     from unmask.training import warmup_cosine_lr
 
-    steps = TrainConfig(lr=1e-3, min_lr=1e-5, warmup_steps=10, total_steps=110)
-    timed = TrainConfig(**{**steps.__dict__, "max_time_s": 100.0, "decay_by_time": True})
+    steps = LoopConfig(lr=1e-3, min_lr=1e-5, warmup_steps=10, total_steps=110)
+    timed = LoopConfig(**{**steps.__dict__, "max_time_s": 100.0, "decay_by_time": True})
     # warm-up is in steps either way; with no time spent the two schedules agree
     for step in (0, 5, 10, 60, 110):
         assert timed.lr_at(step, 0.0) == steps.lr_at(step)
@@ -107,16 +123,16 @@ def test_decay_by_time_ends_the_schedule_with_whichever_budget_runs_out():
     # without decay_by_time the clock is ignored
     assert steps.lr_at(20, 50.0) == steps.lr_at(20)
     with pytest.raises(UnmaskError, match="decay_by_time"):
-        TrainConfig(decay_by_time=True)
+        LoopConfig(total_steps=10, lr=1e-3, decay_by_time=True)
 
 
 def test_checkpoint_counts_training_time_over_resumes(pool, tmp_path):
-    cfg = TrainConfig(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=4, eval_every=2,
+    cfg = mdm_config(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=4, eval_every=2,
                       max_time_s=3600.0, decay_by_time=True, stop_at_step=2)
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
     first = torch.load(tmp_path / "checkpoint.pt", weights_only=True)["elapsed_s"]
     assert first > 0
-    rest = TrainConfig(**{**cfg.__dict__, "stop_at_step": None})
+    rest = with_loop(cfg, stop_at_step=None)
     train(tiny(), lambda s, b: pool.batch(s, b), rest, tmp_path, resume=True,
           log=lambda s: None)
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
@@ -130,7 +146,7 @@ def test_a_run_stopped_by_its_time_budget_evaluates_its_last_step(pool, tmp_path
         time.sleep(0.05)
         return pool.batch(step, size)
 
-    cfg = TrainConfig(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=1000, eval_every=500,
+    cfg = mdm_config(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=1000, eval_every=500,
                       max_time_s=0.3, decay_by_time=True)
     history = train(tiny(), slow_batches, cfg, tmp_path, lambda m: {"accuracy": 0.5},
                     log=lambda s: None)
@@ -138,17 +154,17 @@ def test_a_run_stopped_by_its_time_budget_evaluates_its_last_step(pool, tmp_path
     assert 0 < state["step"] < 500
     assert [h["step"] for h in history] == [state["step"]] and history[0]["best"]
     assert (tmp_path / "best" / "model.safetensors").is_file()
-    assert history[0]["lr"] == pytest.approx(cfg.min_lr, rel=0.05)  # the schedule ran out
+    assert history[0]["lr"] == pytest.approx(cfg.loop.min_lr, rel=0.05)  # the schedule ran out
 
 
 def test_best_weights_record_the_origin_and_a_resume_keeps_it(pool, tmp_path):
     import json
 
-    cfg = TrainConfig(batch_size=8, total_steps=4, eval_every=2, warmup_steps=1, bf16=False)
+    cfg = mdm_config(batch_size=8, total_steps=4, eval_every=2, warmup_steps=1, bf16=False)
     origin = {"init_from": {"model": "parent", "fingerprint": "abc"}}
     score = iter([0.1, 0.2, 0.3])
-    train(tiny(), lambda s, b: pool.batch(s, b), TrainConfig(**{**cfg.__dict__,
-          "stop_at_step": 2}), tmp_path, lambda m: {"accuracy": next(score)},
+    train(tiny(), lambda s, b: pool.batch(s, b), with_loop(cfg,
+          stop_at_step=2), tmp_path, lambda m: {"accuracy": next(score)},
           log=lambda s: None, origin=origin)
     best = tmp_path / "best" / "config.json"
     assert json.loads(best.read_text())["origin"] == origin
@@ -258,7 +274,7 @@ class _RunsCode:
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(pool, tmp_path):
-    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    cfg = mdm_config(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
     marker = tmp_path / "marker"
     ckpt = tmp_path / "run" / "checkpoint.pt"
     ckpt.parent.mkdir()
@@ -273,7 +289,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(pool, tmp_
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "not a dict"])
 def test_a_damaged_checkpoint_is_one_line(pool, tmp_path, damage):
-    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    cfg = mdm_config(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None)
     ckpt = tmp_path / "checkpoint.pt"
     data = ckpt.read_bytes()
@@ -287,21 +303,22 @@ def test_a_damaged_checkpoint_is_one_line(pool, tmp_path, damage):
 
 
 def test_resume_with_other_settings_names_them_unless_overridden(pool, tmp_path):
-    cfg = TrainConfig(batch_size=8, total_steps=4, eval_every=2, warmup_steps=1, seed=0,
+    cfg = mdm_config(batch_size=8, total_steps=4, eval_every=2, warmup_steps=1, seed=0,
                       stop_at_step=2)
     data = {"pool": 200}
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path, log=lambda s: None, data=data)
-    other = TrainConfig(**{**cfg.__dict__, "batch_size": 16, "lr": 2e-3, "stop_at_step": None})
+    other = with_loop(cfg, batch_size=16, lr=2e-3, stop_at_step=None)
     with pytest.raises(UnmaskError) as e:
         train(tiny(), lambda s, b: pool.batch(s, b), other, tmp_path, resume=True,
               data={"pool": 300})
     msg = str(e.value)
     assert "other training settings" in msg and "--override-config" in msg
-    for field in ("train_config.batch_size 8 -> 16", "train_config.lr", "data.pool 200 -> 300"):
+    for field in ("train_config.loop.batch_size 8 -> 16", "train_config.loop.lr",
+                  "data.pool 200 -> 300"):
         assert field in msg
     assert "seed" not in msg and "\n" not in msg
     # run fields (time budget, device, a pause) may change; the rest with override only
-    later = TrainConfig(**{**cfg.__dict__, "stop_at_step": 3, "max_time_s": 60.0})
+    later = with_loop(cfg, stop_at_step=3, max_time_s=60.0)
     train(tiny(), lambda s, b: pool.batch(s, b), later, tmp_path, resume=True,
           log=lambda s: None, data=data)
     logs = []
@@ -310,13 +327,13 @@ def test_resume_with_other_settings_names_them_unless_overridden(pool, tmp_path)
     assert any("going on with other settings" in s and "batch_size" in s for s in logs)
     assert history[-1]["step"] == 4 and history[-1]["samples"] == 4 * 16
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
-    assert state["train_config"]["batch_size"] == 16 and state["data"] == {"pool": 300}
+    assert state["train_config"]["loop"]["batch_size"] == 16 and state["data"] == {"pool": 300}
 
 
 def test_checkpoints_hold_plain_data_only(pool, tmp_path):
     import numpy as np
 
-    cfg = TrainConfig(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
+    cfg = mdm_config(batch_size=8, total_steps=2, eval_every=1, warmup_steps=1)
     # metrics as numpy numbers still give a checkpoint that weights_only reads
     train(tiny(), lambda s, b: pool.batch(s, b), cfg, tmp_path,
           lambda m: {"accuracy": np.float64(0.5), "nfe": np.int64(3)}, log=lambda s: None)
@@ -353,7 +370,8 @@ def test_cli_refusals_on_resume_are_one_line_exit_2(tmp_path, capsys):
     assert _train_arith(tmp_path, "--steps", "4", "--resume", "--batch-size", "16") == 2
     err = capsys.readouterr().err
     assert err.startswith("error: resume:") and err.count("\n") == 1
-    assert "train_config.batch_size 8 -> 16" in err and "train_config.total_steps 2 -> 4" in err
+    assert "train_config.loop.batch_size 8 -> 16" in err
+    assert "train_config.loop.total_steps 2 -> 4" in err
     assert _train_arith(tmp_path, "--steps", "2", "--override-config") == 2
     assert "--override-config: only with --resume" in capsys.readouterr().err
     ckpt = tmp_path / "checkpoint.pt"
@@ -436,3 +454,95 @@ def test_mask_batch_masks_below_the_ratio_among_eligible_and_at_least_one():
     assert inputs.tolist() == [[99, 1, 2, 3], [99, 5, 6, 7]]
     _, every = mask_batch(targets, np.ones((2, 1)), draw, 99)
     assert every.all()
+
+
+# -- run folders written before TrainConfig held a LoopConfig ---------------------------------
+
+#: TrainConfig as checkpoints wrote it before it held a LoopConfig: one flat dict (the literal
+#: layout, from a run with --batch-size 8 --lr 3e-3 --warmup 1 --steps 4 --eval-every 2)
+FLAT_RECORD = {"batch_size": 8, "lr": 0.003, "min_lr": 5e-05, "weight_decay": 0.05,
+               "warmup_steps": 1, "total_steps": 4, "grad_clip": 1.0, "bf16": False,
+               "eval_every": 2, "checkpoint_every_s": 300.0, "max_time_s": None,
+               "stop_at_step": 2, "decay_by_time": False, "seed": 0, "device": "cpu",
+               "select_metric": "accuracy", "patience": None}
+
+
+def test_a_flat_train_config_record_reads_as_the_nested_config():
+    from unmask.training import saved_config
+
+    cfg = TrainConfig.from_record(FLAT_RECORD)
+    assert cfg == mdm_config(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=4,
+                             eval_every=2, stop_at_step=2, bf16=False)
+    assert cfg.loop.metric == "accuracy" and cfg.loop.higher_is_better
+    # a record older than some fields: the defaults those fields had
+    older = {k: v for k, v in FLAT_RECORD.items()
+             if k not in ("patience", "decay_by_time", "stop_at_step")}
+    assert TrainConfig.from_record(older) == with_loop(cfg, stop_at_step=None)
+    # the nested layout reads back as itself; what is neither is no TrainConfig
+    from dataclasses import asdict
+    assert TrainConfig.from_record(asdict(cfg)) == cfg
+    assert saved_config(TrainConfig, {**FLAT_RECORD, "momentum": 0.9}) is None
+    assert saved_config(TrainConfig, {"loop": 3}) is None
+
+
+def _write_flat_run(pool, out):
+    """A run folder as the flat-record code left it: paused at step 2 of 4."""
+    cfg = TrainConfig.from_record(FLAT_RECORD)
+    train(tiny(), lambda s, b: pool.batch(s, b), cfg, out, log=lambda s: None)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 2
+    state["train_config"] = dict(FLAT_RECORD)
+    torch.save(state, out / "checkpoint.pt")
+    return with_loop(cfg, stop_at_step=None)
+
+
+def test_a_run_folder_with_a_flat_record_resumes_as_an_uninterrupted_run(pool, tmp_path):
+    rest = _write_flat_run(pool, tmp_path / "old")
+    logs = []
+    resumed = tiny()
+    history = train(resumed, lambda s, b: pool.batch(s, b), rest, tmp_path / "old",
+                    resume=True, log=logs.append)
+    assert logs[0].startswith("resumed at step 2")
+    assert not any("other settings" in s or "records no" in s for s in logs)
+    assert [h["step"] for h in history] == [2, 4]
+    full = tiny()
+    train(full, lambda s, b: pool.batch(s, b), rest, tmp_path / "new", log=lambda s: None)
+    for (k, a), (_, b) in zip(full.state_dict().items(), resumed.state_dict().items(),
+                              strict=True):
+        assert torch.equal(a, b), k
+    # from now on the checkpoint records the nested layout
+    state = torch.load(tmp_path / "old" / "checkpoint.pt", weights_only=True)
+    assert state["train_config"]["loop"]["total_steps"] == 4 and "lr" not in \
+        state["train_config"]
+
+
+def test_a_flat_record_keeps_what_a_resume_may_change(pool, tmp_path):
+    rest = _write_flat_run(pool, tmp_path)
+    # another schedule is refused, named by its place in the nested config
+    with pytest.raises(UnmaskError, match=r"train_config\.loop\.lr 0\.003 -> 0\.002") as e:
+        train(tiny(), lambda s, b: pool.batch(s, b), with_loop(rest, lr=2e-3), tmp_path,
+              resume=True)
+    assert "batch_size" not in str(e.value) and "stop_at_step" not in str(e.value)
+    # the run fields (time budget, evaluation interval, pause, device) may change
+    later = with_loop(rest, max_time_s=60.0, eval_every=1, stop_at_step=3)
+    history = train(tiny(), lambda s, b: pool.batch(s, b), later, tmp_path, resume=True,
+                    log=lambda s: None)
+    assert history[-1]["step"] == 3
+    # with decay_by_time the time budget is part of the schedule
+    assert "loop.max_time_s" in rest.run_fields()
+    timed = with_loop(rest, max_time_s=60.0, decay_by_time=True)
+    assert "loop.max_time_s" not in timed.run_fields() and "device" in timed.run_fields()
+
+
+def test_the_cli_resumes_a_run_folder_with_a_flat_record(tmp_path, capsys):
+    assert _train_arith(tmp_path, "--steps", "4") == 0
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    # what the flat-record code wrote for these flags (arithmetic's default lr is 2e-3)
+    state["train_config"] = {**FLAT_RECORD, "lr": 2e-3, "stop_at_step": None}
+    torch.save(state, tmp_path / "checkpoint.pt")
+    capsys.readouterr()
+    assert _train_arith(tmp_path, "--steps", "6", "--resume") == 2
+    assert "train_config.loop.total_steps 4 -> 6" in capsys.readouterr().err
+    assert _train_arith(tmp_path, "--steps", "4", "--resume") == 0
+    out = capsys.readouterr().out
+    assert "resumed at step 4" in out and "other settings" not in out

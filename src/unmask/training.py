@@ -34,7 +34,7 @@ from unmask.probs import previous_pass_probs, real_log_probs
 
 #: (step, batch_size) -> (inputs (B, N) with MASK, targets (B, N), loss_mask (B, N) bool)
 BatchFn = Callable[[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
-#: model -> metrics dict; must contain the key named by TrainConfig.select_metric
+#: model -> metrics dict; must contain the key named by LoopConfig.metric
 EvalFn = Callable[[MDMTransformer], dict]
 #: step index -> scalar training loss of that step's batch (with gradient)
 StepFn = Callable[[int], torch.Tensor]
@@ -94,6 +94,10 @@ class LoopConfig:
     steps_per_epoch: int | None = None
     evaluate_at_start: bool = False
 
+    #: fields a resumed run may change: where and how long it runs, not what it trains
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("checkpoint_every_s", "stop_at_step",
+                                             "eval_every", "max_time_s")
+
     def __post_init__(self):
         require(self.total_steps >= 1, f"total_steps: must be >= 1, got {self.total_steps}")
         require(self.eval_every >= 1, f"eval_every: must be >= 1, got {self.eval_every}")
@@ -111,6 +115,11 @@ class LoopConfig:
             span = self.total_steps - self.warmup_steps
             step = max(step, self.warmup_steps + span * min(1.0, elapsed_s / self.max_time_s))
         return warmup_cosine_lr(step, self.lr, self.min_lr, self.warmup_steps, self.total_steps)
+
+    def run_fields(self) -> tuple[str, ...]:
+        """:attr:`RUN_FIELDS`, less the time budget where the schedule decays by it."""
+        return tuple(f for f in self.RUN_FIELDS
+                     if not (self.decay_by_time and f == "max_time_s"))
 
 
 @dataclass
@@ -192,12 +201,26 @@ def read_checkpoint(path: str | Path, device="cpu") -> dict:
 
 
 def saved_config(cls, saved: dict | None):
-    """``cls(**saved)``: a config dataclass recorded as a dict, read back with the defaults of
-    the fields it predates; None when ``saved`` is missing or is not a valid ``cls``."""
+    """``cls(**saved)`` (or ``cls.from_record(saved)`` where ``cls`` reads older layouts): a
+    config dataclass recorded as a dict, read back with the defaults of the fields it
+    predates; None when ``saved`` is missing or is not a valid ``cls``."""
+    if not isinstance(saved, dict):
+        return None
     try:
-        return cls(**saved) if isinstance(saved, dict) else None
+        return cls.from_record(saved) if hasattr(cls, "from_record") else cls(**saved)
     except (TypeError, UnmaskError):
         return None
+
+
+def _flat(record: dict, prefix: str = "") -> dict:
+    """A nested dict as one level of dotted keys: {"loop": {"lr": 1}} -> {"loop.lr": 1}."""
+    out = {}
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _as_record(value) -> dict:
@@ -216,7 +239,8 @@ def settings_differences(state: dict, settings: Mapping[str, object]) -> tuple[l
                                                                                 list[str]]:
     """(differences, unrecorded) between the ``settings`` (name -> dataclass or dict) of this
     run and those a checkpoint ``state`` records: 'name.field saved -> now' for each field that
-    differs (a dataclass's run fields aside), and the names the checkpoint does not record."""
+    differs (a dataclass's run fields aside; a nested config's fields named with dots, e.g.
+    'train_config.loop.lr'), and the names the checkpoint does not record."""
     diffs, unrecorded = [], []
     for name, value in settings.items():
         saved = state.get(name)
@@ -228,12 +252,13 @@ def settings_differences(state: dict, settings: Mapping[str, object]) -> tuple[l
             if restored is None:
                 diffs.append(f"{name} (unreadable: {sorted(saved)})")
                 continue
-            old, new = asdict(restored), asdict(value)
+            old, new = _flat(asdict(restored)), _flat(asdict(value))
             skip = set(run_fields(value))
         else:
             old, new, skip = saved, dict(value), set()
         for key in sorted(set(old) | set(new)):
-            if key not in skip and old.get(key) != new.get(key):
+            skipped = key in skip or any(key.startswith(f"{field}.") for field in skip)
+            if not skipped and old.get(key) != new.get(key):
                 diffs.append(f"{name}.{key} {old.get(key)!r} -> {new.get(key)!r}")
     return diffs, unrecorded
 
@@ -484,54 +509,68 @@ def fit(step: StepFn, evaluate: Callable[[torch.nn.Module], dict] | None, config
 
 # -- the MDM ---------------------------------------------------------------------------------
 
+#: TrainConfig's fields as old checkpoints record them, one flat dict, with the defaults the
+#: fields a checkpoint predates took (read by :meth:`TrainConfig.from_record`)
+FLAT_TRAIN_CONFIG = {"batch_size": 128, "lr": 1e-3, "min_lr": 5e-5, "weight_decay": 0.05,
+                     "warmup_steps": 500, "total_steps": 100_000, "grad_clip": 1.0,
+                     "bf16": True, "eval_every": 1000, "checkpoint_every_s": 300.0,
+                     "max_time_s": None, "stop_at_step": None, "decay_by_time": False,
+                     "seed": 0, "device": "cpu", "select_metric": "accuracy",
+                     "patience": None}
+#: what the flat record's own fields are called in the loop (the rest keep their names)
+_FLAT_RENAMED = {"select_metric": "metric"}
+
+
 @dataclass
 class TrainConfig:
-    batch_size: int = 128
-    lr: float = 1e-3
-    min_lr: float = 5e-5
+    """How :func:`train` trains an MDM: the ``loop`` :func:`fit` runs, and what each step needs
+    besides it.
+
+    loop: schedule, evaluation, budgets, checkpoints; its ``batch_size`` (required) is the
+        rows of every step and its ``metric`` the one that picks the best weights.
+    weight_decay: AdamW's, on the weight matrices.
+    bf16: the forward pass under bfloat16 autocast.
+    seed: of the training batches (the weights' initialisation is the caller's to seed).
+    device: where the model trains.
+    """
+
+    loop: LoopConfig
     weight_decay: float = 0.05
-    warmup_steps: int = 500
-    total_steps: int = 100_000
-    grad_clip: float = 1.0
     bf16: bool = True
-    eval_every: int = 1000
-    checkpoint_every_s: float = 300.0
-    max_time_s: float | None = None
-    stop_at_step: int | None = None  # pause here (resume later) without changing the schedule
-    # with max_time_s: the cosine reaches min_lr when either budget, steps or time (counted over
-    # resumes), runs out, so a run whose speed is unknown in advance still ends its schedule
-    decay_by_time: bool = False
     seed: int = 0
     device: str = "cpu"
-    select_metric: str = "accuracy"
-    patience: int | None = None  # evaluations without a better select_metric before stopping
 
-    #: fields a resumed run may change: where and how long it runs, not what it trains
-    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("checkpoint_every_s", "stop_at_step", "device",
-                                             "eval_every", "max_time_s")
+    #: fields a resumed run may change, besides the loop's: where it runs
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("device",)
 
     def __post_init__(self):
-        require(self.batch_size >= 1, f"batch_size: must be >= 1, got {self.batch_size}")
-        self.loop()  # validates the schedule
+        require(isinstance(self.loop, LoopConfig), "loop: must be a LoopConfig")
+        bs = self.loop.batch_size
+        require(bs is not None and bs >= 1, f"loop.batch_size: must be >= 1, got {bs}")
 
     def run_fields(self) -> tuple[str, ...]:
-        # with decay_by_time the time budget is part of the schedule
-        return tuple(f for f in self.RUN_FIELDS
-                     if not (self.decay_by_time and f == "max_time_s"))
+        """What a resumed run may change: the device and the loop's run fields."""
+        return self.RUN_FIELDS + tuple(f"loop.{f}" for f in self.loop.run_fields())
 
-    def loop(self) -> LoopConfig:
-        """The :func:`fit` settings of this training."""
-        return LoopConfig(
-            total_steps=self.total_steps, lr=self.lr, min_lr=self.min_lr,
-            warmup_steps=self.warmup_steps, eval_every=self.eval_every,
-            metric=self.select_metric, higher_is_better=True, patience=self.patience,
-            max_time_s=self.max_time_s, decay_by_time=self.decay_by_time,
-            stop_at_step=self.stop_at_step, checkpoint_every_s=self.checkpoint_every_s,
-            grad_clip=self.grad_clip, batch_size=self.batch_size)
-
-    def lr_at(self, step: int, elapsed_s: float = 0.0) -> float:
-        """The learning rate at ``step`` (see :meth:`LoopConfig.lr_at`)."""
-        return self.loop().lr_at(step, elapsed_s)
+    @classmethod
+    def from_record(cls, saved: dict) -> TrainConfig:
+        """The configuration a checkpoint records: ``{"loop": {...}, ...}``, or the one flat
+        dict of every field that older checkpoints hold (:data:`FLAT_TRAIN_CONFIG`, whose
+        loop picked the highest ``select_metric``)."""
+        if "loop" in saved:
+            loop = saved["loop"]
+            if not isinstance(loop, dict):
+                raise TypeError("loop: not a dict")
+            return cls(loop=LoopConfig(**loop), **{k: v for k, v in saved.items()
+                                                   if k != "loop"})
+        flat = {**FLAT_TRAIN_CONFIG, **saved}
+        unknown = set(flat) - set(FLAT_TRAIN_CONFIG)
+        if unknown:
+            raise TypeError(f"unknown fields {sorted(unknown)}")
+        own = {f.name for f in dataclasses.fields(cls)} - {"loop"}
+        loop = {_FLAT_RENAMED.get(k, k): v for k, v in flat.items() if k not in own}
+        return cls(loop=LoopConfig(higher_is_better=True, **loop),
+                   **{k: v for k, v in flat.items() if k in own})
 
 
 def masked_cross_entropy(model: MDMTransformer, inputs: torch.Tensor, targets: torch.Tensor,
@@ -562,7 +601,7 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
     ``out_dir``.
 
     out_dir/checkpoint.pt: model, optimiser, step, history (for ``resume``).
-    out_dir/best/: the weights with the best ``cfg.select_metric`` so far (save_pretrained);
+    out_dir/best/: the weights with the best ``cfg.loop.metric`` so far (save_pretrained);
         with ``origin`` (what the run started from: a parent model, extra data), its config
         records it under "origin", so a fine-tuned model says what it was grown from. A resumed
         run keeps the origin its checkpoint recorded.
@@ -575,10 +614,10 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
     out = Path(out_dir)
     device = torch.device(cfg.device)
     model.to(device)
-    opt = adamw(model, cfg.lr, cfg.weight_decay, betas=(0.9, 0.98))
+    opt = adamw(model, cfg.loop.lr, cfg.weight_decay, betas=(0.9, 0.98))
 
     def step(i: int) -> torch.Tensor:
-        inputs, targets, loss_mask = (t.to(device) for t in batch_fn(i, cfg.batch_size))
+        inputs, targets, loss_mask = (t.to(device) for t in batch_fn(i, cfg.loop.batch_size))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             # a self-conditioning model learns with and without a previous pass, alternately
             return masked_cross_entropy(model, inputs, targets, loss_mask,
@@ -592,7 +631,7 @@ def train(model: MDMTransformer, batch_fn: BatchFn, cfg: TrainConfig, out_dir: s
             on_best(out / "best")
 
     settings = {"train_config": cfg, **({"data": data} if data is not None else {})}
-    return fit(step, evaluate, cfg.loop(), out, model=model, optimizer=opt,
+    return fit(step, evaluate, cfg.loop, out, model=model, optimizer=opt,
                save_best=save_best, resume=resume, override=override, overwrite=overwrite,
                identity={"model_config": model.config}, settings=settings,
                meta={"origin": origin}, log=log, progress=progress).history

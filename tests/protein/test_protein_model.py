@@ -97,7 +97,7 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
     assert run_train(tmp_path, "--steps", "2") == 0
     # more steps stretch the schedule: refused unless asked for
     assert run_train(tmp_path, "--steps", "4", "--resume") == 2
-    assert "train_config.total_steps 2 -> 4" in capsys.readouterr().err
+    assert "train_config.loop.total_steps 2 -> 4" in capsys.readouterr().err
     assert run_train(tmp_path, "--steps", "4", "--resume", "--override-config") == 0
     out = capsys.readouterr().out
     assert "resumed at step 2" in out and "14 nonstandard" in out

@@ -26,7 +26,7 @@ from unmask.reasoning.train import (
     training_batch,
 )
 from unmask.samplers.spec import parse_spec
-from unmask.training import LoopConfig
+from unmask.training import LoopConfig, TrainConfig
 
 pytest.importorskip("reasoning_gym")
 
@@ -136,15 +136,16 @@ def test_training_pool_seeds_lie_above_the_bench_and_selection_problems():
 
 def test_a_short_training_run_writes_a_loadable_checkpoint_and_resumes(tmp_path):
     loop = LoopConfig(total_steps=4, lr=1e-3, min_lr=1e-4, warmup_steps=1, eval_every=2,
-                      metric="accuracy", higher_is_better=True, stop_at_step=2)
+                      metric="accuracy", higher_is_better=True, stop_at_step=2, batch_size=4)
     data = ReasoningData(tasks=("chain_sum", "basic_arithmetic"), weights=(1.0, 1.0),
                          pool=16)
-    kw = dict(batch_size=4, model_config=TINY, data=data, eval_n=2, log=lambda s: None)
-    first = train_text_mdm(tmp_path, loop, **kw)
+    kw = dict(model_config=TINY, data=data, eval_n=2, log=lambda s: None)
+    first = train_text_mdm(tmp_path, TrainConfig(loop=loop), **kw)
     assert first[-1]["step"] == 2
     import dataclasses
-    rest = train_text_mdm(tmp_path, dataclasses.replace(loop, stop_at_step=None), resume=True,
-                          **kw)
+    rest = train_text_mdm(tmp_path,
+                          TrainConfig(loop=dataclasses.replace(loop, stop_at_step=None)),
+                          resume=True, **kw)
     assert rest[-1]["step"] == 4 and 0.0 <= rest[-1]["accuracy"] <= 1.0
     model = load_model(tmp_path / "best", task="text")
     assert model.max_length == TINY.max_length

@@ -106,13 +106,13 @@ def mi_estimator(tmp: Path) -> dict:
 
 def reasoning(tmp: Path) -> dict:
     from unmask.reasoning.train import ReasoningData, TextModelConfig, train_text_mdm
-    from unmask.training import LoopConfig
+    from unmask.training import LoopConfig, TrainConfig
 
     loop = LoopConfig(total_steps=20, lr=1e-3, min_lr=5e-5, warmup_steps=3, eval_every=10,
                       metric="accuracy", higher_is_better=True, max_time_s=7200.0,
                       decay_by_time=True, grad_clip=1.0, batch_size=4)
     data = ReasoningData(tasks=("chain_sum", "basic_arithmetic"), weights=(1.0, 1.0), pool=16)
-    train_text_mdm(tmp / "run", loop, batch_size=4, data=data, seed=1, bf16=False, eval_n=1,
+    train_text_mdm(tmp / "run", TrainConfig(loop=loop, seed=1, bf16=False), data=data, eval_n=1,
                    model_config=TextModelConfig(hidden_size=16, layers=1, heads=2, ff_size=32),
                    log=lambda s: None)
     return _checkpoint_weights(tmp / "run")

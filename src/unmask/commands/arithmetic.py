@@ -12,11 +12,10 @@ from unmask.arithmetic.train import (
     training_metrics,
 )
 from unmask.commands.common import (
-    add_training_args,
     positive_int,
-    training_setup,
 )
 from unmask.commands.registry import arguments, command
+from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.models.transformer import MDMTransformer
 from unmask.training import train
 

@@ -26,7 +26,6 @@ from unmask.io import (  # noqa: F401  (re-exported for the commands)
 from unmask.models.transformer import TransformerConfig
 from unmask.presets import PRESETS, preset_entry
 from unmask.sweep import CorrectorRecipe
-from unmask.training import TrainConfig
 from unmask.validation import (  # noqa: F401  (argument types, re-exported for the commands)
     field_hints,
     field_problem,
@@ -295,32 +294,6 @@ def progress_bar(total: int, description: str, enabled: bool = True):
         yield lambda completed: prog.update(task, completed=completed)
 
 
-def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch_size: int,
-                      lr: float, warmup: int, eval_every: int) -> None:
-    """The flags every ``unmask TASK train`` shares, with the task's defaults."""
-    p.add_argument("--out", default=out, help=f"run folder (checkpoints, best/; default {out})")
-    add_resume_args(p)
-    p.add_argument("--steps", type=positive_int, default=steps,
-                   help=f"total optimiser steps (default {steps})")
-    p.add_argument("--batch-size", type=positive_int, default=batch_size)
-    p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=lr)
-    p.add_argument("--warmup", type=non_negative_int, default=warmup)
-    p.add_argument("--eval-every", type=positive_int, default=eval_every)
-    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=None,
-                   help="stop after this many seconds")
-    p.add_argument("--decay-by-time", action="store_true",
-                   help="with --max-time: the learning rate reaches its floor when either "
-                        "--steps or --max-time (counted over resumes) runs out, for runs "
-                        "whose speed is not known in advance")
-    add_threads_arg(p)
-    add_device_arg(p)
-    add_seed_arg(p, help="seed of the weight initialisation and the training batches "
-                          "(default 0)")
-    p.add_argument("--model-config", default=None,
-                   help="JSON object overriding the architecture (e.g. '{\"n_layers\": 6}')")
-    p.add_argument("--no-bf16", action="store_true")
-
-
 def add_resume_args(p: argparse.ArgumentParser) -> None:
     """``--resume`` and ``--override-config``, for every command that trains."""
     p.add_argument("--resume", action="store_true",
@@ -344,35 +317,6 @@ def check_resume_args(args: argparse.Namespace) -> None:
     if args.resume and args.overwrite:
         raise UnmaskError("--overwrite: cannot be combined with --resume")
     check_run_folder(args.out, resume=args.resume, overwrite=args.overwrite)
-
-
-def training_setup(args: argparse.Namespace, **config) -> tuple[dict, object]:
-    """Seed torch with ``--seed`` (the weight initialisation); return (architecture
-    overrides from ``--model-config``, the :class:`~unmask.training.TrainConfig` the flags
-    describe, plus ``config``); the output folder is checked first."""
-    import json
-
-    import torch
-
-    output_folder(args.out, "--out")
-    resolve_device(args.device)
-    check_resume_args(args)
-    if args.decay_by_time and not args.max_time:
-        raise UnmaskError("--decay-by-time: needs --max-time (the time budget to decay over)")
-    try:
-        overrides = json.loads(args.model_config) if args.model_config else {}
-    except json.JSONDecodeError as e:
-        raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
-    if not isinstance(overrides, dict):
-        raise UnmaskError("--model-config: not a JSON object")
-    check_config_overrides(overrides, "--model-config")
-    cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
-                      total_steps=args.steps, eval_every=args.eval_every,
-                      max_time_s=args.max_time, decay_by_time=args.decay_by_time,
-                      seed=args.seed, device=args.device,
-                      bf16=not args.no_bf16, **config)
-    torch.manual_seed(args.seed)
-    return overrides, cfg
 
 
 def check_config_overrides(overrides: dict, flag: str) -> None:

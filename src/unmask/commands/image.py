@@ -8,10 +8,9 @@ from pathlib import Path
 from unmask.commands.common import (
     add_seed_arg,
     add_threads_arg,
-    add_training_args,
-    training_setup,
 )
 from unmask.commands.registry import arguments, command
+from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.errors import UnmaskError
 from unmask.image.classifier import train_classifier
 from unmask.image.data import DEFAULT_LEVELS, image_model_config, load_digits_split
@@ -30,7 +29,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 @arguments(_train_args)
 def train_image(args: argparse.Namespace) -> int:
 
-    overrides, cfg = training_setup(args, select_metric=SELECT_METRIC)
+    overrides, cfg = training_setup(args, SELECT_METRIC)
     levels = args.levels or DEFAULT_LEVELS
     train_part, heldout = load_digits_split(levels)
     model = DigitsMDM(image_model_config(levels, **overrides))

@@ -8,11 +8,10 @@ from pathlib import Path
 
 from unmask.commands import common
 from unmask.commands.common import (
-    add_training_args,
     positive_int,
-    training_setup,
 )
 from unmask.commands.registry import arguments, command
+from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
 from unmask.protein.bench import add_split_args
@@ -45,7 +44,7 @@ def split_record(split, fraction: float, seed: int) -> dict:
 def train_protein(args: argparse.Namespace) -> int:
 
 
-    overrides, cfg = training_setup(args, select_metric="score")
+    overrides, cfg = training_setup(args, "score")
     if args.eval_size < 1:
         raise UnmaskError(f"--eval-size: must be >= 1, got {args.eval_size}")
     split = split_from_args(args)

@@ -7,12 +7,11 @@ import pickle
 from pathlib import Path
 
 from unmask.commands.common import (
-    add_training_args,
     finite_float,
     positive_int,
-    training_setup,
 )
 from unmask.commands.registry import arguments, command
+from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.errors import UnmaskError
 from unmask.models.auto import load_model
 from unmask.models.files import read_json_object

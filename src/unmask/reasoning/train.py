@@ -27,7 +27,7 @@ from unmask.models.hf import HFMaskedModel
 from unmask.reasoning.bench import SELECT_SEED, solve
 from unmask.reasoning.tasks import TASKS, Item, get_tasks
 from unmask.reasoning.tokenizer import char_tokenizer
-from unmask.training import LoopConfig, adamw, fit, mask_batch
+from unmask.training import TrainConfig, adamw, fit, mask_batch
 from unmask.validation import is_int
 
 #: training problems of the k-th task come from generator seed TRAIN_SEED + k (problem i of
@@ -184,28 +184,30 @@ def selection_accuracy(hf_model, tokenizer, n: int = 32, seed: int = SELECT_SEED
     return record
 
 
-def train_text_mdm(out: str | Path, loop: LoopConfig, *, batch_size: int = 64,
+def train_text_mdm(out: str | Path, cfg: TrainConfig, *,
                    model_config: TextModelConfig | None = None,
-                   data: ReasoningData | None = None, seed: int = 0, bf16: bool = True,
-                   weight_decay: float = 0.05, eval_n: int = 32, resume: bool = False,
+                   data: ReasoningData | None = None, eval_n: int = 32, resume: bool = False,
                    override: bool = False, overwrite: bool = False, log=print
                    ) -> list[dict]:
-    """Train the text MDM with :func:`unmask.training.fit`; OUT/best holds the weights (and
-    tokenizer) with the best held-out accuracy. Returns the evaluation history."""
+    """Train the text MDM with :func:`unmask.training.fit` as ``cfg`` says (on the CPU);
+    OUT/best holds the weights (and tokenizer) with the best held-out accuracy. Returns the
+    evaluation history."""
+    require(cfg.device == "cpu", f"device: the text MDM trains on the CPU, got {cfg.device!r}")
     out = Path(out)
     model_config, data = model_config or TextModelConfig(), data or ReasoningData()
     tokenizer = char_tokenizer(model_config.max_length)
-    torch.manual_seed(seed)
+    torch.manual_seed(cfg.seed)
     hf_model = text_mdm(tokenizer, model_config)
     log(f"model: {sum(p.numel() for p in hf_model.parameters()):,} parameters")
     pool = encode_pool(tokenizer, data, model_config.max_length, log)
-    opt = adamw(hf_model, loop.lr, weight_decay, betas=(0.9, 0.98))
+    opt = adamw(hf_model, cfg.loop.lr, cfg.weight_decay, betas=(0.9, 0.98))
 
     def step(i: int) -> torch.Tensor:
         hf_model.train()
-        batch = training_batch(pool, data.weights, i, batch_size, pad_id=tokenizer.pad_token_id,
-                               mask_id=tokenizer.mask_token_id, seed=seed)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        batch = training_batch(pool, data.weights, i, cfg.loop.batch_size,
+                               pad_id=tokenizer.pad_token_id, mask_id=tokenizer.mask_token_id,
+                               seed=cfg.seed)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
             return masked_loss(hf_model, batch)
 
     def evaluate(m) -> dict:
@@ -217,9 +219,7 @@ def train_text_mdm(out: str | Path, loop: LoopConfig, *, batch_size: int = 64,
         hf_model.save_pretrained(out / "best")
         tokenizer.save_pretrained(out / "best")
 
-    settings = {"data": asdict(data), "training": {"batch_size": batch_size, "seed": seed,
-                                                  "bf16": bf16, "weight_decay": weight_decay}}
-    return fit(step, evaluate, loop, out, model=hf_model, optimizer=opt, save_best=save_best,
-               resume=resume, override=override, overwrite=overwrite,
-                   identity={"model_config": model_config},
-               settings=settings, log=log).history
+    return fit(step, evaluate, cfg.loop, out, model=hf_model, optimizer=opt,
+               save_best=save_best, resume=resume, override=override, overwrite=overwrite,
+               identity={"model_config": model_config},
+               settings={"data": asdict(data), "train_config": cfg}, log=log).history

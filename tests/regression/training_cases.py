@@ -123,8 +123,8 @@ def digit_classifier(tmp: Path) -> dict:
     from unmask.image.data import load_digits_split
 
     train_part, _ = load_digits_split()
-    model = train_classifier(train_part.images()[:200], train_part.labels[:200], epochs=3,
-                             seed=1)
+    model = train_classifier(train_part.images()[:200], train_part.labels[:200], tmp / "run",
+                             epochs=3, seed=1, log=lambda s: None)
     return digest(model.state_dict())
 
 

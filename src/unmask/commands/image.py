@@ -6,8 +6,11 @@ import argparse
 from pathlib import Path
 
 from unmask.commands.common import (
+    add_resume_args,
     add_seed_arg,
     add_threads_arg,
+    check_resume_args,
+    output_folder,
 )
 from unmask.commands.registry import arguments, command
 from unmask.commands.training_flags import add_training_args, training_setup
@@ -46,7 +49,9 @@ def train_image(args: argparse.Namespace) -> int:
 
 
 def _classifier_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="runs/digit_classifier", help="folder for the weights")
+    p.add_argument("--out", default="runs/digit_classifier",
+                   help="folder for the weights (and the run's checkpoint and history)")
+    add_resume_args(p)
     p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--levels", type=int, default=None,
                    help="grey levels of the held-out check (default: the data module's)")
@@ -62,10 +67,14 @@ def train_digit_classifier(args: argparse.Namespace) -> int:
 
     if args.epochs < 1:
         raise UnmaskError(f"--epochs: must be >= 1, got {args.epochs}")
+    output_folder(args.out, "--out")
+    check_resume_args(args)
     levels = args.levels or DEFAULT_LEVELS
     train_part, heldout = load_digits_split(levels)
-    model = train_classifier(train_part.images(), train_part.labels, epochs=args.epochs,
-                             seed=args.seed)
+    model = train_classifier(train_part.images(), train_part.labels, args.out,
+                             epochs=args.epochs, seed=args.seed, resume=args.resume,
+                             override=args.override_config, overwrite=args.overwrite,
+                             log=lambda s: print(s, flush=True))
     _, probs = model.embed(heldout.images())
     acc = float((probs.argmax(1) == heldout.labels).double().mean())
     model.save_pretrained(args.out, extra={"heldout_accuracy": acc, "levels": levels,

@@ -4,6 +4,8 @@ image metrics (FID, IS-style score, class accuracy) are computed on."""
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path, atomic_write_text
+from unmask.training import LoopConfig, TrainConfig, fit
 from unmask.validation import is_int
 
 MODEL_TYPE = "digit-classifier"
@@ -110,32 +113,69 @@ def shift_images(images: torch.Tensor, rng: np.random.Generator, max_shift: int 
     return pad[torch.arange(b)[:, None, None], rows, cols]
 
 
-def train_classifier(images: torch.Tensor, labels: torch.Tensor, *, epochs: int = 60,
-                     batch_size: int = 64, lr: float = 3e-3, seed: int = 0,
-                     config: ClassifierConfig | None = None) -> DigitClassifier:
-    """Fit a :class:`DigitClassifier` on ``images`` (M, 8, 8) in [0, 1] and ``labels`` (M,),
-    with +-1 pixel shifts as augmentation and a cosine learning rate."""
+class ShiftedBatches:
+    """The training batches of the classifier: each epoch a permutation of the images, and in
+    each batch half the images (by a coin per image) shifted by :func:`shift_images`, all
+    drawn from one generator seeded with ``seed``. ``batches(i)`` is step i's (images (B, 8, 8),
+    labels (B,)), a pure function of i: a step asked out of order (a resumed run) replays the
+    generator's draws from the start."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, seed: int):
+        self.images, self.labels, self.batch_size, self.seed = images, labels, batch_size, seed
+        self.steps_per_epoch = math.ceil(len(images) / batch_size)
+        self._restart()
+
+    def _restart(self) -> None:
+        self.rng, self.next, self.order = np.random.default_rng(self.seed), 0, None
+
+    def _draw(self) -> tuple[torch.Tensor, torch.Tensor]:
+        k = self.next % self.steps_per_epoch
+        if k == 0:
+            self.order = torch.from_numpy(self.rng.permutation(len(self.images)))
+        idx = self.order[k * self.batch_size:(k + 1) * self.batch_size]
+        x = self.images[idx].float()
+        # half the batch shifted: the classifier must not depend on exact placement,
+        # but centred digits (what the data and the model produce) stay the common case
+        moved = torch.from_numpy(self.rng.uniform(size=len(idx)) < 0.5)
+        self.next += 1
+        return torch.where(moved[:, None, None], shift_images(x, self.rng), x), self.labels[idx]
+
+    def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if step < self.next:
+            self._restart()
+        while self.next < step:
+            self._draw()
+        return self._draw()
+
+
+def train_classifier(images: torch.Tensor, labels: torch.Tensor, out_dir: str | Path, *,
+                     epochs: int = 60, batch_size: int = 64, lr: float = 3e-3, seed: int = 0,
+                     config: ClassifierConfig | None = None, resume: bool = False,
+                     override: bool = False, overwrite: bool = False,
+                     log: Callable[[str], None] = print) -> DigitClassifier:
+    """Fit a :class:`DigitClassifier` on ``images`` (M, 8, 8) in [0, 1] and ``labels`` (M,)
+    with :func:`unmask.training.fit` (checkpoint and history in ``out_dir``, one line per
+    epoch; ``resume`` continues it): AdamW, a cosine learning rate from ``lr`` to 0, +-1
+    pixel shifts as augmentation (:class:`ShiftedBatches`). Returns the final weights."""
     require(len(images) == len(labels) and len(images) >= 1,
             "images, labels: need the same number (>= 1) of each")
+    require(epochs >= 1, f"epochs: must be >= 1, got {epochs}")
+    batches = ShiftedBatches(images, labels, batch_size, seed)
+    per_epoch = batches.steps_per_epoch
+    cfg = TrainConfig(loop=LoopConfig(total_steps=epochs * per_epoch, lr=lr,
+                                      eval_every=per_epoch, batch_size=batch_size,
+                                      steps_per_epoch=per_epoch),
+                      weight_decay=1e-3, bf16=False, seed=seed)
     torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
     model = DigitClassifier(config)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-3)
-    steps = epochs * ((len(images) + batch_size - 1) // batch_size)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    model.train()
-    for _ in range(epochs):
-        order = torch.from_numpy(rng.permutation(len(images)))
-        for i in range(0, len(order), batch_size):
-            idx = order[i:i + batch_size]
-            x = images[idx].float()
-            # half the batch shifted: the classifier must not depend on exact placement,
-            # but centred digits (what the data and the model produce) stay the common case
-            moved = torch.from_numpy(rng.uniform(size=len(idx)) < 0.5)
-            x = torch.where(moved[:, None, None], shift_images(x, rng), x)
-            loss = F.cross_entropy(model(x)[0], labels[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
+
+    def step(i: int) -> torch.Tensor:
+        x, y = batches(i)
+        return F.cross_entropy(model(x)[0], y)
+
+    fit(step, None, cfg.loop, out_dir, model=model, optimizer=opt, resume=resume,
+        override=override, overwrite=overwrite,
+        identity={"classifier_config": model.config},
+        settings={"train_config": cfg, "data": {"images": len(images)}}, log=log)
     return model.eval()

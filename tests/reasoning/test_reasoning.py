@@ -143,9 +143,19 @@ def test_a_short_training_run_writes_a_loadable_checkpoint_and_resumes(tmp_path)
     first = train_text_mdm(tmp_path, TrainConfig(loop=loop), **kw)
     assert first[-1]["step"] == 2
     import dataclasses
+    # as the code before TrainConfig wrote it: the step's settings under "training", the
+    # loop unrecorded; such a run folder resumes, saying what it cannot check
+    ckpt = tmp_path / "checkpoint.pt"
+    state = torch.load(ckpt, weights_only=True)
+    del state["train_config"]
+    state["training"] = {"batch_size": 4, "seed": 0, "bf16": True, "weight_decay": 0.05}
+    torch.save(state, ckpt)
+    logs = []
     rest = train_text_mdm(tmp_path,
                           TrainConfig(loop=dataclasses.replace(loop, stop_at_step=None)),
-                          resume=True, **kw)
+                          resume=True, **{**kw, "log": logs.append})
+    assert any("records no train_config (not checked)" in s for s in logs), logs
+    assert "train_config" in torch.load(ckpt, weights_only=True)
     assert rest[-1]["step"] == 4 and 0.0 <= rest[-1]["accuracy"] <= 1.0
     model = load_model(tmp_path / "best", task="text")
     assert model.max_length == TINY.max_length

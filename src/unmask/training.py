@@ -523,12 +523,12 @@ _FLAT_RENAMED = {"select_metric": "metric"}
 
 @dataclass
 class TrainConfig:
-    """How :func:`train` trains an MDM: the ``loop`` :func:`fit` runs, and what each step needs
-    besides it.
+    """How a trainer trains (:func:`train` an MDM, and the other trainers over :func:`fit`):
+    the ``loop`` :func:`fit` runs, and what each step needs besides it.
 
     loop: schedule, evaluation, budgets, checkpoints; its ``batch_size`` (required) is the
         rows of every step and its ``metric`` the one that picks the best weights.
-    weight_decay: AdamW's, on the weight matrices.
+    weight_decay: AdamW's (:func:`train`: on the weight matrices only).
     bf16: the forward pass under bfloat16 autocast.
     seed: of the training batches (the weights' initialisation is the caller's to seed).
     device: where the model trains.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from unmask.engine import Engine
+from unmask.workers import Engine
 
 
 class Timed(Engine):

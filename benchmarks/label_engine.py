@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 from engine_timing import Timed
 
-from unmask.engine import Engine, LocalEngine, RayEngine
 from unmask.labels import model_recipe, write_labels
 from unmask.mi.label_files import read_labels
 from unmask.recipe import ModelRecipe
+from unmask.workers import Engine, LocalEngine, RayEngine
 
 
 def run(engine: Engine, loader: ModelRecipe, out: Path, args) -> dict:

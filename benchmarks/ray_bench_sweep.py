@@ -20,11 +20,11 @@ import torch
 from engine_timing import Timed
 
 from unmask.bench import BenchEntry
-from unmask.engine import LocalEngine, RayEngine
 from unmask.models.auto import load_model
 from unmask.sudoku.bench import bench_sudoku
 from unmask.sudoku.datasets import set_puzzles
 from unmask.sweep import ModelRecipe
+from unmask.workers import LocalEngine, RayEngine
 
 WALL = {"wall_s", "puzzles_per_s", "wall_per_solved"}
 SPECS = ["confidence", "topk:k=5", "eb:gamma=0.1,order=confidence",

@@ -19,7 +19,6 @@ from unmask.bench import BenchEntry
 from unmask.cli import main
 from unmask.corrector import Corrector, CorrectorConfig
 from unmask.decode import DecodeConfig, decode
-from unmask.engine import Engine, LocalEngine, RayEngine
 from unmask.hooks import corrector_hooks
 from unmask.image.bench import run_image_bench
 from unmask.image.classifier import DigitClassifier
@@ -32,6 +31,7 @@ from unmask.sudoku import grid_to_tokens, load_set
 from unmask.sudoku.bench import bench_sudoku
 from unmask.sudoku.train import sudoku_model_config
 from unmask.sweep import ModelRecipe, Run, shards_of, sweep
+from unmask.workers import Engine, LocalEngine, RayEngine
 
 SRC = str(Path(unmask.__file__).resolve().parents[1])
 WALL = {"wall_s", "puzzles_per_s", "wall_per_solved", "proteins_per_s", "ms_per_step"}

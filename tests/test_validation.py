@@ -204,7 +204,7 @@ def _tiny_transformer():
     ("unmask.arithmetic.format:EquationFormat", (), dict(a_digits=True), "a_digits"),
     ("unmask.reasoning.train:TextModelConfig", (), dict(layers=True),
      "layers: must be an integer >= 1, got True"),
-    ("unmask.engine:RayEngine", (2,), dict(cpus_per_worker=True),
+    ("unmask.workers:RayEngine", (2,), dict(cpus_per_worker=True),
      "cpus_per_worker: must be an integer >= 1, got True"),
 ])
 def test_a_bool_is_no_count(where, args, kwargs, message):

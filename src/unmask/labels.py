@@ -9,7 +9,7 @@ A label set is a folder::
     shard-00001.safetensors       contexts [S, 2S), ...
 
 Context c is a pure function of (task, seed, c), so every shard can be computed on its own, in
-any order (in this process or on the workers of an :mod:`unmask.engine`), and a killed run
+any order (in this process or on the workers of an engine, :mod:`unmask.workers`), and a killed run
 resumed: finished shards (complete files, renamed into place atomically, listed in the manifest
 with the sha256 of their bytes) are skipped and the rest recomputed, giving files
 byte-identical to an uninterrupted run on the same machine and versions. A shard whose bytes
@@ -39,7 +39,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from unmask.engine import Engine, LocalEngine
 from unmask.errors import UnmaskError, require
 from unmask.io import file_sha256
 from unmask.mi.label_files import (
@@ -63,6 +62,7 @@ from unmask.shard_store import ShardError, ShardStore, shard_bytes
 from unmask.sudoku.datasets import training_grids
 from unmask.sudoku.symmetry import sample_symmetry
 from unmask.sudoku.tokens import MASK_ID, grid_to_tokens
+from unmask.workers import Engine, LocalEngine
 
 
 @dataclass(frozen=True)
@@ -527,7 +527,7 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
             :func:`unmask.mi.perturbation_mi`) it bounds cost and memory at large vocabularies.
         options: the task's own settings (:attr:`ContextTask.options`; the text task:
             :func:`text_options`).
-        engine: where shards are computed (default: a :class:`unmask.engine.LocalEngine`, in
+        engine: where shards are computed (default: a :class:`unmask.workers.LocalEngine`, in
             this process). Results come back to this process, which writes each shard
             atomically and records its sha256 in the manifest after every shard.
         log: called with one line per shard.

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from unmask.corrector import load_corrector
-from unmask.engine import worker_path
 from unmask.hooks import Hook, corrector_hooks
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
+from unmask.workers import worker_path
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A sweep is a list of :class:`Run` s (one sampler entry over items (P, N) with decode settings
 and a seed). Each run is cut into shards of ``batch_size`` consecutive items, the same shards
 whatever the engine; a shard is one :func:`~unmask.decode.decode` call on the worker that holds
-the model (:mod:`unmask.engine`: this process, or Ray actors that each load the model once by
+the model (:mod:`unmask.workers`: this process, or Ray actors that each load the model once by
 name or path). Item r of a run always decodes with seed ``run.seed + r``, whichever shard holds
 it, and the shards' results come back merged per run, in item order.
 
@@ -24,13 +24,13 @@ from pathlib import Path
 import torch
 
 from unmask.decode import DecodeConfig, DecodeResult, decode
-from unmask.engine import Engine, LocalEngine, worker_path
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
 from unmask.models.base import MaskedModel
 from unmask.recipe import CorrectorRecipe, ModelRecipe  # noqa: F401 (the benches' import)
 from unmask.samplers.spec import SamplerSpec
 from unmask.sweep_cache import RESULT_FIELDS, ShardCache
+from unmask.workers import Engine, LocalEngine, worker_path
 
 #: sampler parameters naming a folder the sampler reads (made absolute for the workers)
 PATH_PARAMS = ("estimator",)
@@ -162,7 +162,7 @@ def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
         model: the model (the driver's copy: the local engine decodes with it; other engines'
             workers must load the same weights, checked by fingerprint).
         hooks: the corrector's hooks for entries marked ``corrected`` (local engine).
-        engine: where shards are decoded (default: a :class:`~unmask.engine.LocalEngine`);
+        engine: where shards are decoded (default: a :class:`~unmask.workers.LocalEngine`);
             opened here and closed before returning.
         recipe: how a worker of a non-local engine loads the model and corrector (required
             there; the model is never pickled).

@@ -17,7 +17,6 @@ from unmask.bench import (
     wide_console,
 )
 from unmask.decode import DecodeConfig
-from unmask.engine import Engine
 from unmask.errors import UnmaskError, require
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
@@ -26,6 +25,7 @@ from unmask.recipe import ModelRecipe
 from unmask.samplers.pc import frequency_table
 from unmask.samplers.spec import SamplerSpec
 from unmask.sweep import Run, Warmup, sweep
+from unmask.workers import Engine
 
 
 def default_entries(fmt: EquationFormat) -> list[SamplerSpec]:

@@ -14,7 +14,6 @@ from pathlib import Path
 from unmask.bench import BenchEntry
 from unmask.corrector import load_corrector
 from unmask.decode import CONFIDENCE
-from unmask.engine import ENGINES, Engine, LocalEngine, make_engine
 from unmask.errors import UnmaskError
 from unmask.hooks import corrector_hooks
 from unmask.io import (  # noqa: F401  (re-exported for the commands)
@@ -37,6 +36,7 @@ from unmask.validation import (  # noqa: F401  (argument types, re-exported for 
     seed_int,
     union_options,
 )
+from unmask.workers import ENGINES, Engine, LocalEngine, make_engine
 
 # ------------------------------------------------------------------ argument types
 # argparse turns an ArgumentTypeError into one line "argument --x: ..." and exit 2; the types
@@ -127,7 +127,7 @@ def thread_counts(counts: tuple[int, int | None] | None = None) -> tuple[int, in
 
 
 def add_engine_args(p: argparse.ArgumentParser, *, gpus: bool = True) -> None:
-    """``--engine`` and ``--workers`` (:mod:`unmask.engine`); ``gpus``: the command has
+    """``--engine`` and ``--workers`` (:mod:`unmask.workers`); ``gpus``: the command has
     ``--device``, and a Ray worker on cuda reserves one GPU."""
     p.add_argument("--engine", default="local", choices=ENGINES,
                    help="local: this process (default); ray: Ray actors, one model each, on "

@@ -14,9 +14,9 @@ from unmask.commands.common import (
     threads_int,
 )
 from unmask.commands.registry import arguments, command
-from unmask.engine import worker_path
 from unmask.errors import UnmaskError
 from unmask.labels import CONTEXT_TASKS, model_recipe, text_options, write_labels
+from unmask.workers import worker_path
 
 
 def parse_ratio_range(text: str) -> tuple[float, float]:

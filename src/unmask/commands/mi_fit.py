@@ -35,7 +35,6 @@ from unmask.commands.common import (
 from unmask.commands.mi import parse_ratio_range
 from unmask.commands.mi_estimator import format_metrics, json_safe
 from unmask.commands.registry import arguments, command
-from unmask.engine import worker_path
 from unmask.errors import require
 from unmask.io import atomic_write_text
 from unmask.labels import get_task, model_recipe, text_options, write_labels
@@ -50,6 +49,7 @@ from unmask.mi.estimator_train import (
 )
 from unmask.models.auto import load_model, task_family
 from unmask.models.base import MaskedModel
+from unmask.workers import worker_path
 
 
 def _args(p: argparse.ArgumentParser) -> None:

@@ -18,7 +18,6 @@ from unmask.bench import (
     wide_console,
 )
 from unmask.decode import DecodeConfig
-from unmask.engine import Engine
 from unmask.errors import require
 from unmask.image.classifier import DigitClassifier
 from unmask.image.data import (
@@ -39,6 +38,7 @@ from unmask.pretrained import describe_source, model_folder
 from unmask.recipe import ModelRecipe
 from unmask.samplers.pc import frequency_table
 from unmask.sweep import Run, Warmup, sweep
+from unmask.workers import Engine
 
 #: every registered sampler at its usual settings (mi-guided needs an MI estimator, and there
 #: is none for digits), fixed-count parallel decoding at 4 and 8 pixels per pass, and every

@@ -17,7 +17,6 @@ from unmask.bench import (
     pareto_plot,
 )
 from unmask.decode import DecodeConfig
-from unmask.engine import Engine
 from unmask.errors import UnmaskError, require
 from unmask.models.auto import load_protein_model
 from unmask.pretrained import describe_source
@@ -32,6 +31,7 @@ from unmask.protein.tokens import (
 from unmask.recipe import ModelRecipe
 from unmask.samplers.spec import SamplerSpec
 from unmask.sweep import Run, Warmup, sweep
+from unmask.workers import Engine
 
 #: the published reference (ESM-C, 500 proteins of length 50-100 against 500 UniRef50
 #: references): (label, mean NFE, JSD)

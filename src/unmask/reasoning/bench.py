@@ -21,13 +21,13 @@ from unmask.bench import (
     render_table,
 )
 from unmask.decode import DecodeConfig
-from unmask.engine import Engine
 from unmask.errors import require
 from unmask.generate import Generation, TextEnds, encode_prompt, generate, generations, prompt_batch
 from unmask.models.auto import load_model
 from unmask.reasoning.tasks import TASKS, Item, ReasoningTask, get_tasks
 from unmask.recipe import ModelRecipe
 from unmask.sweep import Run, Warmup, sweep
+from unmask.workers import Engine
 
 #: bench problems lie below this generator seed (training and weight selection start there)
 SELECT_SEED = 900_000

@@ -21,7 +21,6 @@ from unmask.bench import (
 )
 from unmask.corrector import SHIPPED_CORRECTOR
 from unmask.decode import DecodeConfig
-from unmask.engine import Engine
 from unmask.errors import UnmaskError
 from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
 from unmask.mi.maps import peer_mask
@@ -34,6 +33,7 @@ from unmask.sudoku.datasets import set_puzzles
 from unmask.sudoku.solver import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 from unmask.sweep import Run, Warmup, sweep
+from unmask.workers import Engine
 
 #: the published reference of arXiv 2605.20187 (same protocol: 1,000 hard puzzles, one MDM):
 #: (label, NFE, solved %)

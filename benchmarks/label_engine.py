@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from engine_timing import Timed
 
-from unmask.labels import model_recipe, write_labels
 from unmask.mi.label_files import read_labels
-from unmask.recipe import ModelRecipe
+from unmask.mi.labels import write_labels
+from unmask.recipe import ModelRecipe, model_recipe
 from unmask.workers import Engine, LocalEngine, RayEngine
 
 

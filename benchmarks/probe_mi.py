@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from unmask.labels import sudoku_contexts
 from unmask.mi import floor_sequences, naive_sequences, perturbation_mi
 from unmask.models import MDMTransformer, TransformerConfig
 from unmask.models.auto import load_model
+from unmask.sudoku.labels import sudoku_contexts
 
 SEED = 424242  # benchmark contexts: a stream of their own
 

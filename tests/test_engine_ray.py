@@ -16,8 +16,8 @@ import unmask
 from unmask import UnmaskError
 from unmask.cli import main
 from unmask.errors import require
-from unmask.labels import write_labels
 from unmask.mi.label_files import read_labels
+from unmask.mi.labels import write_labels
 from unmask.models import MDMTransformer
 from unmask.sudoku.train import sudoku_model_config
 from unmask.workers import LocalEngine, RayEngine, make_engine

@@ -27,12 +27,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from unmask.io import atomic_path
-from unmask.labels import get_task
 from unmask.metrics import held_out_mask
 from unmask.mi import perturbation_mi
 from unmask.mi.estimator import load_estimator
 from unmask.mi.estimator_eval import compute_features, evaluate_predictions, predict
 from unmask.mi.label_set import LabelSet
+from unmask.mi.labels import get_task
 
 
 def exact_mi(model, tokens: torch.Tensor, cache: Path, batch_size: int) -> torch.Tensor:

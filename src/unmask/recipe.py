@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from unmask.corrector import load_corrector
 from unmask.hooks import Hook, corrector_hooks
+from unmask.mi.labels import get_task
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.workers import worker_path
@@ -79,3 +80,13 @@ class ModelRecipe:
         """(the model, the corrector's hooks: none without a corrector)."""
         model = self()
         return model, (() if self.corrector is None else self.corrector.hooks(model))
+
+
+def model_recipe(task: str, name_or_path: str | None = None, device: str = "cpu",
+                 bf16: bool = False, trust_remote_code: bool = False) -> ModelRecipe:
+    """The :class:`ModelRecipe` loading the model of the MI context task ``task``
+    (:func:`unmask.mi.labels.get_task`: its own loader and checks) where it runs (a Ray
+    worker, say): ``name_or_path`` a shipped name or a folder every worker can read (None:
+    the task's shipped model)."""
+    return ModelRecipe(name_or_path, task=task, device=device, bf16=bool(bf16),
+                       loader=get_task(task).load_model, trust_remote_code=trust_remote_code)

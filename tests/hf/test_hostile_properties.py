@@ -81,7 +81,7 @@ def test_any_model_args_are_typed_or_one_line(args):
 @SETTINGS
 @given(st.binary(max_size=64))
 def test_any_bytes_as_a_corpus_are_text_or_one_line(tmp_path_factory, data):
-    from unmask.labels import read_corpus
+    from unmask.text.labels import read_corpus
 
     path = tmp_path_factory.mktemp("corpus") / "c.txt"
     path.write_bytes(data)

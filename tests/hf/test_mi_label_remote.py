@@ -2,8 +2,8 @@
 
 from unmask.cli import main
 from unmask.commands import mi as mi_command
-from unmask.labels import model_recipe
 from unmask.mi.label_files import read_labels
+from unmask.recipe import model_recipe
 
 CORPUS = "the cat sat on the mat . a big red dog ran on the moon and the sun . " * 4
 

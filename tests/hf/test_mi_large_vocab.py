@@ -10,13 +10,14 @@ import torch
 
 from unmask import UnmaskError
 from unmask.cli import main
-from unmask.labels import text_contexts, text_options, write_labels
 from unmask.mi import floor_sequences, naive_sequences, perturbation_mi
 from unmask.mi.label_files import read_labels
 from unmask.mi.label_set import LabelSet
+from unmask.mi.labels import write_labels
 from unmask.mi.probe import chunk_size
 from unmask.models.auto import load_model
 from unmask.probs import entropy_from_log_probs, real_log_probs
+from unmask.text.labels import text_contexts, text_options
 
 transformers = pytest.importorskip("transformers")
 

@@ -18,12 +18,13 @@ import torch
 import unmask
 from unmask import ExactJointMDM, UnmaskError
 from unmask.cli import main
-from unmask.labels import _SUDOKU_LABEL_SALT, sudoku_contexts, write_labels
 from unmask.mi import perturbation_mi
 from unmask.mi.label_files import read_labels
 from unmask.mi.label_set import LabelSet
+from unmask.mi.labels import write_labels
 from unmask.models import MDMTransformer
 from unmask.sudoku import grid_to_tokens, is_valid_solution, training_grids
+from unmask.sudoku.labels import _SUDOKU_LABEL_SALT, sudoku_contexts
 from unmask.sudoku.train import sudoku_model_config
 
 SRC = str(Path(unmask.__file__).resolve().parents[1])
@@ -199,7 +200,7 @@ def test_cli_bad_input_is_one_line(tiny_sudoku, tmp_path, capsys, args, message)
 
 
 def test_sudoku_symmetries_move_grids_to_grids_and_keep_masks():
-    from unmask.labels import get_task
+    from unmask.mi.labels import get_task
 
     perm, tmap = get_task("sudoku").symmetries(16, 3)
     assert perm.shape == (16, 81) and tmap.shape == (16, 10)

@@ -7,7 +7,7 @@ import torch
 
 from unmask import UnmaskError
 from unmask.cli import main
-from unmask.labels import write_labels
+from unmask.mi.labels import write_labels
 from unmask.mi.maps import parse_cell, peer_mask, plot_mi_maps, structure_score
 from unmask.models import MDMTransformer
 from unmask.sudoku.datasets import load_set

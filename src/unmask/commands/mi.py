@@ -15,7 +15,9 @@ from unmask.commands.common import (
 )
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
-from unmask.labels import CONTEXT_TASKS, model_recipe, text_options, write_labels
+from unmask.mi.labels import task_names, write_labels
+from unmask.recipe import model_recipe
+from unmask.text.labels import text_options
 from unmask.workers import worker_path
 
 
@@ -34,7 +36,7 @@ def _label_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--model", default=None,
                    help="model folder or shipped name (default: the task's shipped model)")
-    p.add_argument("--task", default="sudoku", choices=sorted(CONTEXT_TASKS),
+    p.add_argument("--task", default="sudoku", choices=task_names(),
                    help="where contexts come from (default sudoku)")
     p.add_argument("--contexts", type=positive_int, required=True,
                    help="number of contexts to label")

@@ -23,7 +23,6 @@ from unmask.commands.common import (
 )
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
-from unmask.labels import get_task
 from unmask.mi.estimator import EstimatorConfig, MIEstimator, estimate_mi, load_estimator
 from unmask.mi.estimator_train import (
     EstimatorTrainConfig,
@@ -37,6 +36,7 @@ from unmask.mi.estimator_train import (
     predict,
     train_estimator,
 )
+from unmask.mi.labels import get_task
 from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
 from unmask.mi.probe import perturbation_mi
 from unmask.models.auto import check_task, load_model

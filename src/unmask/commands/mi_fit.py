@@ -1,6 +1,6 @@
 """``unmask mi fit``: an MI estimator for any model in one command, within a CPU budget.
 
-Labels ground-truth MI by probing (:func:`unmask.labels.write_labels`: top-k capped,
+Labels ground-truth MI by probing (:func:`unmask.mi.labels.write_labels`: top-k capped,
 resumable shards, any engine) until ``--label-s`` seconds or ``--contexts`` contexts, trains
 the estimator on the model's hidden states for at most ``--train-s`` seconds
 (:func:`unmask.mi.estimator_train.train_estimator`), scores it on the held-out contexts
@@ -37,7 +37,6 @@ from unmask.commands.mi_estimator import format_metrics, json_safe
 from unmask.commands.registry import arguments, command
 from unmask.errors import require
 from unmask.io import atomic_write_text
-from unmask.labels import get_task, model_recipe, text_options, write_labels
 from unmask.mi.estimator import EstimatorConfig, MIEstimator
 from unmask.mi.estimator_eval import compute_features, cost_fraction, predict
 from unmask.mi.estimator_train import (
@@ -47,8 +46,11 @@ from unmask.mi.estimator_train import (
     held_out_mask,
     train_estimator,
 )
+from unmask.mi.labels import get_task, write_labels
 from unmask.models.auto import load_model, task_family
 from unmask.models.base import MaskedModel
+from unmask.recipe import model_recipe
+from unmask.text.labels import text_options
 from unmask.workers import worker_path
 
 

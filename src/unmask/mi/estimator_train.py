@@ -100,7 +100,7 @@ def augmented_training_set(labels: LabelSet, cfg: EstimatorTrainConfig, symmetri
                            ) -> LabelSet:
     """``labels`` followed by ``cfg.augment`` symmetry copies of each of its *training*
     contexts (``symmetries(count, seed) -> (cell_perm, token_map)``, see
-    :class:`unmask.labels.ContextTask`). Copies keep their original's group, so they land on
+    :class:`unmask.mi.labels.ContextTask`). Copies keep their original's group, so they land on
     the training side of the same split; the held-out contexts stay the probed ones."""
     if not cfg.augment:
         return labels

@@ -8,7 +8,7 @@ A label set is a folder::
     shard-00001.safetensors       contexts [S, 2S), ...
 
 Shards are :mod:`unmask.shard_store` files (content sha256 in the header) whose tensors are
-:data:`LABEL_SCHEMA`'s. :mod:`unmask.labels` writes them; this module reads and checks them.
+:data:`LABEL_SCHEMA`'s. :mod:`unmask.mi.labels` writes them; this module reads and checks them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Text: the masked-LM task over a corpus (its MI label contexts, :mod:`unmask.text.labels`)."""

@@ -39,8 +39,9 @@ from unmask.generate import (
 )
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
-from unmask.models.protein import AMINO_ACIDS, MASK_ID, PAD_ID, check_protein_model
 from unmask.models.transformer import MDMTransformer
+from unmask.protein.model import check_protein_model
+from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID
 from unmask.samplers.base import Sampler
 from unmask.validation import is_int
 

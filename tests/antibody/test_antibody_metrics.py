@@ -16,8 +16,7 @@ from unmask.antibody.metrics import (
 from unmask.antibody.settings import InfillCase
 from unmask.errors import UnmaskError
 from unmask.models.base import MaskedModel, ModelOutput
-from unmask.models.protein import MASK_ID, PAD_ID
-from unmask.protein.tokens import encode
+from unmask.protein.tokens import MASK_ID, PAD_ID, encode
 
 
 class _FavoursA(MaskedModel):

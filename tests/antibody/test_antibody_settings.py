@@ -13,7 +13,7 @@ from unmask.antibody.settings import (
 )
 from unmask.errors import UnmaskError
 from unmask.infill import encode_residues
-from unmask.models.protein import MASK_ID
+from unmask.protein.tokens import MASK_ID
 
 #: IGHV1-18*01 aligned to the 128 IMGT positions, and a copy one CDR2 residue shorter
 GAPPED = ("QVQLVQSGA-EVKKPGASVKVSCKASGYTF----TSYGISWVRQAPGQGLEWMGWISAY--NGNTNYAQKLQ-GRVTMTTDT"

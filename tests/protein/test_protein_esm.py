@@ -6,11 +6,11 @@ import torch
 
 from unmask import UnmaskError
 from unmask.decode import decode
-from unmask.models.auto import load_protein_model
+from unmask.protein.model import load_protein_model
 from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, encode, generation_inputs
 
 transformers = pytest.importorskip("transformers")
-from unmask.models.esm import ESM2_ALPHABET, EsmMaskedModel  # noqa: E402
+from unmask.protein.esm import ESM2_ALPHABET, EsmMaskedModel  # noqa: E402
 
 # ESM's alphabet in a shuffled order: the adapter must read ids from vocab.txt, not assume them
 VOCAB = list(np.random.default_rng(0).permutation(ESM2_ALPHABET))

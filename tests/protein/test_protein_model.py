@@ -11,16 +11,16 @@ from unmask.bench import aup
 from unmask.cli import main
 from unmask.decode import decode
 from unmask.models import MDMTransformer, TransformerConfig
-from unmask.models.auto import load_model, load_protein_model
+from unmask.models.auto import load_model
 from unmask.protein.data import CropSampler
 from unmask.protein.model import (
     ProteinMDM,
     check_protein_model,
-    heldout_eval_set,
-    masked_loss,
+    load_protein_model,
     protein_model_config,
 )
 from unmask.protein.tokens import MASK_ID, PAD_ID, generation_inputs
+from unmask.protein.train import heldout_eval_set, masked_loss
 
 pytest.importorskip("pyhmmer")
 TINY = {"d_model": 16, "d_ff": 32, "n_layers": 1, "n_heads": 2}

@@ -16,7 +16,8 @@ from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
 from unmask.protein.bench import add_split_args
 from unmask.protein.data import model_split, training_batch
-from unmask.protein.model import ProteinMDM, heldout_eval_set, masked_loss, protein_model_config
+from unmask.protein.model import ProteinMDM, protein_model_config
+from unmask.protein.train import heldout_eval_set, masked_loss
 from unmask.training import train
 
 

@@ -4,8 +4,8 @@
 config.json            class                                           task
 =====================  ==============================================  =========
 ``mdm-transformer``    :class:`~unmask.models.transformer.MDMTransformer`  config's
-  ... task 'protein'   :class:`~unmask.models.protein.ProteinMDM`      protein
-``esm`` / ``esmc``     :class:`~unmask.models.esm.EsmMaskedModel`      protein
+  ... task 'protein'   :class:`~unmask.protein.model.ProteinMDM`      protein
+``esm`` / ``esmc``     :class:`~unmask.protein.esm.EsmMaskedModel`    protein
 any other             :class:`~unmask.models.hf.HFMaskedModel`        text
 ``transformers`` one
 =====================  ==============================================  =========
@@ -18,21 +18,23 @@ cache (``antiberty``: :mod:`unmask.models.antiberty`).
 
 from __future__ import annotations
 
+import importlib
 import os
 
 from unmask.devices import check_device
 from unmask.errors import UnmaskError
 from unmask.models.antiberty import antiberty_folder
 from unmask.models.base import MaskedModel
-from unmask.models.esm import EsmMaskedModel
 from unmask.models.files import read_json_object
 from unmask.models.hf import HFMaskedModel
-from unmask.models.protein import ProteinMDM, check_protein_model
 from unmask.models.transformer import MDMTransformer
 from unmask.pretrained import DEFAULT_MODEL, resolve_model_path, shipped_names
 
 #: options for transformers folders (see HFMaskedModel.from_pretrained)
 HF_OPTIONS = {"dtype", "device", "trust_remote_code", "hidden_layer", "mask_id"}
+#: config kinds whose model class a task package owns -> its module, whose ``load_folder(path)``
+#: loads and checks one (imported on use: the model layer depends on no task)
+TASK_MODELS = {"protein": "unmask.protein.model", "esm": "unmask.protein.esm"}
 #: config kinds that are not decodable models, and what they are
 NOT_MODELS = {"mi-estimator": "an MI estimator", "corrector": "a corrector"}
 #: model names whose folder is converted from an installed package -> that folder's maker
@@ -108,12 +110,8 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
         raise UnmaskError(f"model: {path} is {NOT_MODELS[kind]}, not a model")
     if kind == "mdm-transformer":
         model = MDMTransformer.from_pretrained(path)
-    elif kind == "protein":
-        model = ProteinMDM.from_pretrained(path)
-        check_protein_model(model)
-    elif kind == "esm":
-        model = EsmMaskedModel.from_pretrained(path)
-        check_protein_model(model)
+    elif kind in TASK_MODELS:
+        model = importlib.import_module(TASK_MODELS[kind]).load_folder(path)
     elif kind == "hf":
         model = HFMaskedModel.from_pretrained(path, **hf_options)
     else:
@@ -132,13 +130,6 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     return model.eval()
 
 
-def load_protein_model(name_or_path: str | os.PathLike | None = None) -> MaskedModel:
-    """:func:`load_model` for the protein task (default: the shipped protein MDM); also
-    refuses a model that records no task but does not read protein tokens."""
-    model = load_model(name_or_path, task="protein")
-    check_protein_model(model)
-    return model
 
 
-__all__ = ["check_task", "load_model", "load_protein_model", "model_kind",
-           "task_family"]
+__all__ = ["check_task", "load_model", "model_kind", "task_family"]

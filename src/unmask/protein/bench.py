@@ -18,10 +18,10 @@ from unmask.bench import (
 )
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError, require
-from unmask.models.auto import load_protein_model
 from unmask.pretrained import describe_source
 from unmask.protein.data import ProteinSplit, background_composition, model_split
 from unmask.protein.metrics import generation_metrics
+from unmask.protein.model import load_protein_model
 from unmask.protein.tokens import (
     MAX_GEN_LENGTH,
     MIN_GEN_LENGTH,

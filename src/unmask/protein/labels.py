@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 
 from unmask.mi.labels import ContextTask, register_task
-from unmask.models.auto import load_model, load_protein_model
+from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.protein.data import label_contexts
-from unmask.protein.model import check_protein_model
+from unmask.protein.model import check_protein_model, load_protein_model
 
 
 def _protein_contexts(seed: int, start: int, count: int,

@@ -13,14 +13,25 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.models.protein import (  # the protein vocabulary, defined with the model layer
-    AMINO_ACIDS,
-    MASK_ID,
-    MAX_LENGTH,
-    PAD_ID,
-    VOCAB_SIZE,
-    check_padded_tokens,
-)
+
+AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
+MASK_ID = 20
+PAD_ID = 21
+VOCAB_SIZE = 22
+MAX_LENGTH = 100
+
+
+def check_padded_tokens(tokens: torch.Tensor, check_rest) -> None:
+    """Validate (B, N) protein tokens: PAD only as a suffix, everything else checked by
+    ``check_rest`` (the model's own check) with PAD read as MASK."""
+    if isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.numel():
+        pad = tokens == PAD_ID
+        # a PAD followed by a non-PAD would put a residue after the protein's end
+        if bool((pad[:, :-1] & ~pad[:, 1:]).any()):
+            raise UnmaskError("tokens: PAD must only follow the residues (a suffix of each row)")
+        tokens = tokens.masked_fill(pad, MASK_ID)
+    check_rest(tokens)
+
 
 #: generated lengths (inclusive) of the benchmark
 MIN_GEN_LENGTH, MAX_GEN_LENGTH = 50, 100

@@ -1,6 +1,6 @@
 """Any ``transformers`` ``EsmForMaskedLM`` checkpoint (ESM-2 and ESM-1b/1v layouts) or
 ``EsmcForMaskedLM`` checkpoint (ESM-C, arXiv 2024 EvolutionaryScale; ``transformers`` >= 5)
-as a :class:`MaskedModel` over the protein vocabulary of :mod:`unmask.models.protein`.
+as a :class:`MaskedModel` over the protein vocabulary of :mod:`unmask.protein.tokens`.
 
 The adapter speaks our protein vocabulary (20 amino acids in ``AMINO_ACIDS`` order, MASK 20,
 PAD 21), so a checkpoint drops into everything built for the shipped protein MDM: rows of
@@ -23,7 +23,8 @@ from safetensors import SafetensorError
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.files import read_json_object
-from unmask.models.protein import AMINO_ACIDS, MASK_ID, PAD_ID, VOCAB_SIZE, check_padded_tokens
+from unmask.protein.model import check_protein_model
+from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, VOCAB_SIZE, check_padded_tokens
 
 #: the ESM-2 alphabet in id order, used when a checkpoint folder has no vocab.txt
 ESM2_ALPHABET = ("<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T",
@@ -133,3 +134,11 @@ class EsmMaskedModel(MaskedModel):
         model = cls(esm, vocab)
         model.source = str(directory)
         return model
+
+
+def load_folder(path: Path) -> EsmMaskedModel:
+    """The ESM model of a checkpoint folder, checked to read protein tokens: how
+    :func:`unmask.models.auto.load_model` loads one."""
+    model = EsmMaskedModel.from_pretrained(path)
+    check_protein_model(model)
+    return model

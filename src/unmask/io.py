@@ -1,10 +1,12 @@
-"""File helpers: atomic writing (a temporary path in the same folder, then a rename) and the
-sha256 of a file read in blocks."""
+"""File helpers: atomic writing (a temporary path in the same folder, then a rename), the
+sha256 of a file read in blocks, and strict JSON (undefined numbers as null)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -91,3 +93,22 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def json_safe(value):
+    """``value`` with every NaN or infinite float (and 0-d tensor/array) as None: JSON has
+    no NaN, and a metric without data (a constant column, no pairs) is undefined."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def json_text(value) -> str:
+    """One line of strict JSON (NaN and infinities as null)."""
+    return json.dumps(json_safe(value), allow_nan=False)

@@ -105,7 +105,7 @@ def test_bench_plots_in_the_format_the_extension_names(run, tiny_model, place, e
 
 
 def test_mi_map_json_is_strict_json(run, tiny_model, place, nearly_solved):
-    from unmask.commands.mi_estimator import json_text
+    from unmask.io import json_text
 
     assert json_text({"a": float("nan"), "b": [float("inf"), 1.5]}) == \
         '{"a": null, "b": [null, 1.5]}'

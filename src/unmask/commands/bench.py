@@ -29,7 +29,6 @@ from unmask.commands.common import (
     engine_from_args,
     int_at_least,
     output_path,
-    progress_bar,
     sampler_entry,
 )
 from unmask.commands.registry import COMMAND_MODULES, arguments, command
@@ -37,6 +36,7 @@ from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
 from unmask.models.auto import check_task
 from unmask.presets import preset_entry
+from unmask.progress import progress_bar
 
 #: the tasks with a bench command, from the registry
 BENCH_TASKS = tuple(path[0] for path, (module, _) in COMMAND_MODULES.items()

@@ -4,7 +4,6 @@ paths, progress bars."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import inspect
 import math
@@ -278,20 +277,6 @@ def distinct_outputs(**paths: Path | None) -> None:
         seen[key] = flag.replace("_", "-")
 
 
-@contextlib.contextmanager
-def progress_bar(total: int, description: str, enabled: bool = True):
-    """Yield update(completed) for a rich progress bar on stderr (no-op when disabled)."""
-    if not enabled:
-        yield lambda completed: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as prog:
-        task = prog.add_task(description, total=total)
-        yield lambda completed: prog.update(task, completed=completed)
 
 
 def add_resume_args(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,6 @@ from unmask.commands.common import (
     finite_float,
     output_folder,
     positive_int,
-    progress_bar,
     seed_int,
 )
 from unmask.commands.registry import arguments, command
@@ -31,6 +30,7 @@ from unmask.errors import UnmaskError
 from unmask.io import atomic_path
 from unmask.models.auto import check_task, load_model
 from unmask.pretrained import describe_source
+from unmask.progress import progress_bar
 from unmask.sudoku.tokens import grid_to_tokens
 from unmask.sudoku.train import SudokuPool
 

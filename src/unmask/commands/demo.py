@@ -8,7 +8,6 @@ import time
 from unmask.bench import verify_suffix
 from unmask.commands.common import add_threads_arg, positive_int
 from unmask.commands.registry import arguments, command
-from unmask.commands.sudoku import solve_puzzles
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError
 from unmask.models import ExactJointMDM
@@ -17,6 +16,7 @@ from unmask.pretrained import describe_source
 from unmask.samplers import make_sampler
 from unmask.samplers.verified import Verified
 from unmask.sudoku.datasets import load_set
+from unmask.sudoku.mdm_solver import solve_puzzles
 
 #: (sampler, params, verify tolerance or None: ``Verified(tolerance=)``)
 DEMO_SAMPLERS = [

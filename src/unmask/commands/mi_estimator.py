@@ -4,7 +4,6 @@ estimator's training, evaluation and the MI maps of Sudoku puzzles."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from unmask.commands.common import (
     IMAGE_SUFFIXES,
@@ -18,11 +17,11 @@ from unmask.commands.common import (
     output_folder,
     output_path,
     positive_int,
-    progress_bar,
     seed_int,
 )
 from unmask.commands.registry import arguments, command
 from unmask.errors import UnmaskError
+from unmask.io import json_text
 from unmask.mi.estimator import EstimatorConfig, MIEstimator, estimate_mi, load_estimator
 from unmask.mi.estimator_train import (
     EstimatorTrainConfig,
@@ -40,6 +39,7 @@ from unmask.mi.labels import get_task
 from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
 from unmask.mi.probe import perturbation_mi
 from unmask.models.auto import check_task, load_model
+from unmask.progress import progress_bar
 from unmask.sudoku.parse import parse_puzzle
 from unmask.sudoku.tokens import grid_to_tokens
 
@@ -304,27 +304,6 @@ def _map_args(p: argparse.ArgumentParser) -> None:
 
 
 SOURCES = ("gt", "estimator")
-
-
-def json_safe(value):
-    """``value`` with every NaN or infinite float (and 0-d tensor/array) as None: JSON has
-    no NaN, and a metric without data (a constant column, no pairs) is undefined."""
-    import math
-
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def json_text(value) -> str:
-    """One line of strict JSON (NaN and infinities as null)."""
-    return json.dumps(json_safe(value), allow_nan=False)
 
 
 @command("mi", "map", help="draw the pairwise MI map of a Sudoku puzzle (ground truth and/or "

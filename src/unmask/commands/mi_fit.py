@@ -33,10 +33,10 @@ from unmask.commands.common import (
     threads_int,
 )
 from unmask.commands.mi import parse_ratio_range
-from unmask.commands.mi_estimator import format_metrics, json_safe
+from unmask.commands.mi_estimator import format_metrics
 from unmask.commands.registry import arguments, command
 from unmask.errors import require
-from unmask.io import atomic_write_text
+from unmask.io import atomic_write_text, json_safe
 from unmask.mi.estimator import EstimatorConfig, MIEstimator
 from unmask.mi.estimator_eval import compute_features, cost_fraction, predict
 from unmask.mi.estimator_train import (

@@ -15,7 +15,7 @@ from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
 from unmask.protein.bench import add_split_args
-from unmask.protein.data import model_split, training_batch
+from unmask.protein.data import model_split, split_record, training_batch
 from unmask.protein.model import ProteinMDM, protein_model_config
 from unmask.protein.train import heldout_eval_set, masked_loss
 from unmask.training import train
@@ -32,12 +32,6 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 def split_from_args(args: argparse.Namespace, model_dir: str | Path | None = None):
     """The train/held-out split the flags (or the model's split.json) name."""
     return model_split(args.fasta, args.heldout_fraction, args.split_seed, model_dir)
-
-
-def split_record(split, fraction: float, seed: int) -> dict:
-    return {"source": Path(split.source).name, "heldout_fraction": fraction, "split_seed": seed,
-            "train_proteins": len(split.train), "heldout_proteins": len(split.heldout),
-            "skipped": split.skipped, "heldout_names": split.heldout_names}
 
 
 @command("protein", "train", help="train the protein MDM (checkpoints, --resume)")

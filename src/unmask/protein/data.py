@@ -298,3 +298,11 @@ def label_contexts(seed: int, start: int, count: int, mask_ratio: tuple[float, f
         tokens[0, torch.from_numpy(hidden)] = MASK_ID
         out[k] = tokens[0]
     return out
+
+
+def split_record(split: ProteinSplit, fraction: float, seed: int) -> dict:
+    """What a trained model's ``split.json`` records of its train/held-out ``split`` (made with
+    held-out ``fraction`` and ``seed``), which :func:`model_split` reads back."""
+    return {"source": Path(split.source).name, "heldout_fraction": fraction, "split_seed": seed,
+            "train_proteins": len(split.train), "heldout_proteins": len(split.heldout),
+            "skipped": split.skipped, "heldout_names": split.heldout_names}

@@ -1,5 +1,5 @@
 """The bench contract (`unmask.bench.BenchTask`, `BenchRow`) and the one builder of every
-`unmask X bench` command (`unmask.commands.bench`): same flags, same meanings, one file per
+`unmask X bench` command (`unmask.commands.bench_command`): same flags, same meanings, one file per
 task."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 from unmask.bench import BenchContext, BenchResult, BenchRow, BenchTask, add_rate_metrics
 from unmask.cli import build_parser, main
-from unmask.commands.bench import BENCH_TASKS, add_bench_args, bench_task, run_bench
+from unmask.commands.bench_command import BENCH_TASKS, add_bench_args, bench_task, run_bench
 from unmask.decode import DecodeConfig, decode
 from unmask.recipe import ModelRecipe
 from unmask.report import load_bench, plot_bench, pool_bench

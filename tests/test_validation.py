@@ -153,7 +153,7 @@ def test_every_sampler_built_directly_is_typed_like_make_sampler():
 
 
 def test_config_overrides_check_types_and_name_unknown_fields():
-    from unmask.commands.common import check_config_overrides
+    from unmask.commands.training_flags import check_config_overrides
 
     check_config_overrides({"n_layers": 2, "dropout": 0, "real_token_ids": [1, 2]}, "--mc")
     cases = [({"d_model": "128"}, "--mc: d_model must be int, got a string '128'"),

@@ -4,7 +4,7 @@
 A task's bench is one :class:`BenchTask` in its package (``unmask.<task>.bench.BENCH_TASK``):
 its items, how they decode (a :func:`unmask.sweep.sweep` over sampler entries) and score, and
 which columns it shows. ``unmask <task> bench`` is built from it by
-:mod:`unmask.commands.bench`, with the same flags and meanings for every task.
+:mod:`unmask.commands.bench_command`, with the same flags and meanings for every task.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class BenchTask:
     """One task's bench: its items, how they decode and score, which columns it shows.
 
     A subclass sets the class attributes and implements :meth:`load_model` and :meth:`run`;
-    ``unmask <name> bench`` (:mod:`unmask.commands.bench`) gives every task the same flags.
+    ``unmask <name> bench`` (:mod:`unmask.commands.bench_command`) gives every task the same flags.
     """
 
     #: the noun of ``unmask NAME bench``

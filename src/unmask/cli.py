@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a bad argument (2, already printed)
         return e.code if isinstance(e.code, int) else 2
-    from unmask.commands.common import apply_threads, thread_counts
+    from unmask.commands.threads import apply_threads, thread_counts
 
     before = thread_counts()
     try:

@@ -11,13 +11,12 @@ from unmask.arithmetic.train import (
     training_batch,
     training_metrics,
 )
-from unmask.commands.common import (
-    positive_int,
-)
+from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
 from unmask.commands.registry import arguments, command
 from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.models.transformer import MDMTransformer
 from unmask.training import train
+from unmask.validation import positive_int
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -48,3 +47,10 @@ def train_arithmetic(args: argparse.Namespace) -> int:
           data={"eval_prompts": args.eval_prompts})
     print(f"best weights: {out / 'best'}")
     return 0
+
+
+@command("arithmetic", "bench", help="benchmark every sampler on multiplication: accuracy, NFE, "
+                                     "sequences, entropy")
+@arguments(bench_arguments("arithmetic"))
+def bench_arithmetic(args: argparse.Namespace) -> int:
+    return run_bench(bench_task("arithmetic"), args)

@@ -5,18 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.commands.common import (
-    add_resume_args,
-    add_seed_arg,
-    add_threads_arg,
-    bench_entries,
-    check_resume_args,
-    finite_float,
-    output_folder,
-    positive_int,
-    seed_int,
-)
+from unmask.commands.arg_types import add_seed_arg
+from unmask.commands.paths import output_folder
 from unmask.commands.registry import arguments, command
+from unmask.commands.sampler_flags import bench_entries
+from unmask.commands.threads import add_threads_arg
+from unmask.commands.training_flags import add_resume_args, check_resume_args
 from unmask.corrector import (
     Corrector,
     CorrectorConfig,
@@ -33,6 +27,7 @@ from unmask.pretrained import describe_source
 from unmask.progress import progress_bar
 from unmask.sudoku.tokens import grid_to_tokens
 from unmask.sudoku.train import SudokuPool
+from unmask.validation import finite_float, positive_int, seed_int
 
 DEFAULT_STATE_SAMPLERS = ["eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=confidence",
                           "topk:k=4", "topk:k=7"]

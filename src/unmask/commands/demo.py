@@ -6,8 +6,8 @@ import argparse
 import time
 
 from unmask.bench import verify_suffix
-from unmask.commands.common import add_threads_arg, positive_int
 from unmask.commands.registry import arguments, command
+from unmask.commands.threads import add_threads_arg
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError
 from unmask.models import ExactJointMDM
@@ -17,6 +17,7 @@ from unmask.samplers import make_sampler
 from unmask.samplers.verified import Verified
 from unmask.sudoku.datasets import load_set
 from unmask.sudoku.mdm_solver import solve_puzzles
+from unmask.validation import positive_int
 
 #: (sampler, params, verify tolerance or None: ``Verified(tolerance=)``)
 DEMO_SAMPLERS = [

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-from unmask.commands.common import (
-    add_confidence_arg,
-    add_device_arg,
-    add_seed_arg,
-    add_threads_arg,
-    finite_float,
-    non_negative_int,
-    positive_int,
-    resolve_device,
-)
+from unmask.commands.arg_types import add_confidence_arg, add_seed_arg
+from unmask.commands.engine_flags import add_device_arg, resolve_device
+from unmask.commands.paths import read_file_arg
 from unmask.commands.registry import arguments, command
+from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError, require
 from unmask.generate import generate
 from unmask.models.auto import load_model
 from unmask.presets import PRESETS, preset_sampler
+from unmask.validation import finite_float, non_negative_int, positive_int
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -64,14 +57,6 @@ def _args(p: argparse.ArgumentParser) -> None:
     add_threads_arg(p)
     p.add_argument("--json", action="store_true", help="one JSON object per prompt")
     add_device_arg(p)
-
-
-def read_file_arg(path: str) -> str:
-    """The text of ``--file PATH`` (``-``: standard input; UTF-8, a BOM dropped)."""
-    try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UnmaskError(f"--file: cannot read {path} ({e.__class__.__name__})") from None
 
 
 def read_prompts(path: str) -> list[str]:

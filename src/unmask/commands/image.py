@@ -1,19 +1,21 @@
-"""``unmask image train`` and ``unmask image bench``: class-conditional 8x8 digits."""
+"""``unmask image train``, ``train-classifier`` and ``bench``: class-conditional 8x8 digits."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from unmask.commands.common import (
-    add_resume_args,
-    add_seed_arg,
-    add_threads_arg,
-    check_resume_args,
-    output_folder,
-)
+from unmask.commands.arg_types import add_seed_arg
+from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
+from unmask.commands.paths import output_folder
 from unmask.commands.registry import arguments, command
-from unmask.commands.training_flags import add_training_args, training_setup
+from unmask.commands.threads import add_threads_arg
+from unmask.commands.training_flags import (
+    add_resume_args,
+    add_training_args,
+    check_resume_args,
+    training_setup,
+)
 from unmask.errors import UnmaskError
 from unmask.image.classifier import train_classifier
 from unmask.image.data import DEFAULT_LEVELS, image_model_config, load_digits_split
@@ -83,3 +85,10 @@ def train_digit_classifier(args: argparse.Namespace) -> int:
                                            "heldout_images": len(heldout)})
     print(f"held-out accuracy {acc:.4f} ({len(heldout)} images); weights in {args.out}")
     return 0
+
+
+@command("image", "bench", help="benchmark every sampler on class-conditional digits: FID, IS, "
+                                "class accuracy, NFE, wall time")
+@arguments(bench_arguments("image"))
+def bench_image(args: argparse.Namespace) -> int:
+    return run_bench(bench_task("image"), args)

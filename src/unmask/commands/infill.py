@@ -5,21 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from unmask.commands.common import (
-    add_confidence_arg,
-    add_device_arg,
-    add_seed_arg,
-    add_threads_arg,
-    finite_float,
-    positive_int,
-    resolve_device,
-)
-from unmask.commands.generate import read_file_arg
+from unmask.commands.arg_types import add_confidence_arg, add_seed_arg
+from unmask.commands.engine_flags import add_device_arg, resolve_device
+from unmask.commands.paths import read_file_arg
 from unmask.commands.registry import arguments, command
+from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError, require
 from unmask.infill import infill
 from unmask.models.auto import load_model
 from unmask.presets import PRESETS, preset_sampler
+from unmask.validation import finite_float, positive_int
 
 
 def _args(p: argparse.ArgumentParser) -> None:

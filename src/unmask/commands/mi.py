@@ -1,23 +1,66 @@
-"""``unmask mi label``: ground-truth MI labels by perturbation probing, in resumable shards."""
+"""``unmask mi ...``: pairwise mutual information from the command line.
+
+- ``mi label``: ground-truth MI labels by perturbation probing, in resumable shards
+  (:func:`unmask.mi.labels.write_labels`).
+- ``mi train``, ``mi eval``: the neural MI estimator's training and its evaluation against
+  labels; ``mi map``: the MI maps of Sudoku puzzles.
+- ``mi fit``: an MI estimator for any model in one command, within a CPU budget. It labels
+  ground-truth MI by probing (top-k capped, resumable shards, any engine) until ``--label-s``
+  seconds or ``--contexts`` contexts, trains the estimator on the model's hidden states for at
+  most ``--train-s`` seconds (:func:`unmask.mi.estimator_train.train_estimator`), scores it on
+  the held-out contexts (:func:`unmask.mi.estimator_eval.evaluate_predictions`, with the
+  labels' own noise ceiling) and writes the estimator into ``--out`` itself, so that
+  ``mi-guided:estimator=OUT`` reads it::
+
+    OUT/
+        config.json, estimator.safetensors    the estimator (best held-out loss)
+        eval.json                             held-out metrics, cost, the budget spent
+        labels/                               the label folder (``unmask mi label`` format)
+        train/                                the training run (checkpoint, history)
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
+import time
+from pathlib import Path
 
-from unmask.commands.common import (
-    add_device_arg,
-    add_engine_args,
-    add_seed_arg,
-    engine_from_args,
-    output_folder,
-    positive_int,
-    threads_int,
-)
+from unmask.commands.arg_types import add_seed_arg
+from unmask.commands.engine_flags import add_device_arg, add_engine_args, engine_from_args
+from unmask.commands.paths import existing_dir, output_folder
 from unmask.commands.registry import arguments, command
-from unmask.errors import UnmaskError
-from unmask.mi.labels import task_names, write_labels
+from unmask.commands.threads import add_threads_arg, threads_int
+from unmask.commands.training_flags import add_resume_args, check_resume_args
+from unmask.errors import UnmaskError, require
+from unmask.io import IMAGE_SUFFIXES, atomic_write_text, json_safe, json_text, output_path
+from unmask.metrics import held_out_mask
+from unmask.mi.estimator import EstimatorConfig, MIEstimator, estimate_mi, load_estimator
+from unmask.mi.estimator_eval import (
+    compute_features,
+    cost_fraction,
+    evaluate_predictions,
+    predict,
+)
+from unmask.mi.estimator_train import (
+    EstimatorTrainConfig,
+    augmented_training_set,
+    planned_steps,
+    train_estimator,
+)
+from unmask.mi.label_set import LabelSet
+from unmask.mi.labels import get_task, task_names, write_labels
+from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
+from unmask.mi.probe import perturbation_mi
+from unmask.models.auto import check_task, load_model, task_family
+from unmask.models.base import MaskedModel
+from unmask.progress import progress_bar
 from unmask.recipe import model_recipe
+from unmask.sudoku.parse import parse_puzzle
+from unmask.sudoku.tokens import grid_to_tokens
 from unmask.text.labels import text_options
+from unmask.validation import finite_float, non_negative_int, positive_int, seed_int
 from unmask.workers import worker_path
 
 
@@ -109,4 +152,438 @@ def mi_label(args: argparse.Namespace) -> int:
                             log=lambda line: print(line, flush=True))
     print(f"{manifest['contexts']} contexts in {len(manifest['shards'])} shards at {args.out} "
           f"({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _load_labels(path: str, model_arg: str | None):
+    """(labels, model, task): the label set at ``path``, its :class:`ContextTask`, and the
+    model it was probed on: ``model_arg``, or by default the shipped model of the labels'
+    task; an error unless the labels and the model belong together."""
+
+    labels = LabelSet.from_dir(existing_dir(path, "--labels"))
+    task = get_task(labels.identity.get("task", "sudoku"))
+    model = task.load_model(model_arg)
+    labels.check_model(model)
+    return labels, model, task
+
+
+def _layer_list(text: str) -> tuple[int, ...]:
+    """'2,4,6' -> (2, 4, 6): hidden-layer indices for --extra-layers."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated layer indices such as 2,4,6, got {text!r}") from None
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--labels", required=True, help="label folder written by `unmask mi label`")
+    p.add_argument("--out", required=True, help="run folder (checkpoint.pt, best/, history)")
+    p.add_argument("--model", default=None,
+                   help="model folder or shipped name the labels were probed on "
+                        "(default: the shipped model of the labels' task)")
+    add_resume_args(p)
+    p.add_argument("--epochs", type=positive_int, default=200, help="at most this many epochs")
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=5e-3)
+    p.add_argument("--patience", type=positive_int, default=15,
+                   help="held-out evaluations without improvement before stopping")
+    p.add_argument("--eval-every", type=non_negative_int, default=0,
+                   help="steps between held-out evaluations (0 = every epoch)")
+    p.add_argument("--held-out", type=finite_float(0.0, 1.0, open_low=True), default=0.1,
+                   help="share of puzzles held out")
+    p.add_argument("--split-seed", type=seed_int, default=0)
+    add_seed_arg(p)
+    p.add_argument("--layer", type=non_negative_int, default=None,
+                   help="hidden layer to read (0 = embeddings; default: the final hidden states)")
+    p.add_argument("--extra-layers", type=_layer_list, default=(), metavar="L1,L2,...",
+                   help="further hidden layers whose states are concatenated to the features")
+    p.add_argument("--d", type=positive_int, default=64, help="estimator width")
+    p.add_argument("--mixer-layers", type=non_negative_int, default=1)
+    p.add_argument("--pair-hidden", type=positive_int, default=8, help="pair MLP units")
+    p.add_argument("--pair-rank", type=positive_int, default=16,
+                   help="rank of each unit's bilinear form")
+    p.add_argument("--two-hop", type=non_negative_int, default=0, metavar="H",
+                   help="compose the first H pair units over the masked positions between a "
+                        "pair (dependence through a third position); default 0")
+    p.add_argument("--pair-prior", action="store_true",
+                   help="learn a prior per pair of positions (for fixed-meaning positions such "
+                        "as Sudoku cells)")
+    p.add_argument("--augment", type=non_negative_int, default=0,
+                   help="symmetry copies of each training context (tasks with a known symmetry "
+                        "group, e.g. Sudoku); held-out contexts are never moved")
+    p.add_argument("--marginals", action="store_true",
+                   help="also read the model's marginals (probabilities and entropy) of the "
+                        "same pass (no gain on the Sudoku labels so far)")
+    p.add_argument("--entropy-gate", action="store_true",
+                   help="bound each pair by the smaller marginal entropy of its two cells: "
+                        "MI = sigmoid(score) * min(H_i, H_j) (reads the marginals)")
+    p.add_argument("--loss-scale", choices=("nats", "sqrt", "log"), default="nats",
+                   help="compare MI in nats, as its square root or as log(1 + MI / 0.05) in "
+                        "the squared error (sqrt weighs errors on weak pairs more, log counts "
+                        "errors on strong pairs relative to their value; predictions stay in "
+                        "nats)")
+    p.add_argument("--rank-weight", type=finite_float(0.0), default=0.0,
+                   help="add this weight times a within-context ranking loss (default 0: MSE "
+                        "only)")
+    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=None,
+                   help="stop after this many seconds")
+    add_threads_arg(p)
+
+
+@command("mi", "train", help="train the neural MI estimator on ground-truth labels")
+@arguments(_train_args)
+def train_mi_estimator(args: argparse.Namespace) -> int:
+    import time
+
+    import torch
+
+    output_folder(args.out, "--out")
+    check_resume_args(args)
+    labels, model, task = _load_labels(args.labels, args.model)
+    est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer,
+                              extra_layers=args.extra_layers, d=args.d,
+                              mixer_layers=args.mixer_layers, pair_hidden=args.pair_hidden,
+                              pair_rank=args.pair_rank,
+                              pair_prior_length=model.max_length if args.pair_prior else 0,
+                              marginal_size=(len(model.real_token_ids)
+                                             if args.marginals or args.entropy_gate else 0),
+                              two_hop=args.two_hop, entropy_gate=args.entropy_gate,
+                              model_fingerprint=model.fingerprint())
+    cfg = EstimatorTrainConfig(batch_size=args.batch_size, lr=args.lr, max_epochs=args.epochs,
+                               eval_every=args.eval_every, patience=args.patience,
+                               held_out=args.held_out, split_seed=args.split_seed,
+                               seed=args.seed, max_time_s=args.max_time, augment=args.augment,
+                               loss_scale=args.loss_scale, rank_weight=args.rank_weight)
+    probed = len(labels)
+    labels = augmented_training_set(labels, cfg, task.symmetries)
+    torch.manual_seed(args.seed)
+    estimator = MIEstimator(est_cfg)
+    t0 = time.perf_counter()
+    with progress_bar(len(labels), "hidden states") as update:
+        hidden = compute_features(model, labels.tokens, est_cfg, progress=update)
+    print(f"{probed:,} labelled contexts ({len(labels) - probed:,} symmetry copies), hidden "
+          f"states in {time.perf_counter() - t0:.1f} s;"
+          f" estimator {sum(p.numel() for p in estimator.parameters()):,} parameters",
+          flush=True)
+    extra = {"labels": {"path": str(args.labels), "identity": labels.identity,
+                        "contexts": probed, "symmetry_copies": len(labels) - probed},
+             # the name or folder given, not this machine's path of a shipped model
+             "model": args.model or task.name}
+    with progress_bar(planned_steps(labels, cfg), "training") as update:
+        res = train_estimator(estimator, hidden, labels, model.mask_id, cfg, args.out,
+                              resume=args.resume, overwrite=args.overwrite,
+                                  override=args.override_config,
+                              log=lambda s: print(s, flush=True),
+                              progress=lambda step, total: update(step), extra=extra,
+                              data={"labels": labels.identity, "contexts": probed})
+    print(f"stopped ({res['stopped']}) after {res['steps']} steps; best held-out loss "
+          f"{res['best_loss']:.5g} at step {res['best_step']}; estimator: {args.out}/best "
+          f"({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--labels", required=True, help="label folder written by `unmask mi label`")
+    p.add_argument("--estimator", default=None,
+                   help="estimator folder or shipped name (default: the shipped Sudoku one)")
+    p.add_argument("--model", default=None,
+                   help="model folder or shipped name (default: the shipped model of the "
+                        "labels' task)")
+    p.add_argument("--split", choices=("auto", "held-out", "all"), default="auto",
+                   help="contexts to score: the estimator's held-out split, all, or auto (the "
+                        "held-out split when these are its training labels, else all)")
+    p.add_argument("--cost-batch", type=positive_int, default=256,
+                   help="batch size of the cost measurement")
+    p.add_argument("--json", action="store_true",
+                   help="print the metrics as one JSON object (undefined values as null)")
+    add_threads_arg(p)
+
+
+def select_contexts(labels, estimator, split: str):
+    """(M,) bool contexts to evaluate, and the split used ('held-out' or 'all')."""
+    import torch
+
+    meta = getattr(estimator, "metadata", {})
+    trained_on = meta.get("labels", {}).get("identity")
+    if split == "auto":
+        split = "held-out" if trained_on is not None and trained_on == labels.identity else "all"
+    if split == "all":
+        return torch.ones(len(labels), dtype=torch.bool), split
+    if "split" not in meta:
+        raise UnmaskError("--split: the estimator records no held-out split; use --split all")
+    held = held_out_mask(labels.groups, meta["split"]["held_out"], meta["split"]["split_seed"])
+    if not held.any():
+        raise UnmaskError(f"--labels: none of the {len(labels)} contexts is held out")
+    return held, split
+
+
+def format_metrics(result: dict) -> str:
+    rows = [("all", result)] + [(f"{b['mask_ratio'][0]:.2f}-{b['mask_ratio'][1]:.2f}", b)
+                                for b in result["buckets"]]
+    lines = [f"{'mask ratio':<11}{'contexts':>9}{'pairs':>10}{'MSE':>10}{'Pearson':>9}"
+             f"{'Spearman':>9}{'top10%':>8}"]
+    for name, m in rows:
+        if not m.get("pairs"):
+            lines.append(f"{name:<11}{m.get('contexts', 0):>9}{0:>10}")
+            continue
+        lines.append(f"{name:<11}{m['contexts']:>9}{m['pairs']:>10}{m['mse']:>10.2e}"
+                     f"{m['pearson']:>9.3f}{m['spearman']:>9.3f}{m['top_decile_recall']:>8.3f}")
+    lines.append(f"within one context (mean over contexts): Spearman "
+                 f"{result['spearman_within']:.3f}, top-decile recall "
+                 f"{result['recall_within']:.3f}")
+    res = result.get("resolved")
+    if res and res.get("pairs"):
+        lines.append(f"pairs the labels resolve (value above |MI_ij - MI_ji| / 2): "
+                     f"{res['pairs']:,} ({100 * res['share']:.1f}%): Spearman "
+                     f"{res['spearman']:.3f}, top-decile recall {res['top_decile_recall']:.3f}")
+    probe = result.get("probe")
+    if probe and probe["one_direction"].get("pairs"):
+        one, both = probe["one_direction"], probe["between_directions"]
+        lines.append(f"the probe against itself: one direction MI_ij against the labels "
+                     f"Spearman {one['spearman']:.3f}, top-decile recall "
+                     f"{one['top_decile_recall']:.3f}; MI_ij against MI_ji Spearman "
+                     f"{both['spearman']:.3f}, top-decile recall "
+                     f"{both['top_decile_recall']:.3f}")
+        ceil = probe.get("ceiling")
+        if ceil:
+            lines.append(f"a perfect symmetric predictor, if the two directions are the truth "
+                         f"plus independent noise: MSE {ceil['mse']:.2e}, Pearson "
+                         f"{ceil['pearson']:.3f}, Spearman about {ceil['spearman']:.3f}")
+        per = [(f"{b['mask_ratio'][0]:.2f}-{b['mask_ratio'][1]:.2f}", b["probe"])
+               for b in result["buckets"] if "probe" in b]
+        if per:
+            lines.append("  per mask ratio (directions against each other Spearman / recall; "
+                         "ceiling MSE, Spearman): " + "; ".join(
+                             f"{name} {p['between_directions']['spearman']:.3f} / "
+                             f"{p['between_directions']['top_decile_recall']:.3f}; "
+                             f"{p['ceiling']['mse']:.1e}, {p['ceiling']['spearman']:.3f}"
+                             for name, p in per))
+    c = result["cost"]
+    lines.append(f"cost: estimator {1e3 * c['estimator_s']:.1f} ms vs MDM forward "
+                 f"{1e3 * c['model_forward_s']:.1f} ms at batch {c['batch']} = "
+                 f"{100 * c['fraction']:.1f}% of a forward ({c['estimator_parameters']:,} vs "
+                 f"{c['model_parameters']:,} parameters)")
+    return "\n".join(lines)
+
+
+@command("mi", "eval", help="score the MI estimator against ground-truth labels, and its cost")
+@arguments(_eval_args)
+def mi_eval(args: argparse.Namespace) -> int:
+
+    labels, model, _ = _load_labels(args.labels, args.model)
+    model.autocast_bf16 = False
+    estimator = load_estimator(args.estimator, model)
+    sel, split = select_contexts(labels, estimator, args.split)
+    tokens, mi = labels.tokens[sel], labels.mi[sel]
+    masked = tokens == model.mask_id
+    with progress_bar(len(tokens), "hidden states", enabled=not args.json) as update:
+        hidden = compute_features(model, tokens, estimator.config, progress=update)
+    directed = labels.directed[sel] if labels.directed is not None else None
+    result = evaluate_predictions(predict(estimator, hidden, masked), mi, masked,
+                                  directed=directed)
+    result["split"] = split
+    # a fixed batch (contexts repeated as needed), so the cost does not depend on the split
+    reps = -(-args.cost_batch // len(tokens))
+    result["cost"] = cost_fraction(model, estimator, tokens.repeat(reps, 1)[:args.cost_batch])
+    if args.json:
+        print(json_text(result))
+    else:
+        print(f"{split} contexts of {args.labels}: {int(sel.sum())} of {len(labels)}")
+        print(format_metrics(result))
+    return 0
+
+
+def _map_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("puzzle", metavar="PUZZLE",
+                   help="81 characters, digits with 0 or . for blanks (as in `sudoku solve`)")
+    p.add_argument("--cell", default=None, metavar="R,C",
+                   help="cell whose MI is drawn on the board, 1-based (default: the blank cell "
+                        "with the largest total MI)")
+    p.add_argument("--source", default="gt", metavar="gt|estimator|gt,estimator",
+                   help="ground truth by probing, the estimator, or both side by side")
+    p.add_argument("--out", required=True, help="image file (.png, .pdf or .svg)")
+    p.add_argument("--model", default=None,
+                   help="model folder or shipped name (default: the shipped Sudoku model)")
+    p.add_argument("--estimator", default=None,
+                   help="estimator folder or shipped name (default: the shipped Sudoku one)")
+    p.add_argument("--eps", type=finite_float(0.0, 1.0), default=1e-4,
+                   help="ground truth: skip probes with p_i(v) < EPS (0 = exact)")
+    p.add_argument("--json", action="store_true",
+                   help="print the structure scores as JSON (undefined values as null)")
+    add_threads_arg(p)
+
+
+SOURCES = ("gt", "estimator")
+
+
+@command("mi", "map", help="draw the pairwise MI map of a Sudoku puzzle (ground truth and/or "
+                           "estimator) with its structure score")
+@arguments(_map_args)
+def mi_map(args: argparse.Namespace) -> int:
+
+    sources = [s.strip() for s in args.source.split(",") if s.strip()]
+    bad = [s for s in sources if s not in SOURCES]
+    if not sources or bad or len(set(sources)) != len(sources):
+        raise UnmaskError(f"--source: expected gt, estimator or gt,estimator, got "
+                          f"{args.source!r}")
+    grid = parse_puzzle(args.puzzle)
+    cell = parse_cell(args.cell) if args.cell is not None else None
+    if cell is not None and grid[cell] != 0:
+        raise UnmaskError(f"--cell: {args.cell} holds the clue {int(grid[cell])}; pick a blank "
+                          "cell")
+    if not (grid == 0).sum() >= 2:
+        raise UnmaskError("PUZZLE: needs at least two blank cells to have pairs")
+    out = output_path(args.out, "--out", IMAGE_SUFFIXES)
+    model = load_model(args.model, task="sudoku")
+    check_task(model, "sudoku", args.model or "sudoku", required=True)
+    model.autocast_bf16 = False
+    tokens = grid_to_tokens(grid)[None]
+    maps = {}
+    for source in sources:
+        if source == "gt":
+            maps["ground truth"] = perturbation_mi(model, tokens, eps=args.eps).mi[0]
+        else:
+            est = load_estimator(args.estimator, model)
+            maps["estimator"] = estimate_mi(model, est, tokens)[0]
+    if cell is None:
+        first = next(iter(maps.values()))
+        cell = int(first.sum(1).argmax())
+    scores = plot_mi_maps(grid, maps, cell, out, title=f"{int((grid > 0).sum())} clues, "
+                          f"{int((grid == 0).sum())} blanks; model {model.fingerprint()}")
+    if args.json:
+        print(json_text({"cell": cell_name(cell), "out": str(out), "scores": scores}))
+        return 0
+    for name, s in scores.items():
+        print(f"{name}: {100 * s['mass_share']:.1f}% of MI mass and {100 * s['top_share']:.1f}% "
+              f"of the top-10% pairs on row/column/box peers (chance "
+              f"{100 * s['chance_share']:.1f}%, {s['pairs']} pairs)")
+    print(f"map of {cell_name(cell)}: {out}")
+    return 0
+
+
+def _fit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True,
+                   help="model name or folder (antiberty, a transformers masked LM, protein, "
+                        "an ESM folder, sudoku)")
+    p.add_argument("--corpus", default=None, metavar="FILE",
+                   help="text models: the UTF-8 corpus contexts are cut from (residue strings "
+                        "for AntiBERTy); other models use their task's own contexts")
+    p.add_argument("--out", required=True,
+                   help="folder: the estimator (read by mi-guided:estimator=OUT), its labels "
+                        "and training run; rerunning resumes the labels")
+    p.add_argument("--length", type=positive_int, default=64,
+                   help="text models: context length in tokens, special tokens included")
+    p.add_argument("--contexts", type=positive_int, default=1024,
+                   help="label at most this many contexts (default 1024)")
+    p.add_argument("--label-s", type=finite_float(0.0, open_low=True), default=600.0,
+                   help="stop labelling after the shard that passes this many seconds")
+    p.add_argument("--train-s", type=finite_float(0.0, open_low=True), default=300.0,
+                   help="stop training after this many seconds")
+    p.add_argument("--mask-ratio", default="0.1:0.9", metavar="LO:HI")
+    p.add_argument("--top-k", type=positive_int, default=8, metavar="K",
+                   help="probe at most the K most likely tokens per masked position")
+    p.add_argument("--eps", type=finite_float(0.0, 1.0), default=1e-3)
+    p.add_argument("--shard-size", type=positive_int, default=32, help="contexts per shard")
+    p.add_argument("--held-out", type=finite_float(0.0, 1.0, open_low=True), default=0.1)
+    add_seed_arg(p)
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="run modelling code shipped inside the model folder (only from there)")
+    p.add_argument("--threads", type=threads_int, default=None, metavar="N",
+                   help="CPU threads of torch (per worker with --engine ray)")
+    add_engine_args(p)
+    add_device_arg(p)
+
+
+def model_task(model: MaskedModel, corpus: str | None) -> str:
+    """The label task of ``model``: 'text' for a model with a tokenizer (needs a corpus),
+    else the task it records ('protein', 'sudoku')."""
+    if getattr(model, "tokenizer", None) is not None and model.task == "text":
+        require(corpus is not None, "--corpus: a text model needs a corpus file to cut "
+                                    "contexts from")
+        return "text"
+    require(corpus is None, "--corpus: only text models read a corpus; this model labels "
+                            "its task's own contexts")
+    task = task_family(getattr(model, "task", ""))
+    get_task(task)  # one line when there is no such task
+    return task
+
+
+def _fit_labels(args, model: MaskedModel, task: str, options: dict, out: Path) -> tuple[int, float]:
+    """Label shard after shard until ``--contexts`` or ``--label-s``; (contexts, seconds)."""
+    engine, device = engine_from_args(args)
+    source = (model if args.engine == "local" else
+              model_recipe(task, worker_path(args.model), str(device),
+                           trust_remote_code=args.trust_remote_code))
+    t0, done = time.perf_counter(), 0
+    while done < args.contexts and (done == 0 or time.perf_counter() - t0 < args.label_s):
+        goal = min(args.contexts, done + args.shard_size)
+        manifest = write_labels(source, out, contexts=goal, task=task, seed=args.seed,
+                                eps=args.eps, mask_ratio=parse_ratio_range(args.mask_ratio),
+                                shard_size=args.shard_size, top_k=args.top_k,
+                                options=options, engine=engine)
+        done = manifest["contexts"]
+        print(f"labels: {done} contexts ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return done, time.perf_counter() - t0
+
+
+def _fit_train(args, model: MaskedModel, labels: LabelSet, out: Path) -> tuple[MIEstimator, dict]:
+    """Train the estimator on the labels within ``--train-s``; (the best one, summary)."""
+    import torch
+
+    est_cfg = EstimatorConfig(hidden_size=model.hidden_size,
+                              model_fingerprint=model.fingerprint())
+    cfg = EstimatorTrainConfig(held_out=args.held_out, seed=args.seed,
+                               max_time_s=args.train_s)
+    torch.manual_seed(args.seed)
+    t0 = time.perf_counter()
+    hidden = compute_features(model, labels.tokens, est_cfg)
+    res = train_estimator(MIEstimator(est_cfg), hidden, labels, model.mask_id, cfg, out,
+                          log=lambda line: None,  # the history is in OUT/train
+                          extra={"labels": {"identity": labels.identity,
+                                            "contexts": len(labels)}, "model": args.model},
+                          data={"labels": labels.identity, "contexts": len(labels)})
+    best = MIEstimator.load(out / "best", model)
+    return best, {"seconds": time.perf_counter() - t0, "steps": res["steps"],
+                  "stopped": res["stopped"], "best_step": res["best_step"],
+                  "hidden": hidden}
+
+
+def _fit_evaluate(model: MaskedModel, estimator: MIEstimator, labels: LabelSet, hidden,
+              held_out: float) -> dict:
+    held = held_out_mask(labels.groups, held_out, 0)
+    masked = labels.tokens[held] == model.mask_id
+    directed = labels.directed[held] if labels.directed is not None else None
+    result = evaluate_predictions(predict(estimator, hidden[held], masked), labels.mi[held],
+                                  masked, directed=directed)
+    result["cost"] = cost_fraction(model, estimator, labels.tokens[held][:64])
+    result["contexts"] = int(held.sum())
+    return result
+
+
+@command("mi", "fit", help="label, train and evaluate an MI estimator for any model within a "
+                           "CPU budget (read by mi-guided:estimator=OUT)")
+@arguments(_fit_args)
+def mi_fit(args: argparse.Namespace) -> int:
+    out = output_folder(args.out, "--out")
+    parse_ratio_range(args.mask_ratio)
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code)
+    task = model_task(model, args.corpus)
+    options = text_options(args.corpus, args.length) if task == "text" else {}
+    contexts, label_s = _fit_labels(args, model, task, options, out / "labels")
+    labels = LabelSet.from_dir(out / "labels")
+    labels.check_model(model)
+    if (out / "train").exists():  # the training run is cheap: always a fresh one
+        shutil.rmtree(out / "train")
+    estimator, train = _fit_train(args, model, labels, out / "train")
+    result = _fit_evaluate(model, estimator, labels, train.pop("hidden"), args.held_out)
+    result["budget"] = {"label_s": round(label_s, 1), "train_s": round(train["seconds"], 1),
+                        "contexts": contexts, **{k: train[k] for k in ("steps", "stopped",
+                                                                      "best_step")}}
+    for name in ("config.json", MIEstimator.WEIGHTS_FILE):
+        shutil.copyfile(out / "train" / "best" / name, out / name)
+    atomic_write_text(out / "eval.json", json.dumps(json_safe(result), indent=1) + "\n")
+    print(format_metrics(result))
+    print(f"estimator: {out} (mi-guided:estimator={out}); labels {label_s:.0f} s, training "
+          f"{train['seconds']:.0f} s ({train['steps']} steps, {train['stopped']})")
     return 0

@@ -6,10 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from unmask.commands import common
-from unmask.commands.common import (
-    positive_int,
-)
+from unmask.commands import arg_types
+from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
 from unmask.commands.registry import arguments, command
 from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.errors import UnmaskError
@@ -19,12 +17,13 @@ from unmask.protein.data import model_split, split_record, training_batch
 from unmask.protein.model import ProteinMDM, protein_model_config
 from unmask.protein.train import heldout_eval_set, masked_loss
 from unmask.training import train
+from unmask.validation import positive_int
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
     add_training_args(p, out="runs/protein", steps=2400, batch_size=64, lr=1.5e-3, warmup=200,
                       eval_every=200)
-    add_split_args(p, common)
+    add_split_args(p, arg_types)
     p.add_argument("--eval-size", type=positive_int, default=512,
                    help="held-out crops per evaluation")
 
@@ -72,3 +71,10 @@ def train_protein(args: argparse.Namespace) -> int:
           log=lambda s: print(s, flush=True), data=data, on_best=write_split)
     print(f"best weights: {out / 'best'}")
     return 0
+
+
+@command("protein", "bench", help="composition JSD vs forward passes for every sampler on protein "
+                                  "generation")
+@arguments(bench_arguments("protein"))
+def bench_protein(args: argparse.Namespace) -> int:
+    return run_bench(bench_task("protein"), args)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.commands.common import positive_int
+from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
 from unmask.commands.registry import arguments, command
 from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.reasoning.tasks import TASKS, get_tasks
 from unmask.reasoning.train import ReasoningData, TextModelConfig, train_text_mdm
+from unmask.validation import positive_int
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -37,3 +38,11 @@ def train_reasoning(args: argparse.Namespace) -> int:
                    override=args.override_config, log=lambda s: print(s, flush=True))
     print(f"best weights: {Path(args.out) / 'best'}")
     return 0
+
+
+@command("reasoning", "bench", help="benchmark samplers on the reasoning tasks: accuracy by each "
+                                    "task's verifier, NFE, tokens per pass, cumulative "
+                                    "entropy, wall time, AUP")
+@arguments(bench_arguments("reasoning"))
+def bench_reasoning(args: argparse.Namespace) -> int:
+    return run_bench(bench_task("reasoning"), args)

@@ -12,28 +12,28 @@ from collections.abc import Callable, Iterable
 
 #: name path -> (module under unmask.commands, help); one line per command
 COMMAND_MODULES: dict[tuple[str, ...], tuple[str, str]] = {
-    ("antibody", "bench"): ("bench", "benchmark every sampler on antibody heavy chains: CDR infilling, random masking, generation"),  # noqa: E501
-    ("arithmetic", "bench"): ("bench", "benchmark every sampler on multiplication: accuracy, NFE, sequences, entropy"),  # noqa: E501
+    ("antibody", "bench"): ("antibody", "benchmark every sampler on antibody heavy chains: CDR infilling, random masking, generation"),  # noqa: E501
+    ("arithmetic", "bench"): ("arithmetic", "benchmark every sampler on multiplication: accuracy, NFE, sequences, entropy"),  # noqa: E501
     ("arithmetic", "train"): ("arithmetic", "train the multiplication MDM (checkpoints, --resume)"),  # noqa: E501
     ("corrector", "train"): ("corrector", "train the corrector (finds wrong decoded tokens) on the states a decoder visits"),  # noqa: E501
     ("demo",): ("demo", "solve hard Sudokus with several samplers on the shipped model"),
     ("generate",): ("generate", "generate text with a Hugging Face masked or diffusion LM folder"),  # noqa: E501
     ("infill",): ("infill", "fill the masked positions of templates (<mask>, <mask:N>) with any model"),  # noqa: E501
-    ("image", "bench"): ("bench", "benchmark every sampler on class-conditional digits: FID, IS, class accuracy, NFE, wall time"),  # noqa: E501
+    ("image", "bench"): ("image", "benchmark every sampler on class-conditional digits: FID, IS, class accuracy, NFE, wall time"),  # noqa: E501
     ("image", "train"): ("image", "train the class-conditional digits MDM (checkpoints, --resume)"),  # noqa: E501
     ("image", "train-classifier"): ("image", "train the digit classifier whose features the image metrics use"),  # noqa: E501
-    ("mi", "eval"): ("mi_estimator", "score the MI estimator against ground-truth labels, and its cost"),  # noqa: E501
-    ("mi", "fit"): ("mi_fit", "label, train and evaluate an MI estimator for any model within a CPU budget (read by mi-guided:estimator=OUT)"),  # noqa: E501
+    ("mi", "eval"): ("mi", "score the MI estimator against ground-truth labels, and its cost"),  # noqa: E501
+    ("mi", "fit"): ("mi", "label, train and evaluate an MI estimator for any model within a CPU budget (read by mi-guided:estimator=OUT)"),  # noqa: E501
     ("mi", "label"): ("mi", "write ground-truth pairwise MI labels (perturbation probing)"),
-    ("mi", "map"): ("mi_estimator", "draw the pairwise MI map of a Sudoku puzzle (ground truth and/or estimator) with its structure score"),  # noqa: E501
-    ("mi", "train"): ("mi_estimator", "train the neural MI estimator on ground-truth labels"),
-    ("protein", "bench"): ("bench", "composition JSD vs forward passes for every sampler on protein generation"),  # noqa: E501
+    ("mi", "map"): ("mi", "draw the pairwise MI map of a Sudoku puzzle (ground truth and/or estimator) with its structure score"),  # noqa: E501
+    ("mi", "train"): ("mi", "train the neural MI estimator on ground-truth labels"),
+    ("protein", "bench"): ("protein", "composition JSD vs forward passes for every sampler on protein generation"),  # noqa: E501
     ("protein", "train"): ("protein", "train the protein MDM (checkpoints, --resume)"),
-    ("reasoning", "bench"): ("bench", "benchmark samplers on the reasoning tasks: accuracy by each task's verifier, NFE, tokens per pass, cumulative entropy, wall time, AUP"),  # noqa: E501
+    ("reasoning", "bench"): ("reasoning", "benchmark samplers on the reasoning tasks: accuracy by each task's verifier, NFE, tokens per pass, cumulative entropy, wall time, AUP"),  # noqa: E501
     ("reasoning", "train"): ("reasoning", "train the character-level text MDM on the reasoning tasks (checkpoints, --resume)"),  # noqa: E501
     ("results", "plot"): ("results", "Pareto plot (solved %% against passes or wall-clock time) of bench JSON files"),  # noqa: E501
     ("results", "pool"): ("results", "pool bench JSON files of different puzzle sets: outcomes concatenated, paired against sequential decoding and EB's frontier"),  # noqa: E501
-    ("sudoku", "bench"): ("bench", "solved %% vs forward passes for every sampler on Sudoku"),
+    ("sudoku", "bench"): ("sudoku", "solved %% vs forward passes for every sampler on Sudoku"),
     ("sudoku", "solve"): ("sudoku", "solve Sudoku puzzles with the MDM and a sampler"),
     ("sudoku", "train"): ("train", "train the Sudoku MDM (checkpoints every few minutes)"),
 }

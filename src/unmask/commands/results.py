@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from unmask.commands.common import add_threads_arg, finite_float
 from unmask.commands.registry import arguments, command
+from unmask.commands.threads import add_threads_arg
 from unmask.report import X_AXES, plot_bench, pool_bench
+from unmask.validation import finite_float
 
 
 def _plot_args(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""``unmask sudoku solve``: decode Sudoku puzzles with any sampler."""
+"""``unmask sudoku solve`` and ``unmask sudoku bench``: Sudoku puzzles decoded with any sampler."""
 
 from __future__ import annotations
 
@@ -7,24 +7,19 @@ import json
 import sys
 import time
 
-from unmask.commands.common import (
-    add_corrector_args,
-    add_sampler_arg,
-    add_seed_arg,
-    add_threads_arg,
-    corrector_from_args,
-    default_of,
-    entry_from_args,
-    finite_float,
-    positive_int,
-)
+from unmask.commands.arg_types import add_seed_arg, default_of
+from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
+from unmask.commands.corrector_flags import add_corrector_args, corrector_from_args
 from unmask.commands.registry import arguments, command
+from unmask.commands.sampler_flags import add_sampler_arg, entry_from_args
+from unmask.commands.threads import add_threads_arg
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
 from unmask.models.auto import check_task, load_model
 from unmask.progress import progress_bar
 from unmask.sudoku.mdm_solver import solve_batches
 from unmask.sudoku.parse import SudokuParseError, format_grid, parse_puzzle, read_puzzles, to_string
+from unmask.validation import finite_float, positive_int
 
 
 def _solve_args(p: argparse.ArgumentParser) -> None:
@@ -115,3 +110,9 @@ def solve(args: argparse.Namespace) -> int:
                   f"mean {nfe_sum / done:.1f} forward passes, {wall:.2f} s "
                   f"({done / wall:.1f} puzzles/s), sampler {entry.label}\n")
     return 0
+
+
+@command("sudoku", "bench", help="solved %% vs forward passes for every sampler on Sudoku")
+@arguments(bench_arguments("sudoku"))
+def bench_sudoku(args: argparse.Namespace) -> int:
+    return run_bench(bench_task("sudoku"), args)

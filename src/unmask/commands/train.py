@@ -6,10 +6,6 @@ import argparse
 import pickle
 from pathlib import Path
 
-from unmask.commands.common import (
-    finite_float,
-    positive_int,
-)
 from unmask.commands.registry import arguments, command
 from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.errors import UnmaskError
@@ -26,6 +22,7 @@ from unmask.sudoku.train import (
     sudoku_model_config,
 )
 from unmask.training import train
+from unmask.validation import finite_float, positive_int
 
 
 def _train_sudoku_args(p: argparse.ArgumentParser) -> None:

@@ -6,21 +6,22 @@ from __future__ import annotations
 import argparse
 import json
 
-from unmask.commands.common import (
-    add_device_arg,
-    add_resume_args,
-    add_seed_arg,
-    add_threads_arg,
-    check_config_overrides,
-    check_resume_args,
-    finite_float,
-    non_negative_int,
-    output_folder,
-    positive_int,
-    resolve_device,
-)
+from unmask.commands.arg_types import add_seed_arg
+from unmask.commands.engine_flags import add_device_arg, resolve_device
+from unmask.commands.paths import output_folder
+from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError
+from unmask.models.transformer import TransformerConfig
 from unmask.training import LoopConfig, TrainConfig
+from unmask.validation import (
+    field_hints,
+    field_problem,
+    finite_float,
+    json_type,
+    non_negative_int,
+    positive_int,
+    union_options,
+)
 
 #: the loop settings no flag sets: the floor of the cosine, gradient clipping, the seconds
 #: between checkpoints (the MDM trainers select the weights of the highest metric)
@@ -105,3 +106,44 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
     check_config_overrides(overrides, "--model-config")
     torch.manual_seed(args.seed)
     return overrides, cfg
+
+
+def add_resume_args(p: argparse.ArgumentParser) -> None:
+    """``--resume`` and ``--override-config``, for every command that trains."""
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint.pt (refused if it was written with other "
+                        "training settings, unless --override-config)")
+    p.add_argument("--override-config", action="store_true",
+                   help="with --resume: go on with the training settings given now where they "
+                        "differ from the checkpoint's (the differences are logged)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an OUT that holds a run (its checkpoint and history "
+                        "are replaced); without it or --resume such an OUT is refused")
+
+
+def check_resume_args(args: argparse.Namespace) -> None:
+    """--override-config only with --resume; an --out holding a run only with --resume or
+    --overwrite (checked before any work)."""
+    from unmask.training import check_run_folder
+
+    if args.override_config and not args.resume:
+        raise UnmaskError("--override-config: only with --resume")
+    if args.resume and args.overwrite:
+        raise UnmaskError("--overwrite: cannot be combined with --resume")
+    check_run_folder(args.out, resume=args.resume, overwrite=args.overwrite)
+
+
+def check_config_overrides(overrides: dict, flag: str) -> None:
+    """Refuse keys that are not :class:`~unmask.models.transformer.TransformerConfig` fields
+    and values of the wrong JSON type (``"d_model": "128"``); ranges are the config's to
+    check."""
+    problem = field_problem(TransformerConfig, overrides, partial=True)
+    if problem is None:
+        return
+    if problem.kind == "unknown":
+        raise UnmaskError(f"{flag}: unknown field {problem.key!r}; fields: "
+                          f"{', '.join(field_hints(TransformerConfig))}")
+    base = next((t for t in union_options(problem.hint) if t is not type(None)), problem.hint)
+    value = overrides[problem.key]
+    raise UnmaskError(f"{flag}: {problem.key} must be {getattr(base, '__name__', str(base))}, "
+                      f"got {json_type(value)} {value!r}")

@@ -24,12 +24,6 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.metrics import held_out_mask
 from unmask.mi.estimator import MIEstimator
-from unmask.mi.estimator_eval import (  # noqa: F401  (unmask.commands imports these from here)
-    compute_features,
-    cost_fraction,
-    evaluate_predictions,
-    predict,
-)
 from unmask.mi.estimator_losses import LOSS_SCALES, held_out_loss, pair_mse, pair_rank_loss
 from unmask.mi.label_set import LabelSet
 from unmask.training import LoopConfig, adamw, fit

@@ -1,6 +1,12 @@
-"""``unmask <task> bench``: every task's bench command, built from the task's
+"""The bench command every task shares: ``unmask <task> bench`` is built from the task's
 :class:`~unmask.bench.BenchTask` (``unmask.<task>.bench.BENCH_TASK``) with the same flags and
-meanings. A task is benched by the registry line ``(<task>, "bench"): ("bench", help)``."""
+meanings. The task's command module registers it::
+
+    @command("sudoku", "bench", help=...)
+    @arguments(bench_arguments("sudoku"))
+    def bench_sudoku(args):
+        return run_bench(bench_task("sudoku"), args)
+"""
 
 from __future__ import annotations
 
@@ -9,38 +15,36 @@ import dataclasses
 import importlib
 import json
 import sys
+from collections.abc import Callable
 
 from unmask.bench import BenchContext, BenchResult, BenchTask, with_temperature
-from unmask.commands import common
-from unmask.commands.common import (
-    IMAGE_SUFFIXES,
-    JSON_SUFFIXES,
-    add_cache_arg,
+from unmask.commands import arg_types
+from unmask.commands.arg_types import add_seed_arg, temperatures_type
+from unmask.commands.corrector_flags import (
     add_corrector_args,
-    add_device_arg,
-    add_engine_args,
-    add_presets_arg,
-    add_seed_arg,
-    add_threads_arg,
     corrector_from_args,
     corrector_recipe,
-    distinct_outputs,
+)
+from unmask.commands.engine_flags import (
+    add_cache_arg,
+    add_device_arg,
+    add_engine_args,
     driver_device,
     engine_from_args,
-    int_at_least,
-    output_path,
-    sampler_entry,
 )
-from unmask.commands.registry import COMMAND_MODULES, arguments, command
+from unmask.commands.paths import distinct_outputs
+from unmask.commands.registry import COMMAND_MODULES
+from unmask.commands.sampler_flags import add_presets_arg, sampler_entry
+from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError
-from unmask.io import atomic_write_text
+from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
 from unmask.models.auto import check_task
 from unmask.presets import preset_entry
 from unmask.progress import progress_bar
+from unmask.validation import int_at_least
 
 #: the tasks with a bench command, from the registry
-BENCH_TASKS = tuple(path[0] for path, (module, _) in COMMAND_MODULES.items()
-                    if path[1:] == ("bench",) and module == "bench")
+BENCH_TASKS = tuple(path[0] for path in COMMAND_MODULES if path[1:] == ("bench",))
 #: ``--dtype`` choices -> the model's ``autocast_bf16``
 DTYPES = {"float32": False, "bfloat16": True}
 
@@ -50,12 +54,9 @@ def bench_task(noun: str) -> BenchTask:
     return importlib.import_module(f"unmask.{noun}.bench").BENCH_TASK
 
 
-def temperatures_type(text: str) -> tuple[float, ...]:
-    """An argparse type: comma-separated numbers >= 0."""
-    try:
-        return common.temperatures_arg(text)
-    except UnmaskError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--temperatures: ")) from None
+def bench_arguments(noun: str) -> Callable[[argparse.ArgumentParser], None]:
+    """The ``add_arguments`` of ``unmask NOUN bench`` (:func:`add_bench_args`)."""
+    return lambda p: add_bench_args(p, bench_task(noun))
 
 
 class _Alias(argparse.Action):
@@ -106,7 +107,7 @@ def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
     p.add_argument("--plot", default=None, metavar="OUT.png",
                    help="Pareto plot of accuracy against passes (.png, .pdf or .svg)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    task.add_arguments(p, common)
+    task.add_arguments(p, arg_types)
     types = {"--limit": limit, "--temperatures": temperatures_type}
     for old, new in task.aliases.items():  # e.g. {"--n": "--limit", "--bf16": "--dtype"}
         const = "bfloat16" if new == "--dtype" else None
@@ -182,16 +183,3 @@ def _decode(task: BenchTask, ctx: BenchContext) -> BenchResult:
             for r in res.rows]
     return BenchResult(rows, results[0].header, [n for r in results for n in r.notes],
                        results[0].extras)
-
-
-def _register(noun: str) -> None:
-    def run(args: argparse.Namespace) -> int:
-        return run_bench(bench_task(noun), args)
-
-    run.__name__ = run.__qualname__ = f"bench_{noun}"
-    command(noun, "bench", help=COMMAND_MODULES[(noun, "bench")][1])(
-        arguments(lambda p: add_bench_args(p, bench_task(noun)))(run))
-
-
-for _noun in BENCH_TASKS:
-    _register(_noun)

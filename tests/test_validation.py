@@ -206,6 +206,17 @@ def _tiny_transformer():
      "layers: must be an integer >= 1, got True"),
     ("unmask.workers:RayEngine", (2,), dict(cpus_per_worker=True),
      "cpus_per_worker: must be an integer >= 1, got True"),
+    ("unmask.mi.labels:write_labels", (None, "unused"), dict(contexts=True),
+     "contexts: must be an integer >= 1, got True"),
+    ("unmask.mi.labels:write_labels", (None, "unused"), dict(contexts=1, batch_size=True),
+     "batch_size: must be an integer >= 1, got True"),
+    ("unmask.mi.labels:write_labels", (None, "unused"), dict(contexts=1, shard_size=True),
+     "shard_size: must be >= 1, got True"),
+    ("unmask.mi.labels:write_labels", (None, "unused"), dict(contexts=1, top_k=True),
+     "top_k: must be None or an integer >= 1, got True"),
+    ("unmask.sweep:shards_of", ([], True), {}, "batch_size: must be an integer >= 1, got True"),
+    ("unmask.reasoning.bench:run_reasoning_bench", (None, [], []), dict(limit=True),
+     "limit: must be an integer >= 1, got True"),
 ])
 def test_a_bool_is_no_count(where, args, kwargs, message):
     """Checks that read ``isinstance(x, int)`` took True for 1; they go through is_int now."""

@@ -30,6 +30,7 @@ from unmask.models.base import MaskedModel
 from unmask.recipe import CorrectorRecipe, ModelRecipe  # noqa: F401 (the benches' import)
 from unmask.samplers.spec import SamplerSpec
 from unmask.sweep_cache import RESULT_FIELDS, ShardCache
+from unmask.validation import is_int
 from unmask.workers import Engine, LocalEngine, worker_path
 
 #: sampler parameters naming a folder the sampler reads (made absolute for the workers)
@@ -130,7 +131,7 @@ def merge_results(parts: Sequence[DecodeResult]) -> DecodeResult:
 
 def shards_of(runs: Sequence[Run], batch_size: int) -> list[Shard]:
     """The shards of ``runs``: run by run, chunks of ``batch_size`` items in order."""
-    require(isinstance(batch_size, int) and batch_size >= 1,
+    require(is_int(batch_size) and batch_size >= 1,
             f"batch_size: must be an integer >= 1, got {batch_size!r}")
     shards = []
     for k, run in enumerate(runs):

@@ -38,6 +38,7 @@ from unmask.pretrained import describe_source, model_folder
 from unmask.recipe import ModelRecipe
 from unmask.samplers.pc import frequency_table
 from unmask.sweep import Run, Warmup, sweep
+from unmask.validation import is_int
 from unmask.workers import Engine
 
 #: every registered sampler at its usual settings (mi-guided needs an MI estimator, and there
@@ -108,7 +109,7 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     the metric's floor and ceiling (:func:`real_reference`); ``samples`` label -> pixel
     levels (n, 64) of each row.
     """
-    require(isinstance(n, int) and n >= 2, f"n: must be an integer >= 2, got {n!r}")
+    require(is_int(n) and n >= 2, f"n: must be an integer >= 2, got {n!r}")
     require(len(temperatures) >= 1, "temperatures: need at least one")
     for t in temperatures:
         require(t >= 0, f"temperatures: must be >= 0, got {t}")

@@ -60,6 +60,7 @@ from unmask.mi.label_files import (
 from unmask.mi.probe import perturbation_mi
 from unmask.models.base import MaskedModel
 from unmask.shard_store import ShardError, ShardStore, shard_bytes
+from unmask.validation import is_int
 from unmask.workers import Engine, LocalEngine
 
 
@@ -374,13 +375,13 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
     the manifest lists it with the sha256 of its bytes; any other shard (changed, truncated,
     unlisted) is recomputed, which restores the bytes of an uninterrupted run.
     """
-    require(isinstance(contexts, int) and contexts >= 1,
+    require(is_int(contexts) and contexts >= 1,
             f"contexts: must be an integer >= 1, got {contexts}")
-    require(isinstance(batch_size, int) and batch_size >= 1,
+    require(is_int(batch_size) and batch_size >= 1,
             f"batch_size: must be an integer >= 1, got {batch_size}")
-    require(isinstance(shard_size, int) and shard_size >= 1,
+    require(is_int(shard_size) and shard_size >= 1,
             f"shard_size: must be >= 1, got {shard_size}")
-    require(top_k is None or (isinstance(top_k, int) and top_k >= 1),
+    require(top_k is None or (is_int(top_k) and top_k >= 1),
             f"top_k: must be None or an integer >= 1, got {top_k}")
     options = dict(options or {})
     get_task(task).check_options(options)

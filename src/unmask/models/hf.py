@@ -224,7 +224,7 @@ class HFMaskedModel(MaskedModel):
             limits.append(getattr(tokenizer, "model_max_length", None))
         if getattr(cfg, "model_type", "") in _OFFSET_POSITIONS:  # ids start past padding_idx
             limits[0] = limits[0] - (getattr(cfg, "pad_token_id", 1) or 0) - 1 \
-                if isinstance(limits[0], int) else None
+                if is_int(limits[0]) else None
         limits = [v for v in limits
                   if is_int(v) and 0 < v < 1_000_000]
         return min(limits, default=1 << 20)

@@ -27,6 +27,7 @@ from unmask.models.auto import load_model
 from unmask.reasoning.tasks import TASKS, Item, ReasoningTask, get_tasks
 from unmask.recipe import ModelRecipe
 from unmask.sweep import Run, Warmup, sweep
+from unmask.validation import is_int
 from unmask.workers import Engine
 
 #: bench problems lie below this generator seed (training and weight selection start there)
@@ -175,7 +176,7 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
     cumulative_entropy (mean nats), wall_s (total), and gained_vs_ref / lost_vs_ref against
     sequential ``confidence`` at the same temperature when it is among the entries.
     """
-    require(isinstance(limit, int) and limit >= 1, f"limit: must be an integer >= 1, got "
+    require(is_int(limit) and limit >= 1, f"limit: must be an integer >= 1, got "
                                                    f"{limit!r}")
     require(0 <= seed and seed + limit <= SELECT_SEED,
             f"seed: problems {seed}..{seed + limit - 1} must lie in [0, {SELECT_SEED}) "

@@ -14,6 +14,7 @@ from unmask.errors import UnmaskError, require
 from unmask.mi.labels import ContextTask, register_task
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
+from unmask.validation import is_int
 
 _TEXT_MASK_KEY = 0x7E47_3A5C
 
@@ -40,7 +41,7 @@ def text_options(path: str | os.PathLike, length: int) -> dict:
     contents; UTF-8 text) and the context ``length`` N in tokens, special tokens included."""
     p = Path(path)
     require(p.is_file(), f"text: {path} is not a file")
-    require(isinstance(length, int) and length >= 2, f"length: must be >= 2, got {length}")
+    require(is_int(length) and length >= 2, f"length: must be >= 2, got {length}")
     _, sha = read_corpus(p)
     return {"text": str(p.resolve()), "text_sha256": sha, "length": int(length)}
 

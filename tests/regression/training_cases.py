@@ -93,7 +93,7 @@ def corrector(tmp: Path) -> dict:
 
 
 def mi_estimator(tmp: Path) -> dict:
-    from unmask.labels import write_labels
+    from unmask.mi.labels import write_labels
     from unmask.models.transformer import MDMTransformer
 
     model = MDMTransformer.from_pretrained(_tiny_sudoku_model(tmp / "model"))

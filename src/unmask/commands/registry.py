@@ -35,7 +35,7 @@ COMMAND_MODULES: dict[tuple[str, ...], tuple[str, str]] = {
     ("results", "pool"): ("results", "pool bench JSON files of different puzzle sets: outcomes concatenated, paired against sequential decoding and EB's frontier"),  # noqa: E501
     ("sudoku", "bench"): ("sudoku", "solved %% vs forward passes for every sampler on Sudoku"),
     ("sudoku", "solve"): ("sudoku", "solve Sudoku puzzles with the MDM and a sampler"),
-    ("sudoku", "train"): ("train", "train the Sudoku MDM (checkpoints every few minutes)"),
+    ("sudoku", "train"): ("sudoku", "train the Sudoku MDM (checkpoints every few minutes)"),
 }
 
 #: name path (e.g. ("sudoku", "train")) -> (help, add_arguments, run), for the commands whose

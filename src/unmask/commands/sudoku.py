@@ -1,11 +1,14 @@
-"""``unmask sudoku solve`` and ``unmask sudoku bench``: Sudoku puzzles decoded with any sampler."""
+"""``unmask sudoku solve``, ``bench`` and ``train``: Sudoku puzzles decoded with any sampler,
+the samplers benchmarked, the Sudoku MDM trained (checkpoints, --resume)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import sys
 import time
+from pathlib import Path
 
 from unmask.commands.arg_types import add_seed_arg, default_of
 from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
@@ -13,12 +16,25 @@ from unmask.commands.corrector_flags import add_corrector_args, corrector_from_a
 from unmask.commands.registry import arguments, command
 from unmask.commands.sampler_flags import add_sampler_arg, entry_from_args
 from unmask.commands.threads import add_threads_arg
+from unmask.commands.training_flags import add_training_args, training_setup
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
 from unmask.models.auto import check_task, load_model
+from unmask.models.files import read_json_object
+from unmask.models.transformer import MDMTransformer
+from unmask.pretrained import describe_source
 from unmask.progress import progress_bar
+from unmask.sudoku.datasets import load_set
 from unmask.sudoku.mdm_solver import solve_batches
 from unmask.sudoku.parse import SudokuParseError, format_grid, parse_puzzle, read_puzzles, to_string
+from unmask.sudoku.train import (
+    DecoderStatePool,
+    SudokuPool,
+    mixed_batch,
+    solve_rate,
+    sudoku_model_config,
+)
+from unmask.training import train
 from unmask.validation import finite_float, positive_int
 
 
@@ -116,3 +132,118 @@ def solve(args: argparse.Namespace) -> int:
 @arguments(bench_arguments("sudoku"))
 def bench_sudoku(args: argparse.Namespace) -> int:
     return run_bench(bench_task("sudoku"), args)
+
+
+def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
+    add_training_args(p, out="runs/sudoku", steps=40_000, batch_size=128, lr=1e-3, warmup=500,
+                      eval_every=1000)
+    p.add_argument("--init-from", default=None, metavar="MODEL",
+                   help="start from these weights (e.g. 'sudoku', the shipped model) with a "
+                        "fresh optimiser: how a later run continues the shipped model")
+    p.add_argument("--deepen", type=positive_int, default=1, metavar="K",
+                   help="with --init-from: K times the layers, each new layer a copy of the "
+                        "one before it that starts as the identity (the same function to "
+                        "begin with); resume such a run with --model-config "
+                        "'{\"n_layers\": L}'")
+    p.add_argument("--self-condition", action="store_true",
+                   help="the model also reads the previous pass's predictions (with "
+                        "--init-from: added as a map that starts at zero, the same function "
+                        "to begin with); resume such a run with --resume --self-condition")
+    p.add_argument("--pool", type=positive_int, default=100_000,
+                   help="generated training puzzles")
+    p.add_argument("--puzzle-fraction", type=finite_float(0.0, 1.0), default=0.5,
+                   help="share of samples masked like a puzzle (the rest uniformly)")
+    p.add_argument("--eval-puzzles", type=positive_int, default=100,
+                   help="hard puzzles per evaluation")
+    p.add_argument("--decoder-states", default=None, metavar="STATES.pt",
+                   help="also learn from the states a decoder visited (the states.pt that "
+                        "`unmask corrector train` keeps), wrong tokens back at MASK: a "
+                        "fine-tune on the decoder's own state distribution")
+    p.add_argument("--states-fraction", type=finite_float(), default=0.5,
+                   help="with --decoder-states: share of each batch drawn from them")
+
+
+def _initial_model(args: argparse.Namespace, overrides: dict):
+    """(model, origin): a fresh Sudoku MDM, or with --init-from the parent's weights (deepened,
+    with a self-conditioning map) and what it was grown from."""
+
+    if not args.init_from:
+        if args.self_condition:
+            overrides = {**overrides, "self_condition": True}
+        return MDMTransformer(sudoku_model_config(**overrides)), {}
+    parent = load_model(args.init_from, task="sudoku")
+    # the parent's own origin goes along, so a chain of fine-tunes stays readable
+    parent_origin = read_json_object(Path(parent.source) / "config.json").get("origin")
+    origin = {"init_from": {"model": describe_source(parent.source),
+                            "fingerprint": parent.fingerprint(),
+                            **({"origin": parent_origin} if parent_origin else {})}}
+    if args.deepen > 1:
+        origin["deepen"] = args.deepen
+    model = parent.deepened(args.deepen)
+    if args.self_condition:
+        origin["self_condition"] = True
+        model = model.with_self_conditioning()
+    return model, origin
+
+
+@command("sudoku", "train", help="train the Sudoku MDM (checkpoints every few minutes)")
+@arguments(_train_sudoku_args)
+def train_sudoku(args: argparse.Namespace) -> int:
+
+    overrides, cfg = training_setup(args)
+    if args.init_from and args.resume:
+        raise UnmaskError("--init-from: cannot be combined with --resume")
+    if args.init_from and overrides:
+        raise UnmaskError("--model-config: the architecture comes from --init-from")
+    if args.deepen < 1:
+        raise UnmaskError(f"--deepen: must be >= 1, got {args.deepen}")
+    if args.deepen > 1 and not args.init_from:
+        raise UnmaskError("--deepen: needs --init-from (the model whose layers it copies)")
+    if not 0.0 < args.states_fraction <= 1.0:
+        raise UnmaskError(f"--states-fraction: must be in (0, 1], got {args.states_fraction}")
+    states = None
+    if args.decoder_states:
+        try:
+            states = DecoderStatePool.load(args.decoder_states)
+        except (pickle.UnpicklingError, EOFError, ValueError) as e:
+            if isinstance(e, UnmaskError):
+                raise
+            raise UnmaskError(f"--decoder-states: {args.decoder_states} is not a states file "
+                              f"of `unmask corrector train` ({type(e).__name__})") from None
+    model, origin = _initial_model(args, overrides)
+    out = Path(args.out)
+    print(f"generating {args.pool:,} training puzzles (cached under {out})", flush=True)
+    pool = SudokuPool.generate(args.pool, seed=1000 + args.seed, cache_dir=out / "cache")
+    eval_set = load_set("hard")[0][: args.eval_puzzles]
+
+    def evaluate(m):
+        m.autocast_bf16 = False
+        res = solve_rate(m, eval_set)
+        return {"accuracy": res["accuracy"], "eval_nfe": res["nfe"]}
+
+    print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
+    def report(step, loss):
+        if step % 100 == 0:
+            print(f"step {step} loss {loss:.4f}", flush=True)
+
+    def batch(step, bs):
+        return pool.batch(step, bs, seed=args.seed, puzzle_fraction=args.puzzle_fraction)
+
+    if states is not None:
+        print(f"decoder states: {len(states.states):,} from {args.decoder_states}, "
+              f"{args.states_fraction:.0%} of each batch", flush=True)
+        origin["decoder_states"] = {"file": str(args.decoder_states),
+                                    "states": len(states.states),
+                                    "fraction": args.states_fraction}
+        batch = mixed_batch(batch, lambda step, bs: states.batch(step, bs, seed=args.seed),
+                            args.states_fraction)
+    data = {"pool": args.pool, "puzzle_fraction": args.puzzle_fraction,
+            "eval_puzzles": args.eval_puzzles,
+            "decoder_states": str(args.decoder_states) if states is not None else None,
+            "states_fraction": args.states_fraction if states is not None else None}
+    train(model, batch, cfg, out, evaluate, resume=args.resume, overwrite=args.overwrite,
+          override=args.override_config,
+          log=lambda s: print(s, flush=True), progress=report, origin=origin or None,
+          data=data)
+    print(f"best weights: {out / 'best'}")
+    return 0

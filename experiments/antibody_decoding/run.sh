@@ -8,12 +8,10 @@ cd "$(dirname "$0")"
 LIMIT=${LIMIT:-100}
 SPECS=(
   confidence
-  "eb:gamma=0.1" "eb:gamma=0.3" "eb:gamma=0.5" "eb:gamma=1" "eb:gamma=2"
-  "mi-guided:gamma=0.5,free_max=true,stop_at_first_miss=true"
-  "mi-guided:gamma=1,free_max=true,stop_at_first_miss=true"
-  "mi-guided:gamma=2,free_max=true,stop_at_first_miss=true"
-  "mi-guided:gamma=3,free_max=true,stop_at_first_miss=true"
-  "topk:k=4" "threshold:tau=0.9"
+  "eb:gamma=1" "mi-guided:gamma=1,free_max=true,stop_at_first_miss=true"
+  "mi-guided:gamma=2,free_max=true,stop_at_first_miss=true" "eb:gamma=0.3" "eb:gamma=0.5"
+  "mi-guided:gamma=3,free_max=true,stop_at_first_miss=true" "eb:gamma=2" "eb:gamma=0.1"
+  "mi-guided:gamma=0.5,free_max=true,stop_at_first_miss=true" "topk:k=4" "threshold:tau=0.9"
 )
 for spec in "${SPECS[@]}"; do
   out="results/random_${LIMIT}_$(echo "$spec" | tr ':=,' '___').json"

@@ -154,14 +154,15 @@ class _BudgetedMISampler(Sampler):
 
 
 def shipped_estimator_for(model) -> Path:
-    """The folder of the shipped estimator trained on ``model`` (matched by the fingerprint
-    of its weights); :class:`UnmaskError` when none was."""
+    """The folder of the shipped estimator trained on ``model`` (any shipped estimator whose
+    recorded weight fingerprint is the model's, e.g. AntiBERTy's or the shipped text
+    model's); :class:`UnmaskError` when none was."""
     fingerprint = None
-    for name in sorted(set(SHIPPED_ESTIMATORS.values())):
-        config = PRETRAINED_DIR / name / "config.json"
-        if not config.is_file():
+    for config in sorted(PRETRAINED_DIR.glob("*/config.json")):
+        record = json.loads(config.read_text())
+        if record.get("model_type") != "mi-estimator":
             continue
-        want = json.loads(config.read_text()).get("config", {}).get("model_fingerprint")
+        want = record.get("config", {}).get("model_fingerprint")
         fingerprint = fingerprint or model.fingerprint()
         if want and want == fingerprint:
             return config.parent

@@ -12,4 +12,6 @@ python -m unmask reasoning bench --limit "$LIMIT" --threads 1 --seed 0 --quiet \
   --samplers confidence "eb:gamma=0.1" "eb:gamma=0.3" "eb:gamma=1" "eb:gamma=3" \
     "mi-guided:gamma=0.1,$MI" "mi-guided:gamma=0.3,$MI" "mi-guided:gamma=1,$MI" \
     "mi-guided:gamma=3,$MI" "mi-guided:gamma=0.3" \
+    "mi-guided:gamma=0.1,$MI,mi_cap=true" "mi-guided:gamma=0.3,$MI,mi_cap=true" \
+    "mi-guided:gamma=1,$MI,mi_cap=true" "mi-guided:gamma=3,$MI,mi_cap=true" \
   ${CACHE:+--cache "$CACHE"} --json "results_reasoning_${LIMIT}.json"

@@ -242,3 +242,24 @@ def test_mi_off_the_candidates_never_changes_the_set(uncharged, stop, gamma):
     if gamma == 0.5 and not stop and uncharged == "none":
         far = mi_budget_select(own, mi * ~touch, eligible, scores, gamma, 1.0, stop, **flags)
         assert not torch.equal(far, want)
+
+
+def test_mi_cap_bounds_each_pair_by_the_smaller_entropy():
+    """mi_cap charges min(I_ij, H_i, H_j): a near-certain position rides along with a
+    position the estimator calls strongly dependent on it; without the cap it waits."""
+    from unmask.samplers.mi_guided import cap_by_entropy
+
+    ent = torch.tensor([[0.01, 0.02, 0.5]], dtype=torch.float64)
+    mi = torch.tensor([[[0.0, 2.0, 0.3], [2.0, 0.0, 0.1], [0.3, 0.1, 0.0]]],
+                      dtype=torch.float64)
+    capped = cap_by_entropy(mi, ent)
+    assert capped[0].tolist() == [[0.0, 0.01, 0.01], [0.01, 0.0, 0.02], [0.01, 0.02, 0.0]]
+    state = SimpleNamespace(entropy=ent, eligible=torch.ones(1, 3, dtype=torch.bool),
+                            confidence=-ent)
+    plain = make_sampler("mi-guided", gamma=0.1, lam=1.0)
+    capped_sampler = make_sampler("mi-guided", gamma=0.1, lam=1.0, mi_cap=True)
+    for s in (plain, capped_sampler):
+        s.mutual_information = lambda state, rows=None: mi
+    # scan: pos 0 (0.01), pos 1 (0.02 + 2.0 MI, or + 0.01 capped), pos 2 (0.5 > budget)
+    assert plain.select(state).reveal[0].tolist() == [True, False, False]
+    assert capped_sampler.select(state).reveal[0].tolist() == [True, True, False]

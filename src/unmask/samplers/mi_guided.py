@@ -99,6 +99,13 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
     return reveal
 
 
+def cap_by_entropy(mi: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
+    """(B, N, N) ``mi`` with pair (i, j) at most min(H_i, H_j) (entropy: (B, N) nats), the
+    bound every joint distribution obeys: I(X_i; X_j) <= min(H(X_i), H(X_j))."""
+    ent = entropy.to(mi.dtype).clamp(min=0)
+    return torch.minimum(mi, torch.minimum(ent[:, :, None], ent[:, None, :]))
+
+
 @dataclass
 class _BudgetedMISampler(Sampler):
     """Shared fields and rule of the MI-guided samplers; subclasses supply the MI matrix."""
@@ -109,6 +116,10 @@ class _BudgetedMISampler(Sampler):
     stop_at_first_miss: bool = False
     free_head: bool = False
     free_max: bool = False
+    #: cap each pair's MI at the smaller of its two marginal entropies before charging it:
+    #: I(X_i; X_j) <= min(H(X_i), H(X_j)) for any joint, so a pair with a near-certain position
+    #: is charged near nothing, whatever the estimator says
+    mi_cap: bool = False
 
     def __post_init__(self):
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
@@ -130,6 +141,8 @@ class _BudgetedMISampler(Sampler):
     def select(self, state: StepState) -> Selection:
         own, scores = self.position_cost(state), scan_order_scores(state, self.order)
         mi = self.mutual_information(state, self.candidates(own, scores, state.eligible))
+        if self.mi_cap:
+            mi = cap_by_entropy(mi, state.entropy)
         reveal = mi_budget_select(own, mi, state.eligible, scores, self.gamma, self.lam,
                                   self.stop_at_first_miss, self.free_head, self.free_max)
         return Selection(reveal)

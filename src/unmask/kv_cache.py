@@ -68,22 +68,25 @@ class BlockKVCache:
         self.logits: torch.Tensor | None = None  # (B, N, V) of each row's block-first pass
         self.hidden: torch.Tensor | None = None  # (B, N, D)
 
-    def __call__(self, handle, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor
-                 ) -> ModelOutput:
+    def __call__(self, handle, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor,
+                 cols: slice | None = None) -> ModelOutput:
         """The loop's pass on ``x`` (R, N) for original ``rows`` (R,) in ``blocks`` (R,):
-        whole rows where a row entered a block, else cached windows. Counts one call and
-        one sequence per row on ``handle``."""
+        whole rows where a row entered a block, else cached windows; the output holds the
+        positions ``cols`` (default: all; they must hold every row's block). Counts one call
+        and one sequence per row on ``handle``."""
+        cols = slice(0, x.shape[1]) if cols is None else cols
         fresh = self.block_of[rows] != blocks
         with torch.inference_mode():
             if bool(fresh.any()):
                 self._refresh(x[fresh], rows[fresh])
                 self.block_of[rows[fresh]] = blocks[fresh]
-            logits, hidden = self.logits[rows].clone(), self.hidden[rows].clone()
+            logits, hidden = self.logits[rows, cols], self.hidden[rows, cols]  # copies
             for b in torch.unique(blocks[~fresh]).tolist():
                 sub = (~fresh & (blocks == b)).nonzero().squeeze(1)
                 lo, window_logits, window_hidden = self._window(x[sub], rows[sub], b)
-                logits[sub, lo:lo + window_logits.shape[1]] = window_logits
-                hidden[sub, lo:lo + window_hidden.shape[1]] = window_hidden
+                at, width = lo - cols.start, min(window_logits.shape[1], cols.stop - lo)
+                logits[sub, at:at + width] = window_logits[:, :width]
+                hidden[sub, at:at + width] = window_hidden[:, :width]
         handle.calls[rows] += 1
         handle.sequences[rows] += 1
         return ModelOutput(logits=logits, hidden=hidden)

@@ -43,6 +43,14 @@ class ModelOutput:
                            tuple(h[index] for h in layers),
                            attentions=None if att is None else tuple(a[index] for a in att))
 
+    def positions(self, lo: int, hi: int) -> ModelOutput:
+        """The pass's logits and hidden states at the positions ``lo:hi`` of the rows only
+        (the per-layer tensors are left as they are)."""
+        if lo == 0 and hi == self.logits.shape[1]:
+            return self
+        return ModelOutput(logits=self.logits[:, lo:hi], hidden=self.hidden[:, lo:hi],
+                           hidden_layers=self.hidden_layers, attentions=self.attentions)
+
     def pick(self, evaluated: torch.Tensor, choice: torch.Tensor) -> ModelOutput:
         """One candidate's pass per row, from a batched call over candidates.
 
@@ -112,6 +120,11 @@ class MaskedModel(nn.Module):
     eos_ids: tuple[int, ...] = ()
     #: the model's precision: forward passes on the CPU run under bfloat16 autocast
     autocast_bf16: bool = False
+    #: None: a position may read every position of the row. b: a position reads only the
+    #: positions before the end of its block of b (blocks of b from position 0; 1: a causal
+    #: model), so the outputs before a multiple of b do not depend on the tokens after it, and
+    #: the decode loop runs such a model on the row up to the end of its current block only.
+    block_causal: int | None = None
 
     def forward(  # pragma: no cover - abstract
         self, tokens: torch.Tensor, output_hidden_layers: bool = False
@@ -128,6 +141,14 @@ class MaskedModel(nn.Module):
     def supports_attentions(self) -> bool:
         """True for a model whose ``forward`` also takes ``output_attentions`` and then fills
         :attr:`ModelOutput.attentions` (samplers that read attention weights need one)."""
+        return False
+
+    @property
+    def supports_logits_start(self) -> bool:
+        """True for a model whose ``forward`` also takes ``logits_start`` (an int s) and then
+        computes the logits and final hidden states of the positions ``s:`` only
+        (:attr:`ModelOutput.logits` (B, N - s, V)); the decode loop asks for those of the
+        current blocks when its sampler reads nothing else."""
         return False
 
     @property

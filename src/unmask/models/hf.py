@@ -14,6 +14,7 @@ folder: a folder whose ``auto_map`` points elsewhere, or whose code file is abse
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -141,6 +142,10 @@ class HFMaskedModel(MaskedModel):
         hidden_layer: which of the model's hidden states is ``ModelOutput.hidden`` (-1: last).
         shift_logits: the model's logits at i predict token i+1 (Dream); they are shifted
             back by one (default: from the config's model type).
+
+    A config whose ``causal`` is true (a position attends to itself and the positions
+    before it only) makes the model ``block_causal`` (1): the decode loop then runs it on the
+    row up to the end of the current block, as diffusers' ``LLaDA2Pipeline`` does.
     """
 
     def __init__(self, hf_model, tokenizer=None, *, mask_id: int | None = None,
@@ -188,6 +193,7 @@ class HFMaskedModel(MaskedModel):
         self.default_gen_length: int | None = None
         self.shift_logits = (getattr(cfg, "model_type", "") in SHIFTED_LOGITS
                              if shift_logits is None else shift_logits)
+        self.block_causal = 1 if getattr(cfg, "causal", None) is True else None
         fwd = hf_model.forward
         self._takes = {k: _accepts(fwd, k) for k in ("attention_mask", "position_ids",
                                                      "output_hidden_states")}
@@ -271,8 +277,36 @@ class HFMaskedModel(MaskedModel):
                               "attention weights")
         return out
 
+    @property
+    def supports_logits_start(self) -> bool:
+        """Always: where the output layer is a ``torch.nn.Linear`` the model calls as a
+        module (its ``get_output_embeddings()``), it runs on the positions asked for only;
+        otherwise the logits of every position are computed and cut."""
+        return True
+
+    @contextlib.contextmanager
+    def _head_from(self, start: int, n: int):
+        """While open, the output layer (a ``Linear`` module) sees the positions ``start:``
+        of (B, n, D) inputs only."""
+        head = self.hf.get_output_embeddings() if start else None
+        if not isinstance(head, torch.nn.Linear):
+            yield
+            return
+
+        def cut(module, args):
+            x = args[0]
+            return (x[:, start:], *args[1:]) if x.dim() == 3 and x.shape[1] == n else None
+
+        hook = head.register_forward_pre_hook(cut)
+        try:
+            yield
+        finally:
+            hook.remove()
+
     def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False,
-                output_attentions: bool = False) -> ModelOutput:
+                output_attentions: bool = False, logits_start: int = 0) -> ModelOutput:
+        """The pass on ``tokens`` (B, N); ``logits_start`` s: logits and hidden states of the
+        positions s: only (:attr:`supports_logits_start`)."""
         kwargs = {}
         padded = self.pad_id is not None and bool((tokens == self.pad_id).any())
         if padded and self._takes["attention_mask"]:
@@ -280,17 +314,21 @@ class HFMaskedModel(MaskedModel):
                                          self._takes["position_ids"]))
         if self._takes["output_hidden_states"]:
             kwargs["output_hidden_states"] = True
-        out = (self._attentions(tokens, kwargs) if output_attentions
-               else self.hf(input_ids=tokens, **kwargs))
-        logits = out.logits if hasattr(out, "logits") else out[0]
-        if self.shift_logits:
-            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
-        states = getattr(out, "hidden_states", None)
         b, n = tokens.shape
+        head_from = max(logits_start - self.shift_logits, 0)  # Dream's i reads i - 1
+        with self._head_from(head_from, n):
+            out = (self._attentions(tokens, kwargs) if output_attentions
+                   else self.hf(input_ids=tokens, **kwargs))
+        logits = out.logits if hasattr(out, "logits") else out[0]
+        logits = logits[:, head_from - n + logits.shape[1]:]  # the head ran on every position
+        if self.shift_logits:
+            logits = (logits[:, :-1] if logits_start else
+                      torch.cat([logits[:, :1], logits[:, :-1]], dim=1))
+        states = getattr(out, "hidden_states", None)
         if states:
-            hidden = states[self.hidden_layer].float()
+            hidden = states[self.hidden_layer][:, logits_start:].float()
         else:  # the model does not expose hidden states
-            hidden = logits.new_zeros(b, n, 0, dtype=torch.float32)
+            hidden = logits.new_zeros(b, n - logits_start, 0, dtype=torch.float32)
         layers = tuple(h.float() for h in states) if output_hidden_layers and states else None
         attentions = tuple(a.float() for a in out.attentions) if output_attentions else None
         return ModelOutput(logits=logits.float(), hidden=hidden, hidden_layers=layers,

@@ -2,8 +2,9 @@
 
 A wrapper changes one thing about its inner sampler's decisions (verifies them, ends rows
 early, adds decode hooks) and is otherwise that sampler: the loop reads
-``needs_hidden_layers``, ``needs_attentions`` and ``evaluates_next_state`` from it, calls
-``prepare``, ``begin``, ``stats`` and ``decode_hooks`` on it, and takes its
+``needs_hidden_layers``, ``needs_attentions``, ``reads_eligible_only`` and
+``evaluates_next_state`` from it, calls ``prepare``, ``begin``, ``stats`` and
+``decode_hooks`` on it, and takes its
 :class:`~unmask.samplers.base.Selection` (tokens, entropy and the next-output channel
 included). :class:`SamplerWrapper` forwards all of them, so a subclass overrides only what it
 changes (usually ``select``, calling ``self.inner.select``).
@@ -53,6 +54,10 @@ class SamplerWrapper(Sampler):
     @property
     def needs_attentions(self) -> bool:  # type: ignore[override]
         return self.inner.needs_attentions
+
+    @property
+    def reads_eligible_only(self) -> bool:  # type: ignore[override]
+        return self.inner.reads_eligible_only
 
     def prepare(self, model: MaskedModel) -> None:
         self.inner.prepare(model)

@@ -255,12 +255,14 @@ class _Loop:
                                        "states, which a cached pass does not compute; drop "
                                        "cache_kv")
             return self.kv(self.handle, x, rows, self.cur_block[rows], cols)
-        narrow = cols.stop - cols.start < x.shape[1]
-        end = cols.stop if narrow and self.prefix_only else x.shape[1]
-        start = cols.start if narrow and self.handle.model.supports_logits_start else 0
-        out = self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers,
-                          logits_start=start)
-        return out.positions(cols.start - start, cols.stop - start)
+        if cols.stop - cols.start == x.shape[1]:
+            return self.handle(x, rows, output_hidden_layers=hidden_layers)
+        end = cols.stop if self.prefix_only else x.shape[1]
+        if self.handle.model.supports_logits_positions:
+            return self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers,
+                               logits_positions=cols)
+        out = self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers)
+        return out.positions(cols.start, cols.stop)
 
     def unfinished(self) -> torch.Tensor:
         return (self.tokens == self.mask_id).any(1).nonzero().squeeze(1)

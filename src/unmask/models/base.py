@@ -144,10 +144,10 @@ class MaskedModel(nn.Module):
         return False
 
     @property
-    def supports_logits_start(self) -> bool:
-        """True for a model whose ``forward`` also takes ``logits_start`` (an int s) and then
-        computes the logits and final hidden states of the positions ``s:`` only
-        (:attr:`ModelOutput.logits` (B, N - s, V)); the decode loop asks for those of the
+    def supports_logits_positions(self) -> bool:
+        """True for a model whose ``forward`` also takes ``logits_positions`` (a slice lo:hi)
+        and then returns the logits and final hidden states of those positions only
+        (:attr:`ModelOutput.logits` (B, hi - lo, V)); the decode loop asks for those of the
         current blocks when its sampler reads nothing else."""
         return False
 

@@ -34,12 +34,14 @@ class ModelHandle:
                            else None)
 
     def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
-                 output_hidden_layers: bool = False, logits_start: int = 0) -> ModelOutput:
+                 output_hidden_layers: bool = False, logits_positions: slice | None = None
+                 ) -> ModelOutput:
         """Run the model on ``tokens`` (M, N); ``rows`` (M,) names the original row of each
         sequence (a row named several times is charged one call and M_row sequences).
-        ``logits_start`` s > 0 (for a model that ``supports_logits_start``): the output
-        covers the positions s: only."""
-        extra = dict(self._extra, logits_start=logits_start) if logits_start else self._extra
+        ``logits_positions`` (for a model that ``supports_logits_positions``): the output
+        covers those positions only."""
+        extra = (self._extra if logits_positions is None
+                 else dict(self._extra, logits_positions=logits_positions))
         with torch.inference_mode():
             if self.prev_probs is None:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers, **extra)

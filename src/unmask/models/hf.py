@@ -278,24 +278,24 @@ class HFMaskedModel(MaskedModel):
         return out
 
     @property
-    def supports_logits_start(self) -> bool:
+    def supports_logits_positions(self) -> bool:
         """Always: where the output layer is a ``torch.nn.Linear`` the model calls as a
         module (its ``get_output_embeddings()``), it runs on the positions asked for only;
         otherwise the logits of every position are computed and cut."""
         return True
 
     @contextlib.contextmanager
-    def _head_from(self, start: int, n: int):
-        """While open, the output layer (a ``Linear`` module) sees the positions ``start:``
-        of (B, n, D) inputs only."""
-        head = self.hf.get_output_embeddings() if start else None
+    def _head_on(self, lo: int, hi: int, n: int):
+        """While open, the output layer (a ``Linear`` module) sees the positions ``lo:hi``
+        of its (B, n, D) inputs only."""
+        head = self.hf.get_output_embeddings() if (lo, hi) != (0, n) else None
         if not isinstance(head, torch.nn.Linear):
             yield
             return
 
         def cut(module, args):
             x = args[0]
-            return (x[:, start:], *args[1:]) if x.dim() == 3 and x.shape[1] == n else None
+            return (x[:, lo:hi], *args[1:]) if x.dim() == 3 and x.shape[1] == n else None
 
         hook = head.register_forward_pre_hook(cut)
         try:
@@ -304,9 +304,10 @@ class HFMaskedModel(MaskedModel):
             hook.remove()
 
     def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False,
-                output_attentions: bool = False, logits_start: int = 0) -> ModelOutput:
-        """The pass on ``tokens`` (B, N); ``logits_start`` s: logits and hidden states of the
-        positions s: only (:attr:`supports_logits_start`)."""
+                output_attentions: bool = False, logits_positions: slice | None = None
+                ) -> ModelOutput:
+        """The pass on ``tokens`` (B, N); ``logits_positions`` lo:hi: logits and hidden
+        states of those positions only (:attr:`supports_logits_positions`)."""
         kwargs = {}
         padded = self.pad_id is not None and bool((tokens == self.pad_id).any())
         if padded and self._takes["attention_mask"]:
@@ -315,20 +316,23 @@ class HFMaskedModel(MaskedModel):
         if self._takes["output_hidden_states"]:
             kwargs["output_hidden_states"] = True
         b, n = tokens.shape
-        head_from = max(logits_start - self.shift_logits, 0)  # Dream's i reads i - 1
-        with self._head_from(head_from, n):
+        lo, hi, _ = (logits_positions or slice(0, n)).indices(n)
+        # the output layer's positions: Dream's logit at i is the layer's at i - 1
+        moved = self.shift_logits and lo > 0
+        head_lo, head_hi = (lo - 1, hi - 1) if moved else (lo, hi)
+        with self._head_on(head_lo, head_hi, n):
             out = (self._attentions(tokens, kwargs) if output_attentions
                    else self.hf(input_ids=tokens, **kwargs))
         logits = out.logits if hasattr(out, "logits") else out[0]
-        logits = logits[:, head_from - n + logits.shape[1]:]  # the head ran on every position
-        if self.shift_logits:
-            logits = (logits[:, :-1] if logits_start else
-                      torch.cat([logits[:, :1], logits[:, :-1]], dim=1))
+        if logits.shape[1] == n:  # the output layer ran on every position
+            logits = logits[:, head_lo:head_hi]
+        if self.shift_logits and not moved:
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
         states = getattr(out, "hidden_states", None)
         if states:
-            hidden = states[self.hidden_layer][:, logits_start:].float()
+            hidden = states[self.hidden_layer][:, lo:hi].float()
         else:  # the model does not expose hidden states
-            hidden = logits.new_zeros(b, n - logits_start, 0, dtype=torch.float32)
+            hidden = logits.new_zeros(b, hi - lo, 0, dtype=torch.float32)
         layers = tuple(h.float() for h in states) if output_hidden_layers and states else None
         attentions = tuple(a.float() for a in out.attentions) if output_attentions else None
         return ModelOutput(logits=logits.float(), hidden=hidden, hidden_layers=layers,

@@ -3,15 +3,13 @@ the same tokens, passes and entropies as with every position computed, and reall
 positions computed."""
 
 import importlib
-from dataclasses import dataclass
-from typing import ClassVar
 
 import pytest
 import torch
 
 from unmask import DecodeConfig, decode, make_sampler
 from unmask.samplers.base import available_samplers, sampler_class
-from unmask.samplers.wrapper import SamplerWrapper
+from unmask.samplers.wrapper import EveryPosition
 
 loop = importlib.import_module("unmask.decode")  # the module (unmask.decode is the function)
 
@@ -19,15 +17,8 @@ loop = importlib.import_module("unmask.decode")  # the module (unmask.decode is 
 pytestmark = pytest.mark.kernels
 
 NARROW = sorted(n for n in available_samplers() if sampler_class(n).reads_eligible_only)
-#: every sampler of the registry that reads the whole row
+#: the samplers that read other positions (lookahead, MI, attention, KL history)
 WHOLE_ROW = ("info-gain", "lookum", "klass", "demask", "mi-guided", "mi-oracle", "dapd")
-
-
-@dataclass
-class EveryPosition(SamplerWrapper):
-    """``inner`` with the loop computing every position (the reference)."""
-
-    reads_eligible_only: ClassVar[bool] = False
 
 
 def _decode(model, x, sampler, **config):
@@ -55,6 +46,7 @@ def _batch(model, rows=4, n=12):
 def test_registry_declares_the_eligible_only_samplers():
     assert {"confidence", "topk", "entropy", "margin", "threshold", "eb", "factor", "pc",
             "uniform", "dus"} <= set(NARROW)
+    assert set(WHOLE_ROW) | set(NARROW) == set(available_samplers())
     assert not set(WHOLE_ROW) & set(NARROW)
     assert not EveryPosition(make_sampler("confidence")).reads_eligible_only
 

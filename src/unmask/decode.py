@@ -44,8 +44,10 @@ class DecodeConfig:
         sampling: ``"draw"``, the probability of the token drawn at the position (LLaDA's
         low-confidence remasking, MaskGIT); ``"max"``, the largest probability there,
         which does not depend on the draw. Equal at temperature 0.
-    cache_kv: None (every pass runs the whole row), ``"prefix"`` or ``"dual"``: Fast-dLLM's
-        block KV cache, refreshed at block boundaries, for model folders whose code takes
+    cache_kv: None (every pass runs the model on the whole rows; on the rows up to the end of
+        the current blocks for a ``block_causal`` model and a sampler that
+        ``reads_eligible_only``), ``"prefix"`` or ``"dual"``: Fast-dLLM's block KV cache,
+        refreshed at block boundaries, for model folders whose code takes
         ``past_key_values`` (:mod:`unmask.kv_cache`; an approximation for bidirectional
         models).
     """

@@ -118,12 +118,17 @@ class BlockKVCache:
     def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int):
         """(first position, logits, hidden) of the positions the model runs on."""
         lo, hi = block * self.block, (block + 1) * self.block
+        # rows are distinct: as many as the cache holds is all of them, in order, and the
+        # stored tensors serve as they are (the dual pass overwrites only the block's keys and
+        # values, which each pass computes anew)
+        every = len(rows) == len(self.block_of)
         if self.mode == "prefix":
-            past = [(k[rows, :, :lo], v[rows, :, :lo]) for k, v in zip(self.keys, self.values,
-                                                                      strict=True)]
+            past = [(k[:, :, :lo], v[:, :, :lo]) if every else (k[rows, :, :lo], v[rows, :, :lo])
+                    for k, v in zip(self.keys, self.values, strict=True)]
             _, logits, hidden = self._run(x, x[:, lo:], past_key_values=past)
             return lo, logits, hidden
-        past = [(k[rows], v[rows]) for k, v in zip(self.keys, self.values, strict=True)]
+        past = [(k, v) if every else (k[rows], v[rows])
+                for k, v in zip(self.keys, self.values, strict=True)]
         replace = torch.zeros(1, x.shape[1], dtype=torch.bool, device=x.device)
         replace[:, lo:hi] = True  # one row: the code replaces the same positions in all rows
         _, logits, hidden = self._run(x, x[:, lo:hi], past_key_values=past,

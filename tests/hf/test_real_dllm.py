@@ -261,16 +261,10 @@ def test_output_layer_runs_on_the_current_blocks(family, cache, sampler, request
     """A sampler reading eligible positions only gets the model's output layer run on the
     current block only; tokens and passes are those of the pass computed at every position."""
     import importlib
-    from dataclasses import dataclass
-    from typing import ClassVar
 
     from unmask import DecodeConfig, decode
     from unmask.generate import parse_sampler
-    from unmask.samplers.wrapper import SamplerWrapper
-
-    @dataclass
-    class EveryPosition(SamplerWrapper):
-        reads_eligible_only: ClassVar[bool] = False
+    from unmask.samplers.wrapper import EveryPosition
 
     model = request.getfixturevalue(family)
     ids = model.tokenizer(PROMPTS[0])["input_ids"]

@@ -13,6 +13,7 @@ changes (usually ``select``, calling ``self.inner.select``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -74,3 +75,12 @@ class SamplerWrapper(Sampler):
     def decode_hooks(self) -> tuple:
         return self.inner.decode_hooks()
 
+
+
+@dataclass
+class EveryPosition(SamplerWrapper):
+    """``inner``, with the decode loop computing the pass at every position of the rows
+    (distributions, and the model on whole rows) although ``inner`` reads eligible positions
+    only: the same tokens and passes, at the cost the narrow pass saves (for measuring it)."""
+
+    reads_eligible_only: ClassVar[bool] = False

@@ -140,15 +140,14 @@ def decode(
     for hook in hooks:
         hook.prepare(model, sampler, loop.tokens)
     sampler.begin(*tokens.shape)
-    loop.narrow = (sampler.reads_eligible_only and all(h.reads_eligible_only for h in hooks)
-                   and loop.handle.prev_probs is None)
+    loop.narrow = _narrow(sampler, hooks) and loop.handle.prev_probs is None
     reuse_next = not any(hook.rewrites for hook in hooks)
     rows, cached = loop.unfinished(), None
     while rows.numel():
         x, masked, eligible = loop.enter_blocks(rows)
         cols = loop.columns(rows)
-        out = (cached.positions(cols.start, cols.stop) if cached is not None
-               else loop.forward(x, rows, sampler.needs_hidden_layers, cols))
+        out = (loop.forward(x, rows, sampler.needs_hidden_layers, cols) if cached is None
+               else cached.positions(cols.start, cols.stop))
         state = loop.step_state(rows, x, masked, eligible, out, hooks, cols)
         sel, new = _select(sampler, state, loop.real_mask)
         remask = torch.zeros_like(masked)
@@ -166,6 +165,12 @@ def decode(
             progress(tokens.shape[0] - len(rows))
     stats = {k: v for part in (sampler, *hooks) for k, v in part.stats().items()}
     return loop.result(stats)
+
+
+def _narrow(sampler: Sampler, hooks: tuple[Hook, ...]) -> bool:
+    """Whether the pass may be computed at the current blocks only (:class:`StepState`
+    ``columns``): the sampler and every hook read eligible positions only."""
+    return sampler.reads_eligible_only and all(h.reads_eligible_only for h in hooks)
 
 
 def _check_args(model, tokens, sampler, config, hooks):

@@ -291,3 +291,27 @@ def test_output_layer_runs_on_the_current_blocks(family, cache, sampler, request
         assert set(narrow) == {8} and set(widths) == {n}
     else:  # block-first passes run whole rows; the others run their cached windows
         assert max(narrow) <= n and min(narrow) == 8 and set(widths) <= {n, 8, 16}
+
+
+@pytest.mark.parametrize("family", ["llada", "dream", "bert"])
+@pytest.mark.parametrize("lo, hi", [(0, 8), (8, 16), (3, 17), (0, 24)])
+def test_logits_positions_are_those_of_the_whole_pass(family, lo, hi, request, bert_dir):
+    """``logits_positions``: the logits and hidden states of those positions, as the whole
+    pass gives them (Dream's shifted logits too), from an output layer that ran on those
+    positions only."""
+    model = (load_model(bert_dir) if family == "bert" else request.getfixturevalue(family))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(5, 20, (2, 24), generator=g)
+    x[:, 10:] = model.mask_id
+    widths = []
+    hook = model.hf.get_output_embeddings().register_forward_hook(
+        lambda m, a, out: widths.append(out.shape[1]))
+    try:
+        with torch.no_grad():
+            whole = model(x)
+            part = model(x, logits_positions=slice(lo, hi))
+    finally:
+        hook.remove()
+    assert widths == [24, hi - lo]
+    torch.testing.assert_close(part.logits, whole.logits[:, lo:hi], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(part.hidden, whole.hidden[:, lo:hi])

@@ -86,6 +86,10 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--d-model", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--rules", nargs="+", choices=list(RULES), default=list(RULES))
+    ap.add_argument("--vocab-size", type=int, default=96,
+                    help="ids of the tiny model (LLaDA-8B has 126,464; the per-position work "
+                         "outside the model grows with it)")
     ap.add_argument("--sharpen", type=float, default=3.0,
                     help="scale of the output layer (confident predictions, so that the "
                          "threshold rule reveals several positions a pass)")
@@ -101,14 +105,16 @@ def main(argv=None) -> None:
     if not args.compile:
         torch._dynamo.config.disable = True
     folder = write_llada(Path(tempfile.mkdtemp()) / "llada", d_model=args.d_model,
-                         n_layers=args.layers, vocab_size=96, mask_id=93)
+                         n_layers=args.layers, vocab_size=args.vocab_size,
+                         mask_id=args.vocab_size - 3)
     model = load_model(folder, trust_remote_code=True)
     with torch.no_grad():
         model.hf.model.transformer.ff_out.weight.mul_(args.sharpen)
     rng = random.Random(0)
     pool = [" ".join(f"w{rng.randrange(3, 90)}" for _ in range(args.block_length))
             for _ in range(max(args.batches))]
-    print(f"tiny LLaDA (LLaDA's code; d_model {args.d_model}, {args.layers} layers, vocab 96),"
+    print(f"tiny LLaDA (LLaDA's code; d_model {args.d_model}, {args.layers} layers, vocab "
+          f"{args.vocab_size}),"
           f" gen_length {args.gen_length}, block {args.block_length}, prompt {args.block_length}"
           f" tokens, greedy, {args.threads} thread(s), best of {args.repeats}, "
           f"{'compiled' if args.compile else 'eager'} attention")
@@ -117,7 +123,8 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for batch in args.batches:
         prompts = pool[:batch]
-        for rule, (spec, kw) in RULES.items():
+        for rule in args.rules:
+            spec, kw = RULES[rule]
             steps = args.steps if rule == "low-confidence" else None
             ref_steps = steps or args.gen_length // args.block_length
             for cache in (None, "prefix", "dual"):

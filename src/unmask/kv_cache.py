@@ -13,7 +13,10 @@ changes what the model computes: within a block, the reused keys/values are thos
 block's first pass, not of the current tokens, so the tokens may differ from decoding
 without the cache (``docs/models.md`` measures by how much). Positions the model does not
 run on a pass keep the logits and hidden states of the block's first pass; samplers reveal
-only positions of the current block, which every pass computes.
+only positions of the current block, which every pass computes. When the loop asks for the
+current blocks only (samplers that read eligible positions only), a ``"prefix"`` pass runs
+the output layer on the block alone, where the model lets it
+(:meth:`~unmask.models.hf.HFMaskedModel.output_layer_on`).
 
 Only code whose forward takes ``past_key_values`` (and, for ``"dual"``, ``replace_position``)
 as Fast-dLLM's LLaDA code does, with unshifted logits, can be cached.
@@ -21,6 +24,7 @@ as Fast-dLLM's LLaDA code does, with unshifted logits, can be cached.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
@@ -78,12 +82,14 @@ class BlockKVCache:
         fresh = self.block_of[rows] != blocks
         with torch.inference_mode():
             if bool(fresh.any()):
-                self._refresh(x[fresh], rows[fresh])
+                self._refresh(x[fresh], rows[fresh], cols)
                 self.block_of[rows[fresh]] = blocks[fresh]
             logits, hidden = self.logits[rows, cols], self.hidden[rows, cols]  # copies
+            block_only = cols.stop - cols.start < x.shape[1]  # logits of the block alone
             for b in torch.unique(blocks[~fresh]).tolist():
                 sub = (~fresh & (blocks == b)).nonzero().squeeze(1)
-                lo, window_logits, window_hidden = self._window(x[sub], rows[sub], b)
+                lo, window_logits, window_hidden = self._window(x[sub], rows[sub], b,
+                                                                block_only)
                 at, width = lo - cols.start, min(window_logits.shape[1], cols.stop - lo)
                 logits[sub, at:at + width] = window_logits[:, :width]
                 hidden[sub, at:at + width] = window_hidden[:, :width]
@@ -103,20 +109,28 @@ class BlockKVCache:
         layer = self.model.hidden_layer
         return out, out.logits.float(), out.hidden_states[layer].float()
 
-    def _refresh(self, x: torch.Tensor, rows: torch.Tensor) -> None:
-        out, logits, hidden = self._run(x, x)
+    def _refresh(self, x: torch.Tensor, rows: torch.Tensor, cols: slice) -> None:
+        """Run whole ``rows``; keep their keys/values, and their logits and hidden states at
+        ``cols`` (the logits the loop reads; the output layer runs there only where the
+        model lets it)."""
+        n = x.shape[1]
+        with (self.model.output_layer_on(cols.start, cols.stop, n)
+              if cols.stop - cols.start < n else contextlib.nullcontext()):
+            out, logits, hidden = self._run(x, x)
+        logits = logits[:, cols] if logits.shape[1] == n else logits
         if self.logits is None:
             b, n = self.block_of.shape[0], x.shape[1]
             self.logits = logits.new_zeros(b, n, logits.shape[-1])
             self.hidden = hidden.new_zeros(b, n, hidden.shape[-1])
             self.keys = [k.new_zeros(b, *k.shape[1:]) for k, _ in out.past_key_values]
             self.values = [v.new_zeros(b, *v.shape[1:]) for _, v in out.past_key_values]
-        self.logits[rows], self.hidden[rows] = logits, hidden
+        self.logits[rows, cols], self.hidden[rows, cols] = logits, hidden[:, cols]
         for layer, (k, v) in enumerate(out.past_key_values):
             self.keys[layer][rows], self.values[layer][rows] = k, v
 
-    def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int):
-        """(first position, logits, hidden) of the positions the model runs on."""
+    def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int, block_only: bool):
+        """(first position, logits, hidden) of the positions the model runs on (``block_only``:
+        the logits of the block's positions only, where the model can)."""
         lo, hi = block * self.block, (block + 1) * self.block
         # rows are distinct: as many as the cache holds is all of them, in order, and the
         # stored tensors serve as they are (the dual pass overwrites only the block's keys and
@@ -125,7 +139,10 @@ class BlockKVCache:
         if self.mode == "prefix":
             past = [(k[:, :, :lo], v[:, :, :lo]) if every else (k[rows, :, :lo], v[rows, :, :lo])
                     for k, v in zip(self.keys, self.values, strict=True)]
-            _, logits, hidden = self._run(x, x[:, lo:], past_key_values=past)
+            n = x.shape[1] - lo
+            with (self.model.output_layer_on(0, self.block, n) if block_only
+                  else contextlib.nullcontext()):
+                _, logits, hidden = self._run(x, x[:, lo:], past_key_values=past)
             return lo, logits, hidden
         past = [(k, v) if every else (k[rows], v[rows])
                 for k, v in zip(self.keys, self.values, strict=True)]

@@ -285,9 +285,9 @@ class HFMaskedModel(MaskedModel):
         return True
 
     @contextlib.contextmanager
-    def _head_on(self, lo: int, hi: int, n: int):
+    def output_layer_on(self, lo: int, hi: int, n: int):
         """While open, the output layer (a ``Linear`` module) sees the positions ``lo:hi``
-        of its (B, n, D) inputs only."""
+        of its (B, n, D) inputs only (other output layers see every position)."""
         head = self.hf.get_output_embeddings() if (lo, hi) != (0, n) else None
         if not isinstance(head, torch.nn.Linear):
             yield
@@ -320,7 +320,7 @@ class HFMaskedModel(MaskedModel):
         # the output layer's positions: Dream's logit at i is the layer's at i - 1
         moved = self.shift_logits and lo > 0
         head_lo, head_hi = (lo - 1, hi - 1) if moved else (lo, hi)
-        with self._head_on(head_lo, head_hi, n):
+        with self.output_layer_on(head_lo, head_hi, n):
             out = (self._attentions(tokens, kwargs) if output_attentions
                    else self.hf(input_ids=tokens, **kwargs))
         logits = out.logits if hasattr(out, "logits") else out[0]

@@ -23,7 +23,9 @@ def ordered_masked_pairs(masked: torch.Tensor) -> torch.Tensor:
 class ModelOutput:
     """One forward pass.
 
-    logits: (B, N, V) over the whole vocabulary (MASK and special ids included).
+    logits: (B, N, V) over the whole vocabulary (MASK and special ids included); N counts the
+        positions computed (every position of the rows, unless the model was asked for
+        ``logits_positions``).
     hidden: (B, N, D) final hidden states (what the MI estimator reads).
     hidden_layers: optional tuple of (B, N, D), one per layer (index 0 = embeddings).
     attentions: optional tuple of (B, H, N, N) attention weights, one per applied attention
@@ -122,8 +124,9 @@ class MaskedModel(nn.Module):
     autocast_bf16: bool = False
     #: None: a position may read every position of the row. b: a position reads only the
     #: positions before the end of its block of b (blocks of b from position 0; 1: a causal
-    #: model), so the outputs before a multiple of b do not depend on the tokens after it, and
-    #: the decode loop runs such a model on the row up to the end of its current block only.
+    #: model), so the outputs before a multiple of b do not depend on the tokens after it: the
+    #: decode loop runs such a model on the rows up to the end of their current blocks only
+    #: (for samplers that read eligible positions only, with blocks a multiple of b).
     block_causal: int | None = None
 
     def forward(  # pragma: no cover - abstract

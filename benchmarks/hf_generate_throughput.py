@@ -3,15 +3,18 @@
 prompt, gen_length and block_length, in one run.
 
     PYTHONPATH=src:tests/hf python benchmarks/hf_generate_throughput.py \\
-        [--batches 1 32] [--repeats 3] [--threads 1] [--device cuda] [--json OUT.json]
+        [--batches 1 32] [--repeats 3] [--threads 1] [--device cuda] [--whole-row] \\
+        [--json OUT.json]
 
 The model is the test helpers' LLaDA-style model (code in its folder, trust_remote_code),
-block-causal (a position reads only positions at or before it), because the pipeline runs the
-model on the prefix up to the current block while unmask runs it on the whole row: for such a
-model both see the same logits. Its output layer is scaled by ``--sharpen`` so that its
-predictions are confident enough for adaptive samplers to reveal several positions a pass.
-Prompts are distinct word sequences of exactly one block, so both place the blocks at the same
-positions.
+block-causal (a position reads only positions at or before it; its config says ``causal``),
+because the pipeline runs the model on the prefix up to the current block: for such a model
+the whole row gives the same logits. unmask runs it on the prefix too (samplers that read
+eligible positions only); ``--whole-row`` adds, side by side, each such sampler run with every
+position computed (the model on the whole row), so the rows show what the prefix saves. Its
+output layer is scaled by ``--sharpen`` so that its predictions are confident enough for
+adaptive samplers to reveal several positions a pass. Prompts are distinct word sequences of
+exactly one block, so both place the blocks at the same positions.
 
 The pipeline has three settings that are unmask rules exactly:
 
@@ -47,9 +50,10 @@ from pathlib import Path
 
 import torch
 
-from unmask.generate import generate
+from unmask.generate import generate, parse_sampler
 from unmask.io import atomic_path
 from unmask.models.auto import load_model
+from unmask.samplers.wrapper import EveryPosition
 
 #: (spec, peer): {block} is filled in with --block-length
 SPECS = [
@@ -66,6 +70,16 @@ SPECS = [
 ]
 #: unmask specs that are a pipeline setting exactly
 EXACT = {"confidence": "top-1", "topk:k=2": "top-2", "threshold:tau=0.9": "threshold"}
+#: --whole-row: the name of a spec run with every position computed
+WHOLE = " (whole row)"
+
+
+def build_sampler(name: str):
+    """The sampler a row name runs: its spec, or (suffix ``WHOLE``) the spec with the decode
+    loop computing every position (:class:`~unmask.samplers.wrapper.EveryPosition`)."""
+    if name.endswith(WHOLE):
+        return EveryPosition(parse_sampler(name[:-len(WHOLE)]))
+    return name
 
 
 def peer_settings(block: int) -> dict[str, dict]:
@@ -86,8 +100,8 @@ def make_prompts(n: int, length: int, words: list[str], seed: int = 0) -> list[s
 def unmask_job(model, prompts, spec, gen, block):
     """A callable running unmask once; returns (mean NFE, mean sequences, tokens per row)."""
     def once():
-        out = generate(model, None, prompts, sampler=spec, gen_length=gen, block_length=block,
-                       stop_at_eos=False)
+        out = generate(model, None, prompts, sampler=build_sampler(spec), gen_length=gen,
+                       block_length=block, stop_at_eos=False)
         return (statistics.mean(o.nfe for o in out), statistics.mean(o.sequences for o in out),
                 [o.token_ids for o in out])
     return once
@@ -136,6 +150,10 @@ def main() -> None:
                     help="scale the model's output layer by this (a random model's predictions "
                          "are nearly flat; sharper ones let adaptive samplers reveal several "
                          "positions a pass)")
+    ap.add_argument("--whole-row", action="store_true",
+                    help="also run each sampler that reads eligible positions only with every "
+                         "position computed (the model on whole rows, distributions at every "
+                         "position), named '<spec> (whole row)'")
     ap.add_argument("--json", default=None, help="write the rows here")
     args = ap.parse_args()
     import diffusers
@@ -154,6 +172,8 @@ def main() -> None:
     if args.samplers:
         known = dict(specs)
         specs = [(s, known.get(s, "top-1")) for s in args.samplers]
+    if args.whole_row:
+        specs += [(s + WHOLE, p) for s, p in specs if parse_sampler(s).reads_eligible_only]
     settings = peer_settings(blk)
     pipe = diffusers.LLaDA2Pipeline(model=model.hf,
                                     scheduler=diffusers.BlockRefinementScheduler(),
@@ -181,7 +201,8 @@ def main() -> None:
             _print(row)
         for (spec, peer), (wall, median, (nfe, seqs, tokens)) in zip(
                 specs, timed[len(settings):], strict=True):
-            same = tokens == peers[peer][1] if EXACT.get(spec) == peer else None
+            exact = EXACT.get(spec.removesuffix(WHOLE)) == peer
+            same = tokens == peers[peer][1] if exact else None
             row = dict(engine="unmask", sampler=spec, batch=b, tokens_per_s=b * g / wall,
                        tokens_per_forward=g / nfe, nfe=nfe, sequences=seqs, wall_s=wall,
                        median_wall_s=median, vs_peer=wall / peers[peer][0], peer=peer,

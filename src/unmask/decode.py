@@ -22,7 +22,7 @@ from unmask.models.base import MaskedModel
 from unmask.models.handle import ModelHandle
 from unmask.probs import propose, real_log_probs
 from unmask.rng import row_gumbel
-from unmask.samplers.base import Sampler, Selection, StepState
+from unmask.samplers.base import Sampler, Selection, StepState, widen_columns
 from unmask.samplers.spec import parse_spec
 from unmask.validation import is_int, is_number
 
@@ -44,8 +44,10 @@ class DecodeConfig:
         sampling: ``"draw"``, the probability of the token drawn at the position (LLaDA's
         low-confidence remasking, MaskGIT); ``"max"``, the largest probability there,
         which does not depend on the draw. Equal at temperature 0.
-    cache_kv: None (every pass runs the whole row), ``"prefix"`` or ``"dual"``: Fast-dLLM's
-        block KV cache, refreshed at block boundaries, for model folders whose code takes
+    cache_kv: None (every pass runs the model on the whole rows; on the rows up to the end of
+        the current blocks for a ``block_causal`` model and a sampler that
+        ``reads_eligible_only``), ``"prefix"`` or ``"dual"``: Fast-dLLM's block KV cache,
+        refreshed at block boundaries, for model folders whose code takes
         ``past_key_values`` (:mod:`unmask.kv_cache`; an approximation for bidirectional
         models).
     """
@@ -138,13 +140,15 @@ def decode(
     for hook in hooks:
         hook.prepare(model, sampler, loop.tokens)
     sampler.begin(*tokens.shape)
+    loop.narrow = _narrow(sampler, hooks) and loop.handle.prev_probs is None
     reuse_next = not any(hook.rewrites for hook in hooks)
     rows, cached = loop.unfinished(), None
     while rows.numel():
         x, masked, eligible = loop.enter_blocks(rows)
-        out = cached if cached is not None else loop.forward(x, rows,
-                                                             sampler.needs_hidden_layers)
-        state = loop.step_state(rows, x, masked, eligible, out, hooks)
+        cols = loop.columns(rows)
+        out = (loop.forward(x, rows, sampler.needs_hidden_layers, cols) if cached is None
+               else cached.positions(cols.start, cols.stop))
+        state = loop.step_state(rows, x, masked, eligible, out, hooks, cols)
         sel, new = _select(sampler, state, loop.real_mask)
         remask = torch.zeros_like(masked)
         for hook in hooks:
@@ -161,6 +165,12 @@ def decode(
             progress(tokens.shape[0] - len(rows))
     stats = {k: v for part in (sampler, *hooks) for k, v in part.stats().items()}
     return loop.result(stats)
+
+
+def _narrow(sampler: Sampler, hooks: tuple[Hook, ...]) -> bool:
+    """Whether the pass may be computed at the current blocks only (:class:`StepState`
+    ``columns``): the sampler and every hook read eligible positions only."""
+    return sampler.reads_eligible_only and all(h.reads_eligible_only for h in hooks)
 
 
 def _check_args(model, tokens, sampler, config, hooks):
@@ -228,14 +238,38 @@ class _Loop:
         self.history: list[torch.Tensor] | None = [] if config.record_history else None
         self.kv = (BlockKVCache(model, config.cache_kv, b, n, self.block)
                    if config.cache_kv else None)
+        #: per-position work over the current blocks only (set once the sampler is prepared)
+        self.narrow = False
+        causal = model.block_causal
+        self.prefix_only = causal is not None and self.block % causal == 0
 
-    def forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool):
-        """The loop's pass on ``x`` for ``rows``: the whole rows, or through the KV cache."""
-        if self.kv is None:
+    def columns(self, rows: torch.Tensor) -> slice:
+        """The positions the pass computes distributions for: the whole row, or (``narrow``)
+        the blocks from the first to the last current block of ``rows``."""
+        n = self.tokens.shape[1]
+        if not self.narrow or self.block == n:
+            return slice(0, n)
+        first, last = torch.aminmax(self.cur_block[rows])
+        first, last = int(first), int(last)
+        return slice(first * self.block, (last + 1) * self.block)
+
+    def forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
+        """The loop's pass on ``x`` for ``rows`` at the positions ``cols``: the model on the
+        whole rows (on the rows up to ``cols.stop`` for a block-causal model; its logits at
+        ``cols`` only where it can), or through the KV cache."""
+        if self.kv is not None:
+            require(not hidden_layers, "cache_kv: the sampler reads every layer's hidden "
+                                       "states, which a cached pass does not compute; drop "
+                                       "cache_kv")
+            return self.kv(self.handle, x, rows, self.cur_block[rows], cols)
+        if cols.stop - cols.start == x.shape[1]:
             return self.handle(x, rows, output_hidden_layers=hidden_layers)
-        require(not hidden_layers, "cache_kv: the sampler reads every layer's hidden states, "
-                                   "which a cached pass does not compute; drop cache_kv")
-        return self.kv(self.handle, x, rows, self.cur_block[rows])
+        end = cols.stop if self.prefix_only else x.shape[1]
+        if self.handle.model.supports_logits_positions:
+            return self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers,
+                               logits_positions=cols)
+        out = self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers)
+        return out.positions(cols.start, cols.stop)
 
     def unfinished(self) -> torch.Tensor:
         return (self.tokens == self.mask_id).any(1).nonzero().squeeze(1)
@@ -254,26 +288,32 @@ class _Loop:
         self.block_masked[rows] = torch.where(entered, eligible.sum(1), self.block_masked[rows])
         return x, masked, eligible
 
-    def step_state(self, rows, x, masked, eligible, out, hooks) -> StepState:
+    def step_state(self, rows, x, masked, eligible, out, hooks, cols: slice) -> StepState:
+        """The state of ``rows``, whose distributions at the positions ``cols`` ``out``
+        holds (B, W, V)."""
         log_probs = real_log_probs(out.logits, self.real_mask)
         for hook in hooks:
             log_probs = hook.adjust_log_probs(rows, log_probs)
         probs = log_probs.exp()
-        entropy = torch.where(masked, torch.special.entr(probs).sum(-1), 0.0)
+        entropy = torch.where(masked[:, cols], torch.special.entr(probs).sum(-1), 0.0)
         temperature = self.config.temperature
         # stream 0 is the loop's token draw; samplers use streams >= 1
-        noise = (row_gumbel(self.seeds[rows], self.steps[rows], 0, tuple(log_probs.shape[1:]))
-                 if temperature > 0 else None)
+        v = log_probs.shape[-1]
+        noise = (row_gumbel(self.seeds[rows], self.steps[rows], 0, tuple(log_probs.shape[1:]),
+                            start=cols.start * v) if temperature > 0 else None)
         x0 = propose(log_probs, temperature, noise)
         x0_prob = (probs.amax(-1) if self.config.confidence == "max"
                    else probs.gather(-1, x0[..., None]).squeeze(-1))
+        n = x.shape[1]
+        entropy, x0_prob = (widen_columns(t, cols, n) for t in (entropy, x0_prob))
+        x0 = widen_columns(x0, cols, n, x)
         return StepState(
             tokens=x, masked=masked, eligible=eligible, output=out, log_probs=log_probs,
             probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob, step=self.block_step[rows],
             global_step=self.steps[rows],
             block_masked=self.block_masked[rows], row_ids=rows, seeds=self.seeds[rows],
             temperature=temperature, model=self.handle, mask_id=self.mask_id,
-            real_mask=self.real_mask)
+            real_mask=self.real_mask, columns=cols)
 
     def write(self, state: StepState, sel: Selection, new: torch.Tensor, remask: torch.Tensor):
         """Write the pass: revealed tokens, masks again, counters, self-conditioning."""

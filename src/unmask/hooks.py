@@ -28,9 +28,14 @@ class Hook:
 
     rewrites: True for hooks that may change tokens after the write (``after_write``); the
         loop then does not reuse a sampler's output on the next state (lookahead samplers).
+    reads_eligible_only: True for hooks that read the pass's per-position values
+        (``adjust_log_probs``, ``state``) at eligible positions only, whichever positions
+        ``state.columns`` spans (:attr:`~unmask.samplers.base.Sampler.reads_eligible_only`:
+        the loop computes over the current blocks only when the sampler and every hook do).
     """
 
     rewrites: ClassVar[bool] = False
+    reads_eligible_only: ClassVar[bool] = False
 
     def prepare(self, model: MaskedModel, sampler: Sampler, tokens: torch.Tensor) -> None:
         """Called once before the first pass with the batch ``tokens`` (B, N) on the model's

@@ -13,7 +13,10 @@ changes what the model computes: within a block, the reused keys/values are thos
 block's first pass, not of the current tokens, so the tokens may differ from decoding
 without the cache (``docs/models.md`` measures by how much). Positions the model does not
 run on a pass keep the logits and hidden states of the block's first pass; samplers reveal
-only positions of the current block, which every pass computes.
+only positions of the current block, which every pass computes. When the loop asks for the
+current blocks only (samplers that read eligible positions only), a ``"prefix"`` pass runs
+the output layer on the block alone, where the model lets it
+(:meth:`~unmask.models.hf.HFMaskedModel.output_layer_on`).
 
 Only code whose forward takes ``past_key_values`` (and, for ``"dual"``, ``replace_position``)
 as Fast-dLLM's LLaDA code does, with unshifted logits, can be cached.
@@ -21,6 +24,7 @@ as Fast-dLLM's LLaDA code does, with unshifted logits, can be cached.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
@@ -68,22 +72,27 @@ class BlockKVCache:
         self.logits: torch.Tensor | None = None  # (B, N, V) of each row's block-first pass
         self.hidden: torch.Tensor | None = None  # (B, N, D)
 
-    def __call__(self, handle, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor
-                 ) -> ModelOutput:
+    def __call__(self, handle, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor,
+                 cols: slice | None = None) -> ModelOutput:
         """The loop's pass on ``x`` (R, N) for original ``rows`` (R,) in ``blocks`` (R,):
-        whole rows where a row entered a block, else cached windows. Counts one call and
-        one sequence per row on ``handle``."""
+        whole rows where a row entered a block, else cached windows; the output holds the
+        positions ``cols`` (default: all; they must hold every row's block). Counts one call
+        and one sequence per row on ``handle``."""
+        cols = slice(0, x.shape[1]) if cols is None else cols
         fresh = self.block_of[rows] != blocks
         with torch.inference_mode():
             if bool(fresh.any()):
-                self._refresh(x[fresh], rows[fresh])
+                self._refresh(x[fresh], rows[fresh], cols)
                 self.block_of[rows[fresh]] = blocks[fresh]
-            logits, hidden = self.logits[rows].clone(), self.hidden[rows].clone()
+            logits, hidden = self.logits[rows, cols], self.hidden[rows, cols]  # copies
+            block_only = cols.stop - cols.start < x.shape[1]  # logits of the block alone
             for b in torch.unique(blocks[~fresh]).tolist():
                 sub = (~fresh & (blocks == b)).nonzero().squeeze(1)
-                lo, window_logits, window_hidden = self._window(x[sub], rows[sub], b)
-                logits[sub, lo:lo + window_logits.shape[1]] = window_logits
-                hidden[sub, lo:lo + window_hidden.shape[1]] = window_hidden
+                lo, window_logits, window_hidden = self._window(x[sub], rows[sub], b,
+                                                                block_only)
+                at, width = lo - cols.start, min(window_logits.shape[1], cols.stop - lo)
+                logits[sub, at:at + width] = window_logits[:, :width]
+                hidden[sub, at:at + width] = window_hidden[:, :width]
         handle.calls[rows] += 1
         handle.sequences[rows] += 1
         return ModelOutput(logits=logits, hidden=hidden)
@@ -100,27 +109,43 @@ class BlockKVCache:
         layer = self.model.hidden_layer
         return out, out.logits.float(), out.hidden_states[layer].float()
 
-    def _refresh(self, x: torch.Tensor, rows: torch.Tensor) -> None:
-        out, logits, hidden = self._run(x, x)
+    def _refresh(self, x: torch.Tensor, rows: torch.Tensor, cols: slice) -> None:
+        """Run whole ``rows``; keep their keys/values, and their logits and hidden states at
+        ``cols`` (the logits the loop reads; the output layer runs there only where the
+        model lets it)."""
+        n = x.shape[1]
+        with (self.model.output_layer_on(cols.start, cols.stop, n)
+              if cols.stop - cols.start < n else contextlib.nullcontext()):
+            out, logits, hidden = self._run(x, x)
+        logits = logits[:, cols] if logits.shape[1] == n else logits
         if self.logits is None:
             b, n = self.block_of.shape[0], x.shape[1]
             self.logits = logits.new_zeros(b, n, logits.shape[-1])
             self.hidden = hidden.new_zeros(b, n, hidden.shape[-1])
             self.keys = [k.new_zeros(b, *k.shape[1:]) for k, _ in out.past_key_values]
             self.values = [v.new_zeros(b, *v.shape[1:]) for _, v in out.past_key_values]
-        self.logits[rows], self.hidden[rows] = logits, hidden
+        self.logits[rows, cols], self.hidden[rows, cols] = logits, hidden[:, cols]
         for layer, (k, v) in enumerate(out.past_key_values):
             self.keys[layer][rows], self.values[layer][rows] = k, v
 
-    def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int):
-        """(first position, logits, hidden) of the positions the model runs on."""
+    def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int, block_only: bool):
+        """(first position, logits, hidden) of the positions the model runs on (``block_only``:
+        the logits of the block's positions only, where the model can)."""
         lo, hi = block * self.block, (block + 1) * self.block
+        # rows are distinct: as many as the cache holds is all of them, in order, and the
+        # stored tensors serve as they are (the dual pass overwrites only the block's keys and
+        # values, which each pass computes anew)
+        every = len(rows) == len(self.block_of)
         if self.mode == "prefix":
-            past = [(k[rows, :, :lo], v[rows, :, :lo]) for k, v in zip(self.keys, self.values,
-                                                                      strict=True)]
-            _, logits, hidden = self._run(x, x[:, lo:], past_key_values=past)
+            past = [(k[:, :, :lo], v[:, :, :lo]) if every else (k[rows, :, :lo], v[rows, :, :lo])
+                    for k, v in zip(self.keys, self.values, strict=True)]
+            n = x.shape[1] - lo
+            with (self.model.output_layer_on(0, self.block, n) if block_only
+                  else contextlib.nullcontext()):
+                _, logits, hidden = self._run(x, x[:, lo:], past_key_values=past)
             return lo, logits, hidden
-        past = [(k[rows], v[rows]) for k, v in zip(self.keys, self.values, strict=True)]
+        past = [(k, v) if every else (k[rows], v[rows])
+                for k, v in zip(self.keys, self.values, strict=True)]
         replace = torch.zeros(1, x.shape[1], dtype=torch.bool, device=x.device)
         replace[:, lo:hi] = True  # one row: the code replaces the same positions in all rows
         _, logits, hidden = self._run(x, x[:, lo:hi], past_key_values=past,

@@ -29,17 +29,19 @@ def mix32(x: torch.Tensor) -> torch.Tensor:
 
 
 def row_uniform(seeds: torch.Tensor, step: torch.Tensor, stream: int,
-                shape: tuple[int, ...]) -> torch.Tensor:
+                shape: tuple[int, ...], start: int = 0) -> torch.Tensor:
     """Uniform float64 in (0, 1) of shape (B, *shape), 52 random bits each.
 
     seeds: (B,) int64 row seeds; step: (B,) int64 per-row step counters; stream: an int that
-    separates independent uses within one step.
+    separates independent uses within one step; start: the flat index of the first element
+    (a slice of a longer draw: ``start = lo * V`` with shape (W, V) gives rows lo:lo+W of the
+    (N, V) draw).
     """
     device = seeds.device
     numel = 1
     for s in shape:
         numel *= s
-    idx = torch.arange(numel, device=device, dtype=torch.int64)
+    idx = torch.arange(start, start + numel, device=device, dtype=torch.int64)
     key = mix32((seeds & _M32) ^ mix32((seeds >> 32) & _M32))
     key = mix32((key + mix32((step & _M32) + 0x632BE5AB)) & _M32)
     key = mix32((key ^ mix32(torch.full_like(key, stream & _M32) + 0x85EBCA77)) & _M32)
@@ -51,6 +53,6 @@ def row_uniform(seeds: torch.Tensor, step: torch.Tensor, stream: int,
 
 
 def row_gumbel(seeds: torch.Tensor, step: torch.Tensor, stream: int,
-               shape: tuple[int, ...]) -> torch.Tensor:
-    """Standard Gumbel noise in float64, shape (B, *shape)."""
-    return -torch.log(-torch.log(row_uniform(seeds, step, stream, shape)))
+               shape: tuple[int, ...], start: int = 0) -> torch.Tensor:
+    """Standard Gumbel noise in float64, shape (B, *shape) (``start``: :func:`row_uniform`)."""
+    return -torch.log(-torch.log(row_uniform(seeds, step, stream, shape, start)))

@@ -55,3 +55,39 @@ def test_entropy_bound_acceptance_equals_eb_sampler(llada_dir, gamma):
     theirs = sched.step(logits, 0, x[:, 3:], generator=torch.Generator().manual_seed(0))
     assert torch.equal(ours, theirs.accepted_index)
     assert int(ours.sum()) >= 2
+
+
+@pytest.mark.parametrize("spec, steps_per_block, threshold", [
+    ("confidence", 4, 1.5), ("topk:k=2", 2, 1.5), ("threshold:tau=0.5", 4, 0.5)])
+def test_block_causal_model_runs_on_the_prefix_as_the_pipeline(causal_llada_dir, spec,
+                                                               steps_per_block, threshold):
+    """The model declares itself causal (config ``causal``), so unmask runs it on the rows up
+    to the end of the current block, as the pipeline does: the same tokens at batch 3, and
+    every pass on a prefix the pipeline also runs on."""
+    model = load_model(causal_llada_dir, trust_remote_code=True)
+    assert model.block_causal == 1
+    tok = model.tokenizer
+    prompts = ["the cat sat on", "a dog ran .", "hello big red sun"]
+    ids = torch.tensor([tok(p)["input_ids"] for p in prompts])
+    lengths = {"pipeline": [], "unmask": []}
+    engine = "pipeline"
+    hook = model.hf.register_forward_pre_hook(
+        lambda m, a, kw: lengths[engine].append(kw.get("input_ids", a and a[0]).shape[1]),
+        with_kwargs=True)
+    pipe = diffusers.LLaDA2Pipeline(model=model.hf,
+                                    scheduler=diffusers.BlockRefinementScheduler(),
+                                    tokenizer=tok)
+    pipe.set_progress_bar_config(disable=True)
+    try:
+        out = pipe(input_ids=ids, use_chat_template=False, gen_length=12, block_length=4,
+                   num_inference_steps=steps_per_block, threshold=threshold,
+                   editing_threshold=None, minimal_topk=1, eos_early_stop=False,
+                   sampling_method="greedy", temperature=0.0, output_type="seq")
+        engine = "unmask"
+        ours = generate(model, tok, prompts, sampler=spec, gen_length=12, block_length=4,
+                        stop_at_eos=False)
+    finally:
+        hook.remove()
+    assert [o.token_ids for o in ours] == out.sequences.tolist()
+    assert set(lengths["unmask"]) == set(lengths["pipeline"]) == {8, 12, 16}
+    assert len(lengths["unmask"]) == max(o.nfe for o in ours)

@@ -252,3 +252,65 @@ def test_lm_eval_model_takes_the_cache(llada):
         want = generate(llada, None, list(PROMPTS[:2]), gen_length=16, block_length=8,
                         steps=8, cache_kv=cache)
         assert lm.generate_until(reqs) == [w.text for w in want]
+
+
+@pytest.mark.parametrize("family, cache", [("llada", None), ("dream", None),
+                                           ("llada", "prefix"), ("llada", "dual")])
+@pytest.mark.parametrize("sampler", ["confidence", "threshold:tau=0.7"])
+def test_output_layer_runs_on_the_current_blocks(family, cache, sampler, request):
+    """A sampler reading eligible positions only gets the model's output layer run on the
+    current block only; tokens and passes are those of the pass computed at every position."""
+    import importlib
+
+    from unmask import DecodeConfig, decode
+    from unmask.generate import parse_sampler
+    from unmask.samplers.wrapper import EveryPosition
+
+    model = request.getfixturevalue(family)
+    ids = model.tokenizer(PROMPTS[0])["input_ids"]
+    x = torch.tensor([ids + [model.mask_id] * 16] * 2)
+    x[1, 3] = int(x[0, 5])  # two distinct rows
+    widths, rows_seen = [], []
+    head = model.hf.get_output_embeddings()
+    hook = head.register_forward_hook(lambda m, a, out: widths.append(out.shape[1]))
+    loop = importlib.import_module("unmask.decode")
+    real = loop.real_log_probs
+    cfg = DecodeConfig(block_size=8, cache_kv=cache)
+    try:
+        loop.real_log_probs = lambda lg, mask: rows_seen.append(lg.shape[1]) or real(lg, mask)
+        ours = decode(model, x, parse_sampler(sampler), cfg)
+        narrow, widths[:] = list(widths), []
+        ref = decode(model, x, EveryPosition(parse_sampler(sampler)), cfg)
+    finally:
+        loop.real_log_probs = real
+        hook.remove()
+    assert torch.equal(ours.tokens, ref.tokens) and torch.equal(ours.nfe, ref.nfe)
+    n = x.shape[1]
+    assert rows_seen[:len(narrow)] == [8] * len(narrow)  # the loop's log-softmax: one block
+    # each pass, cached or not: the output layer on one block (Dream: shifted by one)
+    assert set(narrow) == {8}
+    assert set(widths) == {n} if cache is None else max(widths) == n
+
+
+@pytest.mark.parametrize("family", ["llada", "dream", "bert"])
+@pytest.mark.parametrize("lo, hi", [(0, 8), (8, 16), (3, 17), (0, 24)])
+def test_logits_positions_are_those_of_the_whole_pass(family, lo, hi, request, bert_dir):
+    """``logits_positions``: the logits and hidden states of those positions, as the whole
+    pass gives them (Dream's shifted logits too), from an output layer that ran on those
+    positions only."""
+    model = (load_model(bert_dir) if family == "bert" else request.getfixturevalue(family))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(5, 20, (2, 24), generator=g)
+    x[:, 10:] = model.mask_id
+    widths = []
+    hook = model.hf.get_output_embeddings().register_forward_hook(
+        lambda m, a, out: widths.append(out.shape[1]))
+    try:
+        with torch.no_grad():
+            whole = model(x)
+            part = model(x, logits_positions=slice(lo, hi))
+    finally:
+        hook.remove()
+    assert widths == [24, hi - lo]
+    torch.testing.assert_close(part.logits, whole.logits[:, lo:hi], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(part.hidden, whole.hidden[:, lo:hi])

@@ -23,7 +23,9 @@ def ordered_masked_pairs(masked: torch.Tensor) -> torch.Tensor:
 class ModelOutput:
     """One forward pass.
 
-    logits: (B, N, V) over the whole vocabulary (MASK and special ids included).
+    logits: (B, N, V) over the whole vocabulary (MASK and special ids included); N counts the
+        positions computed (every position of the rows, unless the model was asked for
+        ``logits_positions``).
     hidden: (B, N, D) final hidden states (what the MI estimator reads).
     hidden_layers: optional tuple of (B, N, D), one per layer (index 0 = embeddings).
     attentions: optional tuple of (B, H, N, N) attention weights, one per applied attention
@@ -42,6 +44,14 @@ class ModelOutput:
                            hidden_layers=None if layers is None else
                            tuple(h[index] for h in layers),
                            attentions=None if att is None else tuple(a[index] for a in att))
+
+    def positions(self, lo: int, hi: int) -> ModelOutput:
+        """The pass's logits and hidden states at the positions ``lo:hi`` of the rows only
+        (the per-layer tensors are left as they are)."""
+        if lo == 0 and hi == self.logits.shape[1]:
+            return self
+        return ModelOutput(logits=self.logits[:, lo:hi], hidden=self.hidden[:, lo:hi],
+                           hidden_layers=self.hidden_layers, attentions=self.attentions)
 
     def pick(self, evaluated: torch.Tensor, choice: torch.Tensor) -> ModelOutput:
         """One candidate's pass per row, from a batched call over candidates.
@@ -112,6 +122,12 @@ class MaskedModel(nn.Module):
     eos_ids: tuple[int, ...] = ()
     #: the model's precision: forward passes on the CPU run under bfloat16 autocast
     autocast_bf16: bool = False
+    #: None: a position may read every position of the row. b: a position reads only the
+    #: positions before the end of its block of b (blocks of b from position 0; 1: a causal
+    #: model), so the outputs before a multiple of b do not depend on the tokens after it: the
+    #: decode loop runs such a model on the rows up to the end of their current blocks only
+    #: (for samplers that read eligible positions only, with blocks a multiple of b).
+    block_causal: int | None = None
 
     def forward(  # pragma: no cover - abstract
         self, tokens: torch.Tensor, output_hidden_layers: bool = False
@@ -128,6 +144,14 @@ class MaskedModel(nn.Module):
     def supports_attentions(self) -> bool:
         """True for a model whose ``forward`` also takes ``output_attentions`` and then fills
         :attr:`ModelOutput.attentions` (samplers that read attention weights need one)."""
+        return False
+
+    @property
+    def supports_logits_positions(self) -> bool:
+        """True for a model whose ``forward`` also takes ``logits_positions`` (a slice lo:hi)
+        and then returns the logits and final hidden states of those positions only
+        (:attr:`ModelOutput.logits` (B, hi - lo, V)); the decode loop asks for those of the
+        current blocks when its sampler reads nothing else."""
         return False
 
     @property

@@ -34,16 +34,20 @@ class ModelHandle:
                            else None)
 
     def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
-                 output_hidden_layers: bool = False) -> ModelOutput:
+                 output_hidden_layers: bool = False, logits_positions: slice | None = None
+                 ) -> ModelOutput:
         """Run the model on ``tokens`` (M, N); ``rows`` (M,) names the original row of each
-        sequence (a row named several times is charged one call and M_row sequences)."""
+        sequence (a row named several times is charged one call and M_row sequences).
+        ``logits_positions`` (for a model that ``supports_logits_positions``): the output
+        covers those positions only."""
+        extra = (self._extra if logits_positions is None
+                 else dict(self._extra, logits_positions=logits_positions))
         with torch.inference_mode():
             if self.prev_probs is None:
-                out = self.model(tokens, output_hidden_layers=output_hidden_layers,
-                                 **self._extra)
+                out = self.model(tokens, output_hidden_layers=output_hidden_layers, **extra)
             else:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers,
-                                 prev_probs=self.prev_probs[rows], **self._extra)
+                                 prev_probs=self.prev_probs[rows], **extra)
         self.calls[torch.unique(rows)] += 1
         self.sequences.index_add_(0, rows, torch.ones_like(rows))
         return out

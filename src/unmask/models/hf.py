@@ -14,6 +14,7 @@ folder: a folder whose ``auto_map`` points elsewhere, or whose code file is abse
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -141,6 +142,10 @@ class HFMaskedModel(MaskedModel):
         hidden_layer: which of the model's hidden states is ``ModelOutput.hidden`` (-1: last).
         shift_logits: the model's logits at i predict token i+1 (Dream); they are shifted
             back by one (default: from the config's model type).
+
+    A config whose ``causal`` is true (a position attends to itself and the positions
+    before it only) makes the model ``block_causal`` (1): the decode loop then runs it on the
+    row up to the end of the current block, as diffusers' ``LLaDA2Pipeline`` does.
     """
 
     def __init__(self, hf_model, tokenizer=None, *, mask_id: int | None = None,
@@ -188,6 +193,7 @@ class HFMaskedModel(MaskedModel):
         self.default_gen_length: int | None = None
         self.shift_logits = (getattr(cfg, "model_type", "") in SHIFTED_LOGITS
                              if shift_logits is None else shift_logits)
+        self.block_causal = 1 if getattr(cfg, "causal", None) is True else None
         fwd = hf_model.forward
         self._takes = {k: _accepts(fwd, k) for k in ("attention_mask", "position_ids",
                                                      "output_hidden_states")}
@@ -271,8 +277,37 @@ class HFMaskedModel(MaskedModel):
                               "attention weights")
         return out
 
+    @property
+    def supports_logits_positions(self) -> bool:
+        """Always: where the output layer is a ``torch.nn.Linear`` the model calls as a
+        module (its ``get_output_embeddings()``), it runs on the positions asked for only;
+        otherwise the logits of every position are computed and cut."""
+        return True
+
+    @contextlib.contextmanager
+    def output_layer_on(self, lo: int, hi: int, n: int):
+        """While open, the output layer (a ``Linear`` module) sees the positions ``lo:hi``
+        of its (B, n, D) inputs only (other output layers see every position)."""
+        head = self.hf.get_output_embeddings() if (lo, hi) != (0, n) else None
+        if not isinstance(head, torch.nn.Linear):
+            yield
+            return
+
+        def cut(module, args):
+            x = args[0]
+            return (x[:, lo:hi], *args[1:]) if x.dim() == 3 and x.shape[1] == n else None
+
+        hook = head.register_forward_pre_hook(cut)
+        try:
+            yield
+        finally:
+            hook.remove()
+
     def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False,
-                output_attentions: bool = False) -> ModelOutput:
+                output_attentions: bool = False, logits_positions: slice | None = None
+                ) -> ModelOutput:
+        """The pass on ``tokens`` (B, N); ``logits_positions`` lo:hi: logits and hidden
+        states of those positions only (:attr:`supports_logits_positions`)."""
         kwargs = {}
         padded = self.pad_id is not None and bool((tokens == self.pad_id).any())
         if padded and self._takes["attention_mask"]:
@@ -280,17 +315,24 @@ class HFMaskedModel(MaskedModel):
                                          self._takes["position_ids"]))
         if self._takes["output_hidden_states"]:
             kwargs["output_hidden_states"] = True
-        out = (self._attentions(tokens, kwargs) if output_attentions
-               else self.hf(input_ids=tokens, **kwargs))
+        b, n = tokens.shape
+        lo, hi, _ = (logits_positions or slice(0, n)).indices(n)
+        # the output layer's positions: Dream's logit at i is the layer's at i - 1
+        moved = self.shift_logits and lo > 0
+        head_lo, head_hi = (lo - 1, hi - 1) if moved else (lo, hi)
+        with self.output_layer_on(head_lo, head_hi, n):
+            out = (self._attentions(tokens, kwargs) if output_attentions
+                   else self.hf(input_ids=tokens, **kwargs))
         logits = out.logits if hasattr(out, "logits") else out[0]
-        if self.shift_logits:
+        if logits.shape[1] == n:  # the output layer ran on every position
+            logits = logits[:, head_lo:head_hi]
+        if self.shift_logits and not moved:
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
         states = getattr(out, "hidden_states", None)
-        b, n = tokens.shape
         if states:
-            hidden = states[self.hidden_layer].float()
+            hidden = states[self.hidden_layer][:, lo:hi].float()
         else:  # the model does not expose hidden states
-            hidden = logits.new_zeros(b, n, 0, dtype=torch.float32)
+            hidden = logits.new_zeros(b, hi - lo, 0, dtype=torch.float32)
         layers = tuple(h.float() for h in states) if output_hidden_layers and states else None
         attentions = tuple(a.float() for a in out.attentions) if output_attentions else None
         return ModelOutput(logits=logits.float(), hidden=hidden, hidden_layers=layers,

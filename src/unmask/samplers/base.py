@@ -24,6 +24,18 @@ from unmask.rng import row_gumbel, row_uniform
 from unmask.validation import describe, is_int, is_scalar_hint, matches, plain
 
 
+def widen_columns(values: torch.Tensor, columns: slice, n: int,
+                  fill: float | torch.Tensor = 0.0) -> torch.Tensor:
+    """(B, N) from per-position ``values`` (B, W) of the positions ``columns`` of rows of
+    length ``n``; elsewhere ``fill`` (a number, or a (B, N) tensor to take from)."""
+    if values.shape[1] == n:
+        return values
+    out = (fill.clone() if isinstance(fill, torch.Tensor)
+           else values.new_full((values.shape[0], n), fill))
+    out[:, columns] = values
+    return out
+
+
 @dataclass
 class StepState:
     """Everything a sampler may read at one step, for the B rows still decoding.
@@ -31,13 +43,17 @@ class StepState:
     tokens: (B, N) current tokens (MASK where still hidden).
     masked: (B, N) bool, positions still MASK anywhere in the sequence.
     eligible: (B, N) bool, masked positions of the current block: the only ones to reveal.
-    output: the model's :class:`ModelOutput` on ``tokens`` (logits (B, N, V), hidden (B, N, D)).
-    log_probs: (B, N, V) log-softmax over real tokens only (-inf on MASK and special ids).
-    probs: (B, N, V) ``log_probs.exp()``.
-    entropy: (B, N) H_i in nats over real tokens (0 where not masked).
-    x0: (B, N) proposed token per position (argmax, or a Gumbel draw at the temperature).
+    output: the model's :class:`ModelOutput` on ``tokens`` (logits (B, W, V), hidden (B, W, D))
+        at the positions ``columns``.
+    log_probs: (B, W, V) log-softmax over real tokens only (-inf on MASK and special ids), at
+        the positions ``columns``.
+    probs: (B, W, V) ``log_probs.exp()``.
+    entropy: (B, N) H_i in nats over real tokens (0 where not masked, and outside
+        ``columns``).
+    x0: (B, N) proposed token per position (argmax, or a Gumbel draw at the temperature;
+        outside ``columns``, the current token).
     x0_prob: (B, N) the "confidence" of the proposal: p_i(x0_i), or max_v p_i(v) with
-        ``DecodeConfig(confidence="max")`` (equal at temperature 0).
+        ``DecodeConfig(confidence="max")`` (equal at temperature 0; 0 outside ``columns``).
     step: (B,) step index within the current block (0 on entering a block).
     global_step: (B,) step index since the start of decoding.
     block_masked: (B,) how many positions of the current block were masked on entering it.
@@ -48,6 +64,9 @@ class StepState:
     mask_id: the model's MASK id.
     real_mask: (V,) bool, the ids a sampler may emit (``MaskedModel.real_token_mask``, built
         once per decode on the loop's device; shared by every row).
+    columns: the positions lo:hi (W = hi - lo) the pass's distributions cover: every
+        position (W = N) unless the sampler ``reads_eligible_only``; then whole blocks from
+        the first to the last block any row is decoding (every eligible position is inside).
     """
 
     tokens: torch.Tensor
@@ -68,6 +87,12 @@ class StepState:
     model: ModelHandle
     mask_id: int
     real_mask: torch.Tensor
+    columns: slice = dataclasses.field(default_factory=lambda: slice(0, None))
+
+    def widen(self, values: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+        """(B, N) per-position ``values`` (B, W) of the positions ``columns``, ``fill``
+        elsewhere."""
+        return widen_columns(values, self.columns, self.tokens.shape[1], fill)
 
     def rows(self, index: torch.Tensor) -> StepState:
         """The state of the rows ``index`` (a (R,) long index) only."""
@@ -117,6 +142,11 @@ class Sampler:
     #: True when ``select`` reads the model's attention weights (``state.output.attentions``);
     #: the loop then asks every model call for them.
     needs_attentions: ClassVar[bool] = False
+    #: True when ``select`` reads the per-position values of ``state`` (entropy, x0, x0_prob,
+    #: log_probs, probs, output) at eligible positions only and its choice does not depend on
+    #: which positions ``state.columns`` spans: the loop then computes them over the current
+    #: blocks only (``StepState.columns``), and the model's logits there only where it can.
+    reads_eligible_only: ClassVar[bool] = False
 
     @property
     def label(self) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 import torch
 
@@ -76,6 +77,8 @@ class DUSSampler(Sampler):
         decoding (a smaller loop block only skips the groups it holds nothing of).
     skip_exp: the first stride is B / base^skip_exp.
     """
+
+    reads_eligible_only: ClassVar[bool] = True
 
     base: int = 2
     block: int | None = None

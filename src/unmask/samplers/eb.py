@@ -2,6 +2,7 @@
 stays within a budget."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from unmask.errors import require
 from unmask.samplers.base import (
@@ -25,6 +26,8 @@ class EBSampler(Sampler):
     summed entropy beyond the one position that would be revealed anyway. The prefix's
     sum - max never decreases as the prefix grows, so the prefix is a count. At least 1.
     """
+
+    reads_eligible_only: ClassVar[bool] = True
 
     gamma: float = 0.1
     order: str = "entropy"

@@ -1,6 +1,7 @@
 """Entropy: reveal the k positions of lowest predictive entropy."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, register, top_k_mask
 
@@ -9,6 +10,8 @@ from unmask.samplers.base import CountRule, Sampler, Selection, StepState, regis
 @dataclass
 class EntropySampler(CountRule, Sampler):
     """Top-k of -H_i (nats)."""
+
+    reads_eligible_only: ClassVar[bool] = True
 
     def select(self, state: StepState) -> Selection:
         return Selection(top_k_mask(-state.entropy, state.eligible, self.count(state)))

@@ -18,6 +18,7 @@ most confident position is always revealed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -49,6 +50,8 @@ class FactorSampler(Sampler):
 
     f: the factor, > 0 (f = 1 is the theorem's condition; larger reveals more per pass).
     """
+
+    reads_eligible_only: ClassVar[bool] = True
 
     f: float = 1.0
 

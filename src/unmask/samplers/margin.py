@@ -1,6 +1,7 @@
 """Margin: reveal the k positions with the largest gap between the two most probable tokens."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, register, top_k_mask
 
@@ -10,7 +11,9 @@ from unmask.samplers.base import CountRule, Sampler, Selection, StepState, regis
 class MarginSampler(CountRule, Sampler):
     """Top-k of p_i(top1) - p_i(top2)."""
 
+    reads_eligible_only: ClassVar[bool] = True
+
     def select(self, state: StepState) -> Selection:
-        top2 = state.probs.topk(2, dim=-1).values  # (B, N, 2)
-        return Selection(top_k_mask(top2[..., 0] - top2[..., 1], state.eligible,
+        top2 = state.probs.topk(2, dim=-1).values  # (B, W, 2)
+        return Selection(top_k_mask(state.widen(top2[..., 0] - top2[..., 1]), state.eligible,
                                     self.count(state)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -61,6 +62,8 @@ class PCSampler(CountRule, Sampler):
     position_decay is the paper's lambda (0 for Sudoku, where position means nothing), alpha
     caps the calibrated confidence. k, steps, schedule: :class:`CountRule`.
     """
+
+    reads_eligible_only: ClassVar[bool] = True
 
     position_decay: float = 0.25
     alpha: float = 10.0

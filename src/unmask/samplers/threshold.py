@@ -1,6 +1,7 @@
 """Fast-dLLM threshold: reveal every position whose confidence clears tau."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from unmask.errors import require
 from unmask.samplers.base import Sampler, Selection, StepState, at_least_one, register
@@ -10,6 +11,8 @@ from unmask.samplers.base import Sampler, Selection, StepState, at_least_one, re
 @dataclass
 class ThresholdSampler(Sampler):
     """Reveal all eligible positions with p_i(x0_i) >= tau; at least the most confident one."""
+
+    reads_eligible_only: ClassVar[bool] = True
 
     tau: float = 0.9
 

@@ -1,6 +1,7 @@
 """Naive parallel decoding: a fixed k most-confident positions per step."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from unmask.errors import require
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, register, top_k_mask
@@ -16,6 +17,8 @@ class TopKSampler(CountRule, Sampler):
     revealed token, keeping the top N(T-t)/T and re-masking the others is this rule with a
     linear schedule (``steps=T``).
     """
+
+    reads_eligible_only: ClassVar[bool] = True
 
     k: int = 2
 

@@ -1,6 +1,7 @@
 """Uniform: reveal k masked positions chosen uniformly at random (the MDM's own order)."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, register, top_k_mask
 
@@ -9,6 +10,8 @@ from unmask.samplers.base import CountRule, Sampler, Selection, StepState, regis
 @dataclass
 class UniformSampler(CountRule, Sampler):
     """k random eligible positions per step, reproducible per row seed."""
+
+    reads_eligible_only: ClassVar[bool] = True
 
     def select(self, state: StepState) -> Selection:
         scores = state.uniform(1, (state.tokens.shape[1],))

@@ -267,6 +267,8 @@ class Verified(SamplerWrapper):
     """
 
     evaluates_next_state: ClassVar[bool] = True
+    #: its passes judge whole rows (the next pass's output is handed over)
+    reads_eligible_only: ClassVar[bool] = False
 
     tolerance: float = 1.0
     max_draft: int | None = None

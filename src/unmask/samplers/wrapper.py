@@ -2,8 +2,9 @@
 
 A wrapper changes one thing about its inner sampler's decisions (verifies them, ends rows
 early, adds decode hooks) and is otherwise that sampler: the loop reads
-``needs_hidden_layers``, ``needs_attentions`` and ``evaluates_next_state`` from it, calls
-``prepare``, ``begin``, ``stats`` and ``decode_hooks`` on it, and takes its
+``needs_hidden_layers``, ``needs_attentions``, ``reads_eligible_only`` and
+``evaluates_next_state`` from it, calls ``prepare``, ``begin``, ``stats`` and
+``decode_hooks`` on it, and takes its
 :class:`~unmask.samplers.base.Selection` (tokens, entropy and the next-output channel
 included). :class:`SamplerWrapper` forwards all of them, so a subclass overrides only what it
 changes (usually ``select``, calling ``self.inner.select``).
@@ -12,6 +13,7 @@ changes (usually ``select``, calling ``self.inner.select``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -54,6 +56,10 @@ class SamplerWrapper(Sampler):
     def needs_attentions(self) -> bool:  # type: ignore[override]
         return self.inner.needs_attentions
 
+    @property
+    def reads_eligible_only(self) -> bool:  # type: ignore[override]
+        return self.inner.reads_eligible_only
+
     def prepare(self, model: MaskedModel) -> None:
         self.inner.prepare(model)
 
@@ -69,3 +75,12 @@ class SamplerWrapper(Sampler):
     def decode_hooks(self) -> tuple:
         return self.inner.decode_hooks()
 
+
+
+@dataclass
+class EveryPosition(SamplerWrapper):
+    """``inner``, with the decode loop computing the pass at every position of the rows
+    (distributions, and the model on whole rows) although ``inner`` reads eligible positions
+    only: the same tokens and passes, at the cost the narrow pass saves (for measuring it)."""
+
+    reads_eligible_only: ClassVar[bool] = False

@@ -255,3 +255,26 @@ def test_antibody_paired_recovery_is_by_chain():
     rows = [row, seq]
     add_vs_sequential(rows)
     assert seq["vs_sequential"] is None and row["vs_sequential"] == f"{diff:+.1f} ± {se:.1f}"
+    # a row over the first chains only (an oracle's) is compared on those
+    first = {"recovered_each": [7, 5], "masked_each": [10, 10]}
+    assert paired_recovery(first, seq)[0] == pytest.approx(100 * -1.0 / 20)
+
+
+def test_antibody_oracle_decodes_the_first_chains_only(tmp_path):
+    """mi-oracle rows decode the first --oracle-limit cases, exactly as unmask.infill decodes
+    those templates; the other rows decode all of them."""
+    pytest.importorskip("anarci")
+    from unmask import infill
+    from unmask.antibody import cdr_infilling, load_heavy_chains
+    from unmask.models.auto import load_model
+
+    out = tmp_path / "ab.json"
+    oracle = "mi-oracle:gamma=1.0,free_max=true,stop_at_first_miss=true"
+    assert main(["antibody", "bench", "--model", "protein", "--limit", "3", "--oracle-limit",
+                 "1", "--settings", "cdr", "--samplers", "confidence", oracle,
+                 "--no-perplexity", "--quiet", "--threads", "1", "--json", str(out)]) == 0
+    seq, orc = json.loads(out.read_text())["rows"]
+    assert (seq["n_items"], orc["n_items"]) == (3, 1)
+    [case] = cdr_infilling(load_heavy_chains("held_out")[:1])
+    [g] = infill(load_model("protein"), [case.template], sampler=oracle)
+    assert orc["nfe_each"] == [g.nfe] and orc["sequences"] == g.sequences

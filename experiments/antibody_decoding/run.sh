@@ -2,10 +2,11 @@
 # Random masking (60-90%) of held-out heavy chains under AntiBERTy: sequential confidence,
 # EB-Sampler and MI-guided (EB's bound plus the MI term, shipped estimator) over a gamma
 # sweep, one JSON file per spec (rerunning skips the files already written).
-#   LIMIT=100 experiments/antibody_decoding/run.sh [SPEC ...]   (default: the list below)
+#   LIMIT=100 SEED=0 experiments/antibody_decoding/run.sh [SPEC ...]   (default: the list below)
 set -euo pipefail
 cd "$(dirname "$0")"
 LIMIT=${LIMIT:-100}
+SEED=${SEED:-0}
 MI="free_max=true,stop_at_first_miss=true"
 DEFAULT=(
   confidence
@@ -16,9 +17,9 @@ DEFAULT=(
 )
 SPECS=("${@:-${DEFAULT[@]}}")
 for spec in "${SPECS[@]}"; do
-  out="results/random_${LIMIT}_$(echo "$spec" | tr ':=,' '___').json"
+  out="results/random_${LIMIT}_$([[ $SEED == 0 ]] || echo "seed${SEED}_")$(echo "$spec" | tr ':=,' '___').json"
   [[ -f $out ]] && continue
   python -m unmask antibody bench --settings random --limit "$LIMIT" --samplers "$spec" \
-    --no-perplexity --threads 1 --seed 0 --quiet --json "$out"
+    --no-perplexity --threads 1 --seed "$SEED" --quiet --json "$out"
   echo "done: $spec"
 done

@@ -54,8 +54,9 @@ def main() -> None:
     for engine in engines:
         timed = Timed(engine)
         t0 = time.perf_counter()
-        rows = bench_sudoku(model, puzzles, entries, batch_size=args.batch_size,
-                            engine=timed, recipe=recipe)
+        rows = [r.to_dict() for r in bench_sudoku(model, puzzles, entries,
+                                                  batch_size=args.batch_size, engine=timed,
+                                                  recipe=recipe)]
         runs.append((engine, time.perf_counter() - t0, timed.open_seconds, rows))
     reference = [{k: v for k, v in r.items() if k not in WALL} for r in runs[0][3]]
     same = all([{k: v for k, v in r.items() if k not in WALL} for r in rows] == reference

@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from unmask.bench import add_rate_metrics, aup, render_table
+from unmask.bench import BenchRow, add_rate_metrics, aup, render_table
 from unmask.decode import DecodeConfig, decode
 from unmask.models.auto import load_model
 from unmask.samplers import make_sampler
@@ -69,7 +69,7 @@ def build(rule: str):
 
 
 def run_interleaved(model, x, puzzles, rules: list[str], batch: int, rounds: int
-                    ) -> list[dict]:
+                    ) -> list[BenchRow]:
     """Decode every batch with every rule in turn (the order rotated from batch to batch),
     ``rounds`` times over, so that a change of the machine's load falls on all rules alike.
     A rule's ``wall_s`` is its median total over the rounds; ``wall_s_rounds`` lists them."""
@@ -88,18 +88,19 @@ def run_interleaved(model, x, puzzles, rules: list[str], batch: int, rounds: int
     return [_row(rule, parts[rule], x, puzzles, model, walls[rule]) for rule in rules]
 
 
-def _row(rule: str, parts: list, x, puzzles, model, walls: list[float]) -> dict:
+def _row(rule: str, parts: list, x, puzzles, model, walls: list[float]) -> BenchRow:
     tokens = torch.cat([p.tokens for p in parts])
     nfe = torch.cat([p.nfe for p in parts]).double()
     seqs = torch.cat([p.sequences for p in parts]).double()
     solved = is_valid_solution(tokens_to_grid(tokens), puzzles)
     blanks = float((x == model.mask_id).sum(1).double().mean())
-    return {"label": rule, "solved": float(solved.mean()), "nfe": float(nfe.mean()),
-            "sequences": float(seqs.mean()), "revealed": blanks,
-            "wall_s": statistics.median(walls), "wall_s_rounds": walls,
-            "passes_total": float(nfe.sum()), "n_items": len(puzzles),
-            "n_solved": int(solved.sum()),
-            "solved_each": "".join("1" if v else "0" for v in solved)}
+    return BenchRow(rule, rule.split(":")[0], float(solved.mean()), nfe=float(nfe.mean()),
+                    sequences=float(seqs.mean()), wall_s=statistics.median(walls),
+                    n_items=len(puzzles),
+                    columns={"solved": float(solved.mean()), "revealed": blanks,
+                             "wall_s_rounds": walls, "passes_total": float(nfe.sum()),
+                             "n_solved": int(solved.sum()),
+                             "solved_each": "".join("1" if v else "0" for v in solved)})
 
 
 def plain_pass_seconds(model, x, batch: int, repeats: int = 5) -> float:
@@ -134,6 +135,8 @@ def main(argv=None):
     plain = plain_pass_seconds(model, x, args.batch)
     rows = run_interleaved(model, x, puzzles, args.rules, args.batch, args.rounds)
     add_rate_metrics(rows)
+    score = aup(rows)
+    rows = [r.to_dict() for r in rows]
     seq = next((r for r in rows if r["label"] == "confidence"), None)
     for r in rows:
         r["wall_vs_sequential"] = r["wall_s"] / seq["wall_s"] if seq else None
@@ -158,7 +161,7 @@ def main(argv=None):
                         ("pass/plain", "pass_vs_plain", ".2f")],
                  title=f"{args.set}, {len(puzzles)} puzzles, batch {args.batch}, "
                        f"{args.threads} thread(s); plain pass {plain * 1e3:.1f} ms")
-    print(f"AUP over these rows: {aup(rows):.2f}")
+    print(f"AUP over these rows: {score:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"set": args.set, "limit": args.limit, "batch": args.batch,

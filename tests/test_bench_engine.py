@@ -15,7 +15,7 @@ import torch
 
 import unmask
 from unmask import UnmaskError
-from unmask.bench import BenchEntry
+from unmask.bench import BenchEntry, BenchRow
 from unmask.cli import main
 from unmask.corrector import Corrector, CorrectorConfig
 from unmask.decode import DecodeConfig, decode
@@ -93,8 +93,8 @@ class Reversed(Engine):
         self.state = None
 
 
-def _rows(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in WALL} for r in rows]
+def _rows(rows: list[BenchRow]) -> list[dict]:
+    return [{k: v for k, v in r.to_dict().items() if k not in WALL} for r in rows]
 
 
 def _bench(model, puzzles, **kw):
@@ -142,7 +142,7 @@ def test_workers_load_the_model_by_recipe_and_rows_come_back_in_order(tiny, puzz
     local = _bench(tiny[0], puzzles)
     remote = _bench(tiny[0], puzzles, engine=Reversed(),
                     recipe=ModelRecipe(str(tiny[1]), task="sudoku"))
-    assert [r["label"] for r in remote] == [e.label for e in map(BenchEntry.parse, SPECS)]
+    assert [r.label for r in remote] == [e.label for e in map(BenchEntry.parse, SPECS)]
     assert _rows(remote) == _rows(local)
 
 
@@ -297,14 +297,15 @@ def test_reasoning_bench_on_an_engine_gives_solve_problem_by_problem(tmp_path):
     remote = run_reasoning_bench(model, tasks, entries, limit=34, temperatures=(1.0,),
                                  engine=Reversed(), recipe=ModelRecipe(str(path), task="text"))
     assert _rows(remote) == _rows(local)
-    by = {(r["label"], r["task"]): r for r in local}
+    by = {(r.label, r.columns["task"]): r for r in local}
     for task in tasks:  # 34 problems: batches of 32 and 2
         for entry in entries:
             solved = solve(model, task, task.items(34, 0), entry.build(), temperature=1.0)
             row = by[(entry.label, task.name)]
-            assert row["solved_each"] == "".join("1" if s.correct else "0" for s in solved)
-            assert row["nfe"] == pytest.approx(sum(s.nfe for s in solved) / 34)
-            assert row["sequences"] == pytest.approx(sum(s.sequences for s in solved) / 34)
+            assert row.columns["solved_each"] == "".join("1" if s.correct else "0"
+                                                         for s in solved)
+            assert row.nfe == pytest.approx(sum(s.nfe for s in solved) / 34)
+            assert row.sequences == pytest.approx(sum(s.sequences for s in solved) / 34)
 
 
 def test_a_worker_with_other_weights_or_no_recipe_is_refused(tiny, puzzles, tmp_path):

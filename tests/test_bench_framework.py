@@ -242,21 +242,23 @@ def test_antibody_bench_rows_are_the_infill_metrics(tmp_path):
 def test_antibody_paired_recovery_is_by_chain():
     """The difference of two rows' pooled recovery, with the standard error of its chain-level
     paired differences (chains, not residues, are the independent units)."""
-    from unmask.antibody.bench import add_vs_sequential, paired_recovery
+    from unmask.antibody.bench import paired_recovery, vs_sequential
 
-    seq = {"label": "confidence", "recovered_each": [8, 5, 9], "masked_each": [10, 10, 10]}
-    row = {"label": "eb gamma=1", "recovered_each": [7, 5, 6], "masked_each": [10, 10, 10]}
-    diff, se = paired_recovery(row, seq)
+    def row(label, recovered, masked=(10, 10, 10)):
+        return BenchRow(label, label.split()[0], None,
+                        columns={"recovered_each": recovered, "masked_each": list(masked)})
+
+    seq, eb = row("confidence", [8, 5, 9]), row("eb gamma=1", [7, 5, 6])
+    diff, se = paired_recovery(eb, seq)
     d = np.array([-1.0, 0.0, -3.0])  # per-chain differences
     assert diff == pytest.approx(100 * d.sum() / 30)
     assert se == pytest.approx(100 * np.sqrt(3) * d.std(ddof=1) / 30)
-    assert paired_recovery(row, dict(seq, masked_each=[10, 10, 9])) is None
-    assert paired_recovery(dict(row, recovered_each=None), seq) is None
-    rows = [row, seq]
-    add_vs_sequential(rows)
-    assert seq["vs_sequential"] is None and row["vs_sequential"] == f"{diff:+.1f} ± {se:.1f}"
+    assert paired_recovery(eb, row("confidence", [8, 5, 9], (10, 10, 9))) is None
+    assert paired_recovery(row("eb gamma=1", None), seq) is None
+    assert vs_sequential([eb, seq]) == [f"{diff:+.1f} ± {se:.1f}", None]
+    assert vs_sequential([eb]) == [None]  # no sequential row to pair against
     # a row over the first chains only (an oracle's) is compared on those
-    first = {"recovered_each": [7, 5], "masked_each": [10, 10]}
+    first = row("mi-oracle", [7, 5], (10, 10))
     assert paired_recovery(first, seq)[0] == pytest.approx(100 * -1.0 / 20)
 
 

@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from unmask.bench import add_rate_metrics, aup
+from unmask.bench import BenchRow, add_rate_metrics, aup
 
 
 def _row(tpf, solved):
-    return {"tokens_per_pass": tpf, "solved": solved}
+    return BenchRow("r", "r", solved, tokens_per_pass=tpf)
 
 
 def test_aup_of_one_point_is_its_area():
@@ -30,25 +30,32 @@ def test_aup_drops_points_more_than_five_points_below_the_first():
 
 
 def test_aup_skips_rows_without_the_fields():
-    assert aup([{"solved": 0.5}]) is None
-    assert aup([{"solved": 0.5}, _row(1.0, 0.5)]) == pytest.approx(50.0)
+    reference = BenchRow("natural", "natural", 0.5)  # decodes nothing: no tokens per pass
+    assert aup([reference]) is None
+    assert aup([reference, _row(1.0, 0.5), _row(2.0, None)]) == pytest.approx(50.0)
+
+
+def _decoded(revealed, nfe, sequences, accuracy, n_items=10, wall_s=2.0):
+    return BenchRow("r", "r", accuracy, nfe=nfe, sequences=sequences, wall_s=wall_s,
+                    n_items=n_items, columns={"revealed": revealed})
 
 
 def test_rate_metrics():
-    rows = [{"revealed": 54.0, "nfe": 9.0, "sequences": 27.0, "solved": 0.5, "n_items": 10,
-             "wall_s": 2.0},
-            {"revealed": 54.0, "nfe": 54.0, "sequences": 54.0, "solved": 0.0, "n_items": 10,
-             "wall_s": 2.0}]
+    rows = [_decoded(54.0, 9.0, 27.0, 0.5), _decoded(54.0, 54.0, 54.0, 0.0)]
     add_rate_metrics(rows)
-    assert rows[0]["tokens_per_pass"] == 6.0 and rows[0]["sequences_per_token"] == 0.5
-    assert rows[0]["wall_per_solved"] == pytest.approx(0.4)
-    assert rows[1]["tokens_per_pass"] == 1.0 and rows[1]["wall_per_solved"] is None
+    assert rows[0].tokens_per_pass == 6.0 and rows[0].sequences_per_token == 0.5
+    assert rows[0].wall_per_solved == pytest.approx(0.4)
+    assert rows[1].tokens_per_pass == 1.0 and rows[1].wall_per_solved is None
 
 
-def test_rate_metrics_read_a_named_accuracy_key():
-    rows = [{"revealed": 3.0, "nfe": 1.0, "sequences": 1.0, "accuracy": 0.25, "n_items": 8,
-             "wall_s": 1.0},
-            {"revealed": 3.0, "nfe": 3.0, "sequences": 3.0, "n_items": 8, "wall_s": 1.0}]
-    add_rate_metrics(rows, solved="accuracy")
-    assert rows[0]["tokens_per_pass"] == 3.0 and rows[0]["wall_per_solved"] == 0.5
-    assert rows[1]["tokens_per_pass"] == 1.0 and rows[1]["wall_per_solved"] is None
+def test_rate_metrics_without_a_share_solved_or_a_decode():
+    rows = [_decoded(3.0, 1.0, 1.0, 0.25, n_items=8, wall_s=1.0),
+            _decoded(3.0, 3.0, 3.0, None, n_items=8, wall_s=1.0),
+            _decoded(None, None, None, 0.9)]  # a reference row: nothing decoded
+    add_rate_metrics(rows)
+    assert rows[0].tokens_per_pass == 3.0 and rows[0].wall_per_solved == 0.5
+    assert rows[1].tokens_per_pass == 1.0 and rows[1].wall_per_solved is None
+    assert rows[2].tokens_per_pass is None and rows[2].sequences_per_token is None
+    # a score that is no share of items (a closeness): no time per solved item
+    add_rate_metrics(rows, per_solved=False)
+    assert rows[0].tokens_per_pass == 3.0 and rows[0].wall_per_solved is None

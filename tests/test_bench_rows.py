@@ -1,18 +1,33 @@
 """Shared bench-table helpers: the NFE reference row and the Pareto front."""
 
-from unmask.bench import add_nfe_vs_sequential, pareto_front, plot_family, render_table
+import pytest
+
+from unmask.bench import (
+    BenchRow,
+    add_nfe_vs_sequential,
+    add_paired_vs,
+    paired_counts,
+    pareto_front,
+    plot_family,
+    render_table,
+)
+
+
+def _rows(*pairs) -> list[BenchRow]:
+    return [BenchRow(label, label.split()[0], None, nfe=nfe) for label, nfe in pairs]
 
 
 def test_nfe_reference_prefers_confidence_then_any_sequential_sampler():
-    rows = [{"label": "natural", "nfe": None}, {"label": "entropy", "nfe": 75.0},
-            {"label": "topk k=12", "nfe": 7.5}, {"label": "confidence", "nfe": 50.0}]
-    assert add_nfe_vs_sequential(rows)["label"] == "confidence"
-    assert [r["nfe_vs_sequential"] for r in rows] == [None, 1.5, 0.15, 1.0]
-    rows = [{"label": "entropy", "nfe": 75.0}, {"label": "mi-guided gamma=30", "nfe": 7.5}]
-    assert add_nfe_vs_sequential(rows)["label"] == "entropy"
-    assert rows[1]["nfe_vs_sequential"] == 0.1
-    rows = [{"label": "entropy k=2", "nfe": 30.0}]  # not run with default settings
-    assert add_nfe_vs_sequential(rows) is None and rows[0]["nfe_vs_sequential"] is None
+    rows = _rows(("natural", None), ("entropy", 75.0), ("topk k=12", 7.5),
+                 ("confidence", 50.0))
+    assert add_nfe_vs_sequential(rows).label == "confidence"
+    assert [r.columns["nfe_vs_sequential"] for r in rows] == [None, 1.5, 0.15, 1.0]
+    rows = _rows(("entropy", 75.0), ("mi-guided gamma=30", 7.5))
+    assert add_nfe_vs_sequential(rows).label == "entropy"
+    assert rows[1].columns["nfe_vs_sequential"] == 0.1
+    rows = _rows(("entropy k=2", 30.0))  # not run with default settings
+    assert add_nfe_vs_sequential(rows) is None
+    assert rows[0].columns["nfe_vs_sequential"] is None
 
 
 def test_plot_family_keeps_the_rule_form_and_drops_the_sweep_values():
@@ -32,21 +47,24 @@ def test_pareto_front_drops_dominated_rows():
 
 
 def test_paired_counts_against_the_reference_row():
-    import pytest
+    def row(label, each=None):
+        return BenchRow(label, label, None, columns={} if each is None
+                        else {"solved_each": each})
 
-    from unmask.bench import add_paired_vs
-
-    seq = {"label": "confidence", "solved_each": "110010"}
-    rows = [seq, {"label": "eb", "solved_each": "101011"}, {"label": "mi"}]
+    seq = row("confidence", "110010")
+    rows = [seq, row("eb", "101011"), row("mi")]
     add_paired_vs(rows, seq)
-    assert (seq["gained_vs_ref"], seq["lost_vs_ref"]) == (0, 0)
+    assert (seq.columns["gained_vs_ref"], seq.columns["lost_vs_ref"]) == (0, 0)
     # eb solved items 2 and 5 that the reference failed, and failed item 1 that it solved
-    assert (rows[1]["gained_vs_ref"], rows[1]["lost_vs_ref"]) == (2, 1)
-    assert rows[2]["gained_vs_ref"] is None
+    assert (rows[1].columns["gained_vs_ref"], rows[1].columns["lost_vs_ref"]) == (2, 1)
+    assert paired_counts("101011", "110010") == (2, 1)
+    assert rows[2].columns["gained_vs_ref"] is None
+    # the counts are columns of the file, after the task's own
+    assert list(rows[1].to_dict())[-3:] == ["solved_each", "gained_vs_ref", "lost_vs_ref"]
     add_paired_vs(rows, None)
-    assert rows[1]["gained_vs_ref"] is None and rows[1]["lost_vs_ref"] is None
+    assert rows[1].columns["gained_vs_ref"] is None and rows[1].columns["lost_vs_ref"] is None
     with pytest.raises(ValueError, match="items"):
-        add_paired_vs([{"solved_each": "10"}], {"solved_each": "101"})
+        add_paired_vs([row("a", "10")], row("b", "101"))
 
 
 def test_render_table_keeps_every_column_when_output_is_not_a_terminal(capsys):

@@ -131,7 +131,8 @@ def main() -> None:
         specs = args.specs
     model = load_model()
     puzzles = set_puzzles(args.set)
-    rows = bench_sudoku(model, puzzles[:args.limit], [LocalEntry.parse(s) for s in specs])
+    rows = [r.to_dict() for r in bench_sudoku(model, puzzles[:args.limit],
+                                              [LocalEntry.parse(s) for s in specs])]
     eb = sorted((r for r in rows if r["name"] == "eb"), key=lambda r: r["steps"])
     xs, ys = [r["steps"] for r in eb], [100 * r["solved"] for r in eb]
 

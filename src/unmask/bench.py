@@ -29,7 +29,8 @@ from unmask.sweep import Run, sweep
 BenchEntry = SamplerSpec
 
 __all__ = ["BenchContext", "BenchEntry", "BenchResult", "BenchRow", "BenchTask", "CORRECTOR",
-           "SamplerSpec", "VERIFY", "add_rate_metrics", "aup", "parse_spec", "timed_decode",
+           "SamplerSpec", "VERIFY", "add_nfe_vs_sequential", "add_paired_vs",
+           "add_rate_metrics", "aup", "paired_counts", "parse_spec", "timed_decode",
            "verify_suffix"]
 
 #: the shared fields of a :class:`BenchRow`, in the order a bench file writes them
@@ -42,7 +43,11 @@ class BenchRow:
     """One row of a bench: one sampler entry (at one temperature, on one part of the task).
 
     Every task fills the same shared fields; ``columns`` holds the task's own (e.g. Sudoku's
-    ``solved_each``, protein's ``jsd_heldout``), under their names.
+    ``solved_each``, protein's ``jsd_heldout``), under their names, in the order its file
+    writes them. A few columns are read by the shared helpers: ``revealed`` (mean tokens
+    decoded per item: :func:`add_rate_metrics`) and ``solved_each`` ('0'/'1' per item:
+    :func:`add_paired_vs`). A task whose score has had another name keeps it as a column too
+    (Sudoku's ``solved``), so that older readers of the files still find it.
 
     Attributes:
         label: the entry's label (its spec, with the temperature where a bench runs several).
@@ -72,20 +77,16 @@ class BenchRow:
     n_items: int | None = None
     columns: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, row: dict, accuracy: str, **shared: str) -> BenchRow:
-        """The typed row of a task's row dict: ``accuracy`` names the key holding the
-        score, ``shared`` maps other shared fields to the key holding them (e.g.
-        ``tokens_per_pass="tokens_per_forward"``); keys not taken are the row's ``columns``
-        (a key read into another field stays there too, under its own name)."""
-        keys = {f: f for f in SHARED_FIELDS} | {"accuracy": accuracy} | shared
-        values = {f: row.get(k) for f, k in keys.items()}
-        columns = {k: v for k, v in row.items() if k not in SHARED_FIELDS}
-        return cls(**values, columns=columns)
-
     def to_dict(self) -> dict:
         """The row as a bench file writes it: the shared fields, then the task's columns."""
         return {**{f: getattr(self, f) for f in SHARED_FIELDS}, **self.columns}
+
+    @classmethod
+    def from_dict(cls, row: dict) -> BenchRow:
+        """The row a bench file holds (:meth:`to_dict` read back); a shared field the file
+        lacks (an older file's) is None."""
+        return cls(**{f: row.get(f) for f in SHARED_FIELDS},
+                   columns={k: v for k, v in row.items() if k not in SHARED_FIELDS})
 
 
 @dataclass
@@ -238,45 +239,44 @@ def timed_decode(model, tokens: torch.Tensor, entry: SamplerSpec, config: Decode
     return result, wall
 
 
-def add_rate_metrics(rows: list[dict], *, solved: str = "solved") -> None:
-    """Set on every row that has them: ``tokens_per_pass`` (mean tokens revealed per row,
-    ``revealed``, over its mean forward passes ``nfe``), ``sequences_per_token`` (``sequences``
-    over ``revealed``), and ``wall_per_solved`` (``wall_s`` over the items solved, the share
-    ``solved`` names times ``n_items``; None when none was solved or the row has no such
-    share).
+def add_rate_metrics(rows: list[BenchRow], *, per_solved: bool = True) -> None:
+    """Set the rate fields of every row that has their inputs: ``tokens_per_pass`` (the
+    row's ``revealed`` column, mean tokens decoded per item, over ``nfe``),
+    ``sequences_per_token`` (``sequences`` over ``revealed``) and ``wall_per_solved``
+    (``wall_s`` over ``accuracy * n_items``; None when nothing was solved).
 
     Args:
-        solved: the key of the row's share of items solved (a bench's accuracy key, e.g.
-            ``accuracy``).
+        per_solved: the accuracy is a share of items solved (False, e.g. a closeness to a
+            reference distribution: ``wall_per_solved`` stays None).
     """
     for r in rows:
-        revealed, nfe = r.get("revealed"), r.get("nfe")
-        r["tokens_per_pass"] = revealed / nfe if revealed is not None and nfe else None
-        seqs = r.get("sequences")
-        r["sequences_per_token"] = seqs / revealed if seqs is not None and revealed else None
-        n_solved = (r[solved] * r["n_items"]
-                    if r.get(solved) is not None and r.get("n_items") is not None else None)
-        r["wall_per_solved"] = (r["wall_s"] / n_solved
-                                if n_solved and r.get("wall_s") is not None else None)
+        revealed = r.columns.get("revealed")
+        r.tokens_per_pass = revealed / r.nfe if revealed is not None and r.nfe else None
+        r.sequences_per_token = (r.sequences / revealed
+                                 if r.sequences is not None and revealed else None)
+        n_solved = (r.accuracy * r.n_items if per_solved and r.accuracy is not None
+                    and r.n_items is not None else None)
+        r.wall_per_solved = r.wall_s / n_solved if n_solved and r.wall_s is not None else None
 
 
-def aup(rows: list[dict], *, x: str = "tokens_per_pass", y: str = "solved",
-        alpha: float = 3.0, y_min_offset: float = 5.0) -> float | None:
+def aup(rows: list[BenchRow], *, alpha: float = 3.0,
+        y_min_offset: float = 5.0) -> float | None:
     """Accuracy Under Parallelism (d3LLM, arXiv 2601.07568) over a bench's rows.
 
-    With the rows' points (rho_i = ``x``, tokens per forward pass; y_i = 100 * ``y``, accuracy
-    in %) sorted by rho, y_1 the accuracy at the smallest rho, and only the points with
+    With the rows' points (rho_i = ``tokens_per_pass``, y_i = 100 * ``accuracy``, in %)
+    sorted by rho, y_1 the accuracy at the smallest rho, and only the points with
     y_i >= y_1 - ``y_min_offset`` kept:
 
         AUP = rho_1 y_1 + sum_{i >= 2} (rho_i - rho_{i-1}) (y_i W(y_i) + y_{i-1} W(y_{i-1})) / 2,
         W(y) = min(exp(-alpha (1 - y / y_max)), 1), y_max = the largest accuracy of all rows.
 
     A weighted area under the accuracy vs parallelism curve: parallelism bought with accuracy
-    counts less the more accuracy it cost. Rows without ``x`` or ``y`` are skipped; None when
-    none is left.
+    counts less the more accuracy it cost. Rows without either (a reference row that decodes
+    nothing) are skipped; None when none is left.
     """
-    pts = sorted((r[x], 100.0 * r[y]) for r in rows
-                 if r.get(x) is not None and r.get(y) is not None and r[x] > 0)
+    pts = sorted((r.tokens_per_pass, 100.0 * r.accuracy) for r in rows
+                 if r.tokens_per_pass is not None and r.accuracy is not None
+                 and r.tokens_per_pass > 0)
     if not pts:
         return None
     y_max = max(p[1] for p in pts)
@@ -320,36 +320,43 @@ def render_table(rows: list[dict], columns: list[tuple[str, str, str]], title: s
 SEQUENTIAL_LABELS = ("confidence", "entropy", "margin", "uniform")
 
 
-def add_nfe_vs_sequential(rows: list[dict]) -> dict | None:
-    """Set ``nfe_vs_sequential`` on every row: its ``nfe`` over that of the first sequential
-    sampler run with default settings (confidence, else entropy, margin, uniform), or None
-    when none was run or the row has no NFE. Returns the reference row."""
-    seq = next((r for label in SEQUENTIAL_LABELS for r in rows if r["label"] == label), None)
+def add_nfe_vs_sequential(rows: list[BenchRow]) -> BenchRow | None:
+    """Set the column ``nfe_vs_sequential`` on every row: its ``nfe`` over that of the first
+    sequential sampler run with default settings (confidence, else entropy, margin, uniform),
+    or None when none was run or the row has no NFE. Returns the reference row."""
+    seq = next((r for label in SEQUENTIAL_LABELS for r in rows if r.label == label), None)
     for r in rows:
-        r["nfe_vs_sequential"] = (r["nfe"] / seq["nfe"] if seq and r.get("nfe") is not None
-                                  else None)
+        r.columns["nfe_vs_sequential"] = (r.nfe / seq.nfe if seq and r.nfe is not None
+                                          else None)
     return seq
 
 
-def add_paired_vs(rows: list[dict], ref: dict | None, key: str = "solved_each") -> None:
-    """Set ``gained_vs_ref`` / ``lost_vs_ref`` on every row: the items (puzzles) it got right
-    that ``ref`` got wrong, and the reverse, from the per-item ``key`` strings of '0'/'1' (the
-    same items in the same order); None without a reference. The two counts are what a paired
-    (McNemar) comparison of the two rows rests on: a difference in solved share is noise unless
+def paired_counts(each: str, ref_each: str) -> tuple[int, int]:
+    """(gained, lost): the items right in ``each`` and wrong in ``ref_each``, and the reverse,
+    from per-item strings of '0'/'1' over the same items in the same order. A paired
+    (McNemar) comparison rests on them: a difference in solved share is noise unless
     gained - lost is large against sqrt(gained + lost)."""
+    if len(each) != len(ref_each):
+        raise ValueError(f"solved_each: rows cover {len(each)} and {len(ref_each)} items")
+    pairs = list(zip(each, ref_each, strict=True))
+    return pairs.count(("1", "0")), pairs.count(("0", "1"))
+
+
+def add_paired_vs(rows: list[BenchRow], ref: BenchRow | None) -> None:
+    """Set the columns ``gained_vs_ref`` / ``lost_vs_ref`` on every row: its
+    :func:`paired_counts` against ``ref`` over their ``solved_each`` columns; None without a
+    reference."""
     for r in rows:
-        if ref is None or key not in r or key not in ref:
-            r["gained_vs_ref"] = r["lost_vs_ref"] = None
+        if ref is None or "solved_each" not in r.columns or "solved_each" not in ref.columns:
+            r.columns["gained_vs_ref"] = r.columns["lost_vs_ref"] = None
             continue
-        a, b = r[key], ref[key]
-        if len(a) != len(b):
-            raise ValueError(f"{key}: rows cover {len(a)} and {len(b)} items")
-        r["gained_vs_ref"] = sum(x == "1" and y == "0" for x, y in zip(a, b, strict=True))
-        r["lost_vs_ref"] = sum(x == "0" and y == "1" for x, y in zip(a, b, strict=True))
+        r.columns["gained_vs_ref"], r.columns["lost_vs_ref"] = paired_counts(
+            r.columns["solved_each"], ref.columns["solved_each"])
 
 
 def pareto_front(rows: list[dict], x: str, y: str) -> list[dict]:
-    """Rows not dominated by another (lower or equal ``x`` and higher or equal ``y``)."""
+    """Rows (as a file holds them) not dominated by another (lower or equal ``x`` and higher
+    or equal ``y``)."""
     return [r for r in rows if not any(
         (o[x] <= r[x] and o[y] >= r[y]) and (o[x] < r[x] or o[y] > r[y]) for o in rows)]
 

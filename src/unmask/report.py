@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from unmask.bench import add_paired_vs, pareto_plot, render_table
+from unmask.bench import paired_counts, pareto_plot, render_table
 from unmask.errors import UnmaskError
 from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
 from unmask.samplers.spec import CORRECTOR, VERIFY
@@ -283,11 +283,10 @@ def compare_pooled(rows: list[dict]) -> None:
     if ref is None:
         raise UnmaskError(f"no {REFERENCE!r} row with solved_each in every puzzle set: "
                           "nothing to pair against")
-    add_paired_vs(rows, ref)
     eb = sorted((r for r in rows if r["name"] == "eb" and not r["corrected"]
                  and not r["verified"]), key=lambda r: r["nfe"])
     for r in rows:
-        gained, lost = r.pop("gained_vs_ref"), r.pop("lost_vs_ref")
+        gained, lost = paired_counts(r["solved_each"], ref["solved_each"])
         r["vs_seq"] = f"+{gained}/-{lost}"
         r["seq_widths"] = noise_widths(gained, lost)
     for r in rows:
@@ -298,8 +297,7 @@ def compare_pooled(rows: list[dict]) -> None:
                                          [e["solved_pct"] for e in eb]))
             r["eb_diff"] = r["solved_pct"] - r["eb_at"]
         near = min(eb, key=lambda e: abs(e["nfe"] - r["nfe"]))
-        add_paired_vs([r], near)
-        gained, lost = r.pop("gained_vs_ref"), r.pop("lost_vs_ref")
+        gained, lost = paired_counts(r["solved_each"], near["solved_each"])
         r["vs_eb"] = f"+{gained}/-{lost} vs {near['label']} ({near['nfe']:.1f})"
         r["eb_widths"] = noise_widths(gained, lost)
 

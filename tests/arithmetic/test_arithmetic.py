@@ -147,7 +147,7 @@ def test_bench_verified_rows_draft_every_position(tiny_model_dir, tmp_path):
 
 
 def test_bench_rates_and_aup_of_the_shipped_model(tmp_path, capsys):
-    from unmask.bench import aup
+    from unmask.bench import BenchRow, aup
 
     out = tmp_path / "bench.json"
     assert main(["arithmetic", "bench", "--limit", "6", "--tasks", "product", "--samplers",
@@ -161,7 +161,7 @@ def test_bench_rates_and_aup_of_the_shipped_model(tmp_path, capsys):
     for r in rows.values():
         assert r["accuracy"] > 0  # the easy direction: the shipped model gets it right
         assert r["wall_per_solved"] == pytest.approx(r["wall_s"] / (6 * r["accuracy"]))
-    score = aup(report["rows"], y="accuracy")
+    score = aup([BenchRow.from_dict(r) for r in report["rows"]])
     assert score is not None and report["aup"] == {"product": score}
     text = capsys.readouterr().out
     assert f"AUP over these rows: {score:.1f} " in text

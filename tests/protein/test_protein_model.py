@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from unmask import UnmaskError
-from unmask.bench import aup
+from unmask.bench import BenchRow, aup
 from unmask.cli import main
 from unmask.decode import decode
 from unmask.models import MDMTransformer, TransformerConfig
@@ -134,7 +134,7 @@ def test_train_then_resume_then_bench(tmp_path, capsys):
             assert r["tokens_per_pass"] is None and r["sequences_per_token"] is None
         else:
             assert r["sequences_per_token"] == r["sequences"] / r["revealed"]
-    score = aup(report["rows"], y="closeness")
+    score = aup([BenchRow.from_dict(r) for r in report["rows"]])
     assert score is not None and report["aup"] == score
     assert f"AUP over these rows: {score:.1f} " in capsys.readouterr().out
 

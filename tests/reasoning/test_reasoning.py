@@ -177,19 +177,23 @@ def test_bench_rows_pool_and_pair_against_sequential(tiny_folder):
     entries = [parse_spec("confidence"), parse_spec("topk:k=4"), parse_spec("info-gain:k=4")]
     rows = run_reasoning_bench(model, tasks, entries, limit=3, temperatures=(0.0, 1.0))
     assert len(rows) == 2 * 3 * 3
-    by = {(r["label"], r["task"], r["temperature"]): r for r in rows}
+    by = {(r.label, r.columns["task"], r.columns["temperature"]): r for r in rows}
     conf = by[("confidence", POOLED, 0.0)]
-    assert conf["n_items"] == 6 and conf["tokens_per_forward"] == pytest.approx(1.0)
-    assert conf["gained_vs_ref"] == 0 and conf["lost_vs_ref"] == 0
+    assert conf.n_items == 6 and conf.columns["tokens_per_forward"] == pytest.approx(1.0)
+    assert conf.columns["gained_vs_ref"] == 0 and conf.columns["lost_vs_ref"] == 0
     topk = by[("topk k=4", "countdown", 1.0)]
-    assert topk["nfe"] == TASKS["countdown"].gen_length / 4
+    assert topk.nfe == TASKS["countdown"].gen_length / 4
+    assert topk.tokens_per_pass == topk.columns["tokens_per_forward"] == 4.0
     ig = by[("info-gain k=4", "chain_sum", 0.0)]
-    assert ig["sequences"] > ig["nfe"]
+    assert ig.sequences > ig.nfe
     for r in rows:
-        assert r["accuracy"] == pytest.approx(r["solved_each"].count("1") / r["n_items"])
+        each = r.columns["solved_each"]
+        assert r.accuracy == pytest.approx(each.count("1") / r.n_items)
     pooled = pool_rows([by[("topk k=4", t.name, 0.0)] for t in tasks])
-    assert pooled["tokens_per_forward"] == pytest.approx(
+    assert pooled.columns["tokens_per_forward"] == pytest.approx(
         (8 + 16) / (8 / 4 + 16 / 4))
+    assert pooled.columns["solved_each"] == "".join(
+        by[("topk k=4", t.name, 0.0)].columns["solved_each"] for t in tasks)
     assert set(aup_by_temperature(rows)) == {0.0, 1.0}
 
 
@@ -201,11 +205,12 @@ def test_bench_rows_with_confidence_max_say_so_and_pair_against_their_own_sequen
     drawn = run_reasoning_bench(model, tasks, entries, limit=3, temperatures=(1.0,))
     largest = run_reasoning_bench(model, tasks, entries, limit=3, temperatures=(1.0,),
                                   confidence="max")
-    assert [r["label"] for r in largest] == ["confidence conf=max"] * 2 + ["topk k=4 conf=max"] * 2
-    assert {r["confidence"] for r in largest} == {"max"}
-    assert {r["confidence"] for r in drawn} == {"draw"}
-    assert all(r["gained_vs_ref"] == r["lost_vs_ref"] == 0 for r in largest[:2])
-    assert all(r["gained_vs_ref"] is not None for r in largest)
+    assert [r.label for r in largest] == ["confidence conf=max"] * 2 + ["topk k=4 conf=max"] * 2
+    assert {r.columns["confidence"] for r in largest} == {"max"}
+    assert {r.columns["confidence"] for r in drawn} == {"draw"}
+    assert all(r.columns["gained_vs_ref"] == r.columns["lost_vs_ref"] == 0
+               for r in largest[:2])
+    assert all(r.columns["gained_vs_ref"] is not None for r in largest)
 
 
 def test_bench_cli_writes_json_and_plot(tiny_folder, tmp_path, capsys):

@@ -70,45 +70,47 @@ def setting_cases(setting: str, limit: int, seed: int) -> tuple[list[InfillCase]
     return cases, [c.sequence for c in held_out]
 
 
-def score_fills(model, entry: SamplerSpec, cases: list[InfillCase], reference: list[str],
-                gens, wall: float, *, perplexity: bool) -> dict:
-    """One row's numbers from the :func:`unmask.infill` generations of ``cases``."""
+def score_fills(model, entry: SamplerSpec, setting: str, cases: list[InfillCase],
+                reference: list[str], gens, wall: float, *, perplexity: bool) -> BenchRow:
+    """One row from the :func:`unmask.infill` generations of ``setting``'s ``cases``: its
+    accuracy the residue recovery (generation, which has no truth: closeness to the natural
+    composition, 1 - JSD)."""
     texts = [g.text for g in gens]
     masked = np.array([c.masked.sum() for c in cases], dtype=float)
     each = (None if cases[0].truth is None else
             np.rint(residue_recovery(texts, cases) * masked).astype(int))
     recovery = None if each is None else float(each.sum() / masked.sum())
     jsd = composition_jsd(texts, reference)
+    score = recovery if recovery is not None else 1.0 - jsd
     nfe = float(np.mean([g.nfe for g in gens]))
-    return {"label": entry.label, "name": entry.name, "verified": entry.verified,
-            "recovery": recovery,
-            "pseudo_perplexity": (float(pseudo_perplexity(model, texts).mean())
-                                  if perplexity else None),
-            "identity": mean_pairwise_identity(texts) if len(texts) > 1 else None,
-            "jsd_heldout": jsd,
-            # generation has no truth: its score is closeness to the natural composition
-            "score": recovery if recovery is not None else 1.0 - jsd,
-            "nfe": nfe, "sequences": float(np.mean([g.sequences for g in gens])),
-            "revealed": float(masked.mean()), "tokens_per_pass": float(masked.mean()) / nfe,
-            "wall_s": wall, "n_items": len(cases),
-            # per chain, for paired comparisons (:func:`paired_recovery`)
-            "recovered_each": None if each is None else each.tolist(),
-            "masked_each": masked.astype(int).tolist(), "nfe_each": [g.nfe for g in gens]}
+    return BenchRow(
+        entry.label, entry.name, score, nfe=nfe,
+        sequences=float(np.mean([g.sequences for g in gens])),
+        tokens_per_pass=float(masked.mean()) / nfe, wall_s=wall, n_items=len(cases),
+        columns={"task": setting, "verified": entry.verified, "recovery": recovery,
+                 "pseudo_perplexity": (float(pseudo_perplexity(model, texts).mean())
+                                       if perplexity else None),
+                 "identity": mean_pairwise_identity(texts) if len(texts) > 1 else None,
+                 "jsd_heldout": jsd, "score": score, "revealed": float(masked.mean()),
+                 # per chain, for paired comparisons (:func:`paired_recovery`)
+                 "recovered_each": None if each is None else each.tolist(),
+                 "masked_each": masked.astype(int).tolist(),
+                 "nfe_each": [g.nfe for g in gens]})
 
 
-def paired_recovery(row: dict, ref: dict) -> tuple[float, float] | None:
+def paired_recovery(row: BenchRow, ref: BenchRow) -> tuple[float, float] | None:
     """(difference, standard error) of ``row``'s pooled recovery minus ``ref``'s, in points,
     paired by chain: d_c = residues right in chain c by ``row`` minus by ``ref``, difference
     = sum d / sum n, standard error = sqrt(C) sd(d) / sum n over the C chains (the chains are
     the independent units, not the residues), over the chains both rows decoded (a row of an
     oracle decodes the first few: the comparison is on those). None when either row has no
     truth to recover or their chains differ."""
-    a, b = row.get("recovered_each"), ref.get("recovered_each")
+    a, b = row.columns.get("recovered_each"), ref.columns.get("recovered_each")
     if a is None or b is None:
         return None
     c = min(len(a), len(b))
-    masked = row["masked_each"][:c]
-    if masked != ref["masked_each"][:c]:
+    masked = row.columns["masked_each"][:c]
+    if masked != ref.columns["masked_each"][:c]:
         return None
     d = np.asarray(a[:c], dtype=float) - np.asarray(b[:c], dtype=float)
     n = float(np.sum(masked))
@@ -116,14 +118,13 @@ def paired_recovery(row: dict, ref: dict) -> tuple[float, float] | None:
     return 100.0 * float(d.sum()) / n, 100.0 * se
 
 
-def add_vs_sequential(rows: list[dict]) -> None:
-    """Set ``vs_sequential`` on every row of one setting: its recovery minus that of the first
-    sequential row (confidence, else entropy, margin, uniform) as ``+d ± se`` points, paired
-    by chain (:func:`paired_recovery`); None without such a row or a truth."""
-    seq = next((r for label in SEQUENTIAL_LABELS for r in rows if r["label"] == label), None)
-    for r in rows:
-        diff = None if seq is None or r is seq else paired_recovery(r, seq)
-        r["vs_sequential"] = None if diff is None else f"{diff[0]:+.1f} ± {diff[1]:.1f}"
+def vs_sequential(rows: list[BenchRow]) -> list[str | None]:
+    """Per row of one setting: its recovery minus that of the first sequential row
+    (confidence, else entropy, margin, uniform) as ``+d ± se`` points, paired by chain
+    (:func:`paired_recovery`); None without such a row or a truth."""
+    seq = next((r for label in SEQUENTIAL_LABELS for r in rows if r.label == label), None)
+    diffs = [None if seq is None or r is seq else paired_recovery(r, seq) for r in rows]
+    return [None if d is None else f"{d[0]:+.1f} ± {d[1]:.1f}" for d in diffs]
 
 
 class AntibodyBench(BenchTask):
@@ -195,20 +196,21 @@ class AntibodyBench(BenchTask):
                 res, seconds = next(results)
                 gens += plan.read(res, lo, ends, seconds)
                 wall += seconds
-            row = score_fills(ctx.model, entry, cases, reference, gens, wall,
-                              perplexity=not args.no_perplexity)
-            rows.append({"task": setting, **row})
+            rows.append(score_fills(ctx.model, entry, setting, cases, reference, gens, wall,
+                                    perplexity=not args.no_perplexity))
         header = {"model": describe_source(ctx.model.source), "settings": args.settings,
                   "limit": ctx.limit}
-        return BenchResult([BenchRow.of(r, "score") for r in rows], header)
+        return BenchResult(rows, header)
 
     def report(self, ctx: BenchContext, result: BenchResult) -> None:
-        rows = [dict(r, recovery_pct=None if r["recovery"] is None else 100 * r["recovery"])
-                for r in result.dicts()]
-        for setting in dict.fromkeys(r["task"] for r in rows):
-            part = [r for r in rows if r["task"] == setting]
-            add_vs_sequential(part)
-            render_table(part, self.columns,
+        for setting in dict.fromkeys(r.columns["task"] for r in result.rows):
+            part = [r for r in result.rows if r.columns["task"] == setting]
+            shown = []
+            for r, vs in zip(part, vs_sequential(part), strict=True):
+                recovery = r.columns["recovery"]
+                shown.append(dict(r.to_dict(), vs_sequential=vs,
+                                  recovery_pct=None if recovery is None else 100 * recovery))
+            render_table(shown, self.columns,
                          f"{setting}: {SETTINGS[setting]} — {result.header['model']}, "
                          f"{ctx.limit} chains (mi-oracle: the first {ctx.args.oracle_limit})")
 

@@ -61,20 +61,23 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
               tasks: tuple[str, ...] = tuple(TASKS), prompts: int = 500,
               generate_temperature: float = 1.0, seed: int = 0, progress=None,
               engine: Engine | None = None, recipe: ModelRecipe | None = None,
-              cache=None) -> list[dict]:
-    """Decode ``prompts`` inputs of every task with every entry; one result dict per pair.
+              cache=None) -> list[BenchRow]:
+    """Decode ``prompts`` inputs of every task with every entry; one
+    :class:`unmask.bench.BenchRow` per pair.
 
     Each (task, entry) pair is one shard, decoded on ``engine`` (default: this process): see
     :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
     ``model``, and whose ``cache`` folder keeps finished shards.
 
     'generate' samples at ``generate_temperature`` (at 0 every row would be the same);
-    the conditional tasks decode at temperature 0. Per pair: accuracy (well formed and the
-    equation holds), well_formed, mean nfe (model calls), mean sequences evaluated per row,
-    mean cumulative entropy (nats), mean steps, wall seconds, ms per batched step (wall time
-    over the loop's iterations, i.e. the longest row's steps), n_items (``prompts``), revealed
-    (mean tokens decoded per row), and :func:`unmask.bench.add_rate_metrics`'s
-    tokens_per_pass, sequences_per_token and wall_per_solved (per correct equation).
+    the conditional tasks decode at temperature 0. Per pair, the shared fields: label,
+    name, accuracy (well formed and the equation holds), mean nfe (model calls), mean
+    sequences evaluated per row, wall seconds, n_items (``prompts``) and
+    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
+    wall_per_solved (per correct equation); the columns: task, sampler (the label), params,
+    verified, verify_tolerance, temperature, prompts, solved_each, well_formed, mean
+    cumulative entropy (nats), mean steps, ms per batched step (wall time over the loop's
+    iterations, i.e. the longest row's steps), revealed (mean tokens decoded per row).
     """
     require(prompts >= 1, f"prompts: must be >= 1, got {prompts}")
     for task in tasks:
@@ -90,29 +93,31 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
     warmup = Warmup(task_inputs(fmt, tasks[0], 2, seed=seed), "confidence")
     results = sweep(runs, model, batch_size=prompts, engine=engine, recipe=recipe,
                     warmup=warmup, progress=progress, cache=cache)
-    rows = []
-    for i, (run, (res, wall)) in enumerate(zip(runs, results, strict=True)):
-        entry = run.entry
-        rows.append({
-            "task": tasks[i // len(entries)], "sampler": entry.label, "name": entry.name,
-            "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
-            "verified": entry.verified,
-            "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
-            "temperature": run.config.temperature, "prompts": prompts,
-            "accuracy": float(fmt.correct(res.tokens).float().mean()),
-            "solved_each": "".join("1" if v else "0" for v in fmt.correct(res.tokens).tolist()),
-            "well_formed": float(fmt.well_formed(res.tokens).float().mean()),
-            "nfe": float(res.nfe.double().mean()),
-            "sequences": float(res.sequences.double().mean()),
-            "cumulative_entropy": float(res.cumulative_entropy.mean()),
-            "steps": float(res.steps.double().mean()),
-            "wall_s": wall,
-            "ms_per_step": 1000 * wall / max(1, int(res.steps.max())),
-            "n_items": prompts,
-            "revealed": float((run.tokens == MASK_ID).sum(1).double().mean()),
-        })
-    add_rate_metrics(rows, solved="accuracy")
+    rows = [_row(tasks[i // len(entries)], run, res, wall, fmt, prompts)
+            for i, (run, (res, wall)) in enumerate(zip(runs, results, strict=True))]
+    add_rate_metrics(rows)
     return rows
+
+
+def _row(task: str, run: Run, res, wall: float, fmt: EquationFormat, prompts: int
+         ) -> BenchRow:
+    """One (task, entry) pair's row from its decode (:func:`run_bench`)."""
+    entry, correct = run.entry, fmt.correct(res.tokens)
+    return BenchRow(
+        entry.label, entry.name, float(correct.float().mean()),
+        nfe=float(res.nfe.double().mean()), sequences=float(res.sequences.double().mean()),
+        wall_s=wall, n_items=prompts,
+        columns={"task": task, "sampler": entry.label,
+                 "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
+                 "verified": entry.verified,
+                 "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
+                 "temperature": run.config.temperature, "prompts": prompts,
+                 "solved_each": "".join("1" if v else "0" for v in correct.tolist()),
+                 "well_formed": float(fmt.well_formed(res.tokens).float().mean()),
+                 "cumulative_entropy": float(res.cumulative_entropy.mean()),
+                 "steps": float(res.steps.double().mean()),
+                 "ms_per_step": 1000 * wall / max(1, int(res.steps.max())),
+                 "revealed": float((run.tokens == MASK_ID).sum(1).double().mean())})
 
 
 TASK_TITLES = {"generate": "unconditional generation", "product": "factors given -> product",
@@ -123,11 +128,16 @@ def _number(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def print_tables(rows: list[dict], source: str) -> dict[str, float | None]:
-    """One table per task, each followed by its AUP line; returns {task: AUP}."""
+def aup_by_task(rows: list[BenchRow]) -> dict[str, float | None]:
+    """The AUP (:func:`unmask.bench.aup`) of each task's rows."""
+    tasks = dict.fromkeys(r.columns["task"] for r in rows)
+    return {task: aup([r for r in rows if r.columns["task"] == task]) for task in tasks}
+
+
+def print_tables(rows: list[dict], scores: dict[str, float | None], source: str) -> None:
+    """One table per task, each followed by its AUP line (``scores``: task -> AUP)."""
     from rich.table import Table
 
-    scores = {}
     for task in dict.fromkeys(r["task"] for r in rows):
         part = [r for r in rows if r["task"] == task]
         base = next((r["ms_per_step"] for r in part if r["sampler"] == "confidence"), None)
@@ -146,11 +156,9 @@ def print_tables(rows: list[dict], source: str) -> dict[str, float | None]:
                           f"{r['cumulative_entropy']:.3f}", f"{r['ms_per_step']:.2f}", ratio,
                           _number(r["wall_per_solved"], ".2g"))
         wide_console(table).print(table)
-        scores[task] = aup(part, y="accuracy")
         if scores[task] is not None:
             print(f"AUP over these rows: {scores[task]:.1f} (accuracy-weighted area under "
                   f"acc % vs tokens per pass, d3LLM)")
-    return scores
 
 
 class ArithmeticBench(BenchTask):
@@ -212,14 +220,14 @@ class ArithmeticBench(BenchTask):
         rows = run_bench(ctx.model, fmt, ctx.entries, ctx.args.tasks, ctx.limit, temperature,
                          ctx.seed, **ctx.sweep)
         header = {"model": describe_source(ctx.model.source),
-                  "factors": [fmt.a_digits, fmt.b_digits], "tasks": list(ctx.args.tasks)}
-        return BenchResult([BenchRow.of(r, "accuracy", label="sampler") for r in rows],
-                           header)
+                  "factors": [fmt.a_digits, fmt.b_digits], "tasks": list(ctx.args.tasks),
+                  "aup": aup_by_task(rows)}
+        return BenchResult(rows, header)
 
     def report(self, ctx: BenchContext, result: BenchResult) -> None:
         h = result.header
-        result.header["aup"] = print_tables(
-            result.dicts(), f"{h['model']}, {h['factors'][0]}x{h['factors'][1]}-digit factors")
+        print_tables(result.dicts(), h["aup"],
+                     f"{h['model']}, {h['factors'][0]}x{h['factors'][1]}-digit factors")
 
     def plot(self, ctx: BenchContext, result: BenchResult, path) -> None:
         rows = [{**r, "label": f"{r['task']} {r['label']}", "name": f"{r['task']} {r['name']}"}

@@ -92,7 +92,7 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
                     temperatures: tuple[float, ...] = (1.0,), seed: int = 0,
                     rounds: int = 200, progress=None, confidence: str = "draw",
                     engine: Engine | None = None, recipe: ModelRecipe | None = None,
-                    cache=None) -> tuple[list[dict], dict, dict]:
+                    cache=None) -> tuple[list[BenchRow], dict, dict]:
     """Decode ``n`` class-conditional digits (classes 0..9 in turn) with every entry at every
     temperature (``confidence``: :class:`~unmask.decode.DecodeConfig`; rows decoded with
     ``"max"`` say so in their label), one run per (temperature, entry) on ``engine``
@@ -100,12 +100,14 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     model, e.g. ``ModelRecipe(path, loader=load_digits_model)``; ``cache`` a folder of
     finished shards).
 
-    Returns (rows, real, samples): one row per (entry, temperature) with fid, inception_score,
-    class_accuracy (each with a bootstrap ``_se`` over the samples), ``fid_vs_first`` (its FID
-    minus the first row's at the same temperature, with the paired bootstrap error
-    ``fid_vs_first_se``: :func:`~unmask.image.metrics.paired_fid_difference`), mean nfe and
-    its standard error, tokens_per_forward (64 / mean nfe), mean sequences evaluated, wall
-    seconds; ``real``
+    Returns (rows, real, samples): one :class:`unmask.bench.BenchRow` per (entry,
+    temperature), its accuracy the class accuracy, with mean nfe, mean sequences evaluated,
+    wall seconds, n_items (``n``), :func:`unmask.bench.add_rate_metrics`' rates, and the
+    columns fid, inception_score, class_accuracy (each with a bootstrap ``_se`` over the
+    samples), ``fid_vs_first`` (its FID minus the first row's at the same temperature, with
+    the paired bootstrap error ``fid_vs_first_se``:
+    :func:`~unmask.image.metrics.paired_fid_difference`), nfe's standard error ``nfe_se``,
+    tokens_per_forward (64 / mean nfe), revealed (64); ``real``
     the metric's floor and ceiling (:func:`real_reference`); ``samples`` label -> pixel
     levels (n, 64) of each row.
     """
@@ -133,23 +135,31 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
             first = feats if first is None else first
             diff, diff_se = paired_fid_difference(feats, first, reference, rounds=rounds,
                                                   seed=seed)
-            nfe = res.nfe.double()
+            metrics = {**sample_metrics(feats, probs, labels, reference, rounds=rounds,
+                                        seed=seed),
+                       "fid_vs_first": diff, "fid_vs_first_se": diff_se}
             label = entry.label if len(temperatures) == 1 else f"{entry.label} T={temperature:g}"
             label += " conf=max" if confidence == "max" else ""
-            rows.append({
-                "label": label, "sampler": entry.label, "name": entry.name,
-                "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
-                "verified": entry.verified, "temperature": temperature, "n": n,
-                "confidence": confidence,
-                **sample_metrics(feats, probs, labels, reference, rounds=rounds, seed=seed),
-                "fid_vs_first": diff, "fid_vs_first_se": diff_se,
-                "nfe": float(nfe.mean()), "nfe_se": float(nfe.std() / np.sqrt(n)),
-                "tokens_per_forward": N_PIXELS / float(nfe.mean()),
-                "sequences": float(res.sequences.double().mean()),
-                "wall_s": wall,
-            })
+            rows.append(_row(label, entry, res, wall, temperature, confidence, metrics))
             samples[label] = pixels
+    add_rate_metrics(rows)
     return rows, real, samples
+
+
+def _row(label: str, entry: BenchEntry, res, wall: float, temperature: float,
+         confidence: str, metrics: dict) -> BenchRow:
+    """One (entry, temperature) row of :func:`run_image_bench`: the samples' ``metrics``
+    and what decoding them cost."""
+    nfe, n = res.nfe.double(), len(res.nfe)
+    return BenchRow(
+        label, entry.name, metrics["class_accuracy"], nfe=float(nfe.mean()),
+        sequences=float(res.sequences.double().mean()), wall_s=wall, n_items=n,
+        columns={"sampler": entry.label,
+                 "params": {k: v for k, v in entry.params.items() if k != "frequencies"},
+                 "verified": entry.verified, "temperature": temperature, "n": n,
+                 "confidence": confidence, **metrics,
+                 "nfe_se": float(nfe.std() / np.sqrt(n)),
+                 "tokens_per_forward": N_PIXELS / float(nfe.mean()), "revealed": N_PIXELS})
 
 
 def frequencies_of(model: MDMTransformer) -> torch.Tensor:
@@ -252,12 +262,9 @@ class ImageBench(BenchTask):
         rows, real, samples = run_image_bench(
             ctx.model, classifier, ctx.entries, ctx.limit, ctx.temperatures, ctx.seed,
             args.rounds, confidence=args.confidence, **ctx.sweep)
-        for r in rows:
-            r.update(n_items=r["n"], revealed=N_PIXELS)
-        add_rate_metrics(rows, solved="class_accuracy")
         header = {"model": describe_source(model_folder(args.model, "image")),
                   "classifier": describe_source(folder), "n": ctx.limit, "real": real}
-        return BenchResult([BenchRow.of(r, "class_accuracy") for r in rows], header,
+        return BenchResult(rows, header,
                            extras={"samples": samples})
 
     def report(self, ctx: BenchContext, result: BenchResult) -> None:

@@ -54,8 +54,9 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
                   max_length: int = MAX_GEN_LENGTH, batch_size: int = 500,
                   natural: bool = True, progress=None, engine: Engine | None = None,
                   recipe: ModelRecipe | None = None, cache=None
-                  ) -> tuple[list[dict], torch.Tensor]:
-    """Generate ``n`` proteins with each entry; (one result dict per entry, lengths (n,)).
+                  ) -> tuple[list[BenchRow], torch.Tensor]:
+    """Generate ``n`` proteins with each entry; (one :class:`unmask.bench.BenchRow` per entry,
+    lengths (n,)).
 
     The sweep is cut into shards of ``batch_size`` proteins per entry, decoded on ``engine``
     (default: this process; protein r decodes with seed ``seed * n + r`` whatever the shard):
@@ -64,13 +65,14 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
     decode seconds.
 
     Every entry decodes the same lengths (uniform in [min_length, max_length], from ``seed``)
-    at ``temperature`` (0 would give one protein per length). Keys: label, name, params,
-    nfe, sequences (mean sequences evaluated per protein), cumulative_entropy, wall_s,
-    proteins_per_s, n_items (``n``), revealed (mean residues decoded per protein), the metrics
-    of :func:`unmask.protein.metrics.generation_metrics`, closeness (1 - jsd_heldout: the
-    accuracy the Pareto plot and :func:`unmask.bench.aup` read, ``y="closeness"``), and
-    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
-    wall_per_solved (None: generation solves no item). With ``natural``, two reference rows
+    at ``temperature`` (0 would give one protein per length). Shared fields: label, name,
+    accuracy (1 - jsd_heldout, the closeness the Pareto plot and :func:`unmask.bench.aup`
+    read), nfe, sequences (mean sequences evaluated per protein), wall_s, n_items (``n``),
+    and :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass and sequences_per_token
+    (wall_per_solved None: generation solves no item). Columns: params, cumulative_entropy,
+    proteins_per_s, revealed (mean residues decoded per protein), the metrics of
+    :func:`unmask.protein.metrics.generation_metrics`, closeness (the accuracy, under its
+    older name). With ``natural``, two reference rows
     with NFE None come first: crops of training and of held-out proteins at the same lengths
     (the composition floor a perfect model of the training data would reach with n proteins).
     """
@@ -88,29 +90,37 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
         for label, crops in (("natural: training crops", split.train_sampler()),
                              ("natural: held-out crops", split.heldout_sampler())):
             tokens, _ = crops.crops(lengths, rng, model.max_length)
-            rows.append({"label": label, "name": "natural", "params": {}, "nfe": None,
-                         "sequences": None, "cumulative_entropy": None, "wall_s": None,
-                         "proteins_per_s": None, "n_items": n, "revealed": None,
-                         **generation_metrics(tokens, split.heldout, background)})
+            rows.append(_row(label, "natural", {}, n,
+                             generation_metrics(tokens, split.heldout, background)))
     cfg = DecodeConfig(temperature=temperature)
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
     results = sweep([Run(entry, x, cfg, seed * n) for entry in entries], model,
                     batch_size=batch_size, engine=engine, recipe=recipe,
                     warmup=Warmup(x[:2], "topk", cfg), progress=progress, cache=cache)
     for entry, (res, wall) in zip(entries, results, strict=True):
-        rows.append({"label": entry.label, "name": entry.name,
-                     "params": {k: v for k, v in entry.params.items()
-                                if isinstance(v, (int, float, str, bool))},
-                     "nfe": float(res.nfe.double().mean()),
-                     "sequences": float(res.sequences.double().mean()),
-                     "cumulative_entropy": float(res.cumulative_entropy.mean()),
-                     "wall_s": wall, "proteins_per_s": n / wall, "n_items": n,
-                     "revealed": float(lengths.mean()),
-                     **generation_metrics(res.tokens, split.heldout, background)})
-    for r in rows:
-        r["closeness"] = 1.0 - r["jsd_heldout"]
-    add_rate_metrics(rows)
+        params = {k: v for k, v in entry.params.items()
+                  if isinstance(v, (int, float, str, bool))}
+        rows.append(_row(entry.label, entry.name, params, n,
+                         generation_metrics(res.tokens, split.heldout, background),
+                         res, wall, float(lengths.mean())))
+    add_rate_metrics(rows, per_solved=False)
     return rows, torch.as_tensor(lengths)
+
+
+def _row(label: str, name: str, params: dict, n: int, metrics: dict, res=None,
+         wall: float | None = None, revealed: float | None = None) -> BenchRow:
+    """One row: ``metrics`` of ``n`` proteins, decoded (``res``, ``wall`` seconds,
+    ``revealed`` residues per protein) or natural (None: no decoding, no cost)."""
+    nfe = sequences = entropy = None
+    if res is not None:
+        nfe, sequences = float(res.nfe.double().mean()), float(res.sequences.double().mean())
+        entropy = float(res.cumulative_entropy.mean())
+    return BenchRow(
+        label, name, 1.0 - metrics["jsd_heldout"], nfe=nfe, sequences=sequences, wall_s=wall,
+        n_items=n,
+        columns={"params": params, "cumulative_entropy": entropy,
+                 "proteins_per_s": None if wall is None else n / wall, "revealed": revealed,
+                 **metrics, "closeness": 1.0 - metrics["jsd_heldout"]})
 
 
 def add_split_args(p, types) -> None:
@@ -182,9 +192,9 @@ class ProteinBench(BenchTask):
             batch_size=args.batch_size, natural=not args.no_natural, **ctx.sweep)
         add_nfe_vs_sequential(rows)
         for r in rows:
-            r["low_complexity_pct"] = 100 * r["low_complexity"]
-            r["distinct_pct"] = 100 * r["distinct"]
-        score = aup(rows, y="closeness")
+            r.columns["low_complexity_pct"] = 100 * r.columns["low_complexity"]
+            r.columns["distinct_pct"] = 100 * r.columns["distinct"]
+        score = aup(rows)
         notes = [] if score is None else [
             f"AUP over these rows: {score:.1f} (accuracy-weighted area under "
             f"100 × (1 − JSD aa) vs tokens per pass, d3LLM)"]
@@ -194,7 +204,7 @@ class ProteinBench(BenchTask):
                   "temperature": temperature, "lengths": [args.min_length, args.max_length],
                   "mean_length": float(lengths.double().mean()),
                   "data": split.source, "heldout_proteins": len(split.heldout), "aup": score}
-        return BenchResult([BenchRow.of(r, "closeness") for r in rows], header, notes)
+        return BenchResult(rows, header, notes)
 
     def title(self, ctx: BenchContext, result: BenchResult) -> str:
         h = result.header

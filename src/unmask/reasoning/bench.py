@@ -140,26 +140,25 @@ POOLED = "pooled"
 
 
 def _row(entry, task: str, temperature: float, gen_length: float, solved: list[Solved],
-         confidence: str = "draw") -> dict:
+         confidence: str = "draw") -> BenchRow:
     n = len(solved)
     nfe = float(np.mean([s.nfe for s in solved]))
-    return {
-        "label": entry.label + (" conf=max" if confidence == "max" else ""),
-        "name": entry.name, "verified": entry.verified, "confidence": confidence,
-        "task": task, "temperature": temperature, "n_items": n,
-        "accuracy": float(np.mean([s.correct for s in solved])),
-        "solved_each": "".join("1" if s.correct else "0" for s in solved),
-        "nfe": nfe, "sequences": float(np.mean([s.sequences for s in solved])),
-        "gen_length": gen_length, "tokens_per_forward": gen_length / nfe,
-        "cumulative_entropy": float(np.mean([s.cumulative_entropy for s in solved])),
-        "wall_s": float(sum(s.wall_s for s in solved)),
-    }
+    return BenchRow(
+        entry.label + (" conf=max" if confidence == "max" else ""), entry.name,
+        float(np.mean([s.correct for s in solved])), nfe=nfe,
+        sequences=float(np.mean([s.sequences for s in solved])),
+        wall_s=float(sum(s.wall_s for s in solved)), n_items=n,
+        columns={"verified": entry.verified, "confidence": confidence, "task": task,
+                 "temperature": temperature,
+                 "solved_each": "".join("1" if s.correct else "0" for s in solved),
+                 "gen_length": gen_length, "tokens_per_forward": gen_length / nfe,
+                 "cumulative_entropy": float(np.mean([s.cumulative_entropy for s in solved]))})
 
 
 def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEntry],
                         limit: int, temperatures: tuple[float, ...] = (0.0,), seed: int = 0,
                         progress=None, confidence: str = "draw", engine: Engine | None = None,
-                        recipe: ModelRecipe | None = None, cache=None) -> list[dict]:
+                        recipe: ModelRecipe | None = None, cache=None) -> list[BenchRow]:
     """Decode ``limit`` problems of every task (generator seed ``seed``) with every entry at
     every temperature (``confidence``: :class:`~unmask.decode.DecodeConfig`; rows decoded
     with ``"max"`` say so in their label and ``confidence``).
@@ -169,12 +168,15 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
     how to load the model, ``cache`` keeps finished batches); ``progress`` is called with the
     number of batches finished (:func:`n_batches` in all).
 
-    Returns one row per (entry, temperature, task), then per (entry, temperature) the
-    ``pooled`` row over the tasks: accuracy (the verifier's full credit), solved_each (a
-    '0'/'1' per problem), nfe and sequences (means per problem), tokens_per_forward
+    Returns one :class:`unmask.bench.BenchRow` per (entry, temperature, task), then per
+    (entry, temperature) the ``pooled`` row over the tasks: accuracy (the verifier's full
+    credit), nfe and sequences (means per problem), wall_s (total), n_items,
+    :func:`unmask.bench.add_rate_metrics`' rates, and the columns verified, confidence,
+    task, temperature, solved_each (a '0'/'1' per problem), gen_length, tokens_per_forward
     (gen_length / nfe; the gen_length positions count, trailing EOS included),
-    cumulative_entropy (mean nats), wall_s (total), and gained_vs_ref / lost_vs_ref against
-    sequential ``confidence`` at the same temperature when it is among the entries.
+    cumulative_entropy (mean nats), gained_vs_ref / lost_vs_ref against sequential
+    ``confidence`` at the same temperature when it is among the entries, and revealed
+    (gen_length).
     """
     require(is_int(limit) and limit >= 1, f"limit: must be an integer >= 1, got "
                                                    f"{limit!r}")
@@ -201,39 +203,44 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
                           b.solved(model, [next(results) for _ in b.index]), confidence)
                      for b in batches]
             group += parts + [pool_rows(parts)]
-        ref = {r["task"]: r for r in group
-               if r["label"].removesuffix(" conf=max") == "confidence"}
+        ref = {r.columns["task"]: r for r in group
+               if r.label.removesuffix(" conf=max") == "confidence"}
         for task in [t.name for t in tasks] + [POOLED]:
-            add_paired_vs([r for r in group if r["task"] == task], ref.get(task))
+            add_paired_vs([r for r in group if r.columns["task"] == task], ref.get(task))
         rows += group
+    for r in rows:
+        r.columns["revealed"] = r.columns["gen_length"]
+    add_rate_metrics(rows)
     return rows
 
 
-def pool_rows(parts: list[dict]) -> dict:
+def pool_rows(parts: list[BenchRow]) -> BenchRow:
     """One entry's rows over several tasks as one: solved_each concatenated, nfe, sequences
     and cumulative entropy weighted by problem count, gen_length likewise (so
     tokens_per_forward is total positions over total passes), wall_s summed."""
-    n = sum(p["n_items"] for p in parts)
-    each = "".join(p["solved_each"] for p in parts)
+    n = sum(p.n_items for p in parts)
+    each = "".join(p.columns["solved_each"] for p in parts)
 
-    def mean(key: str) -> float:
-        return sum(p[key] * p["n_items"] for p in parts) / n
+    def mean(values: list[float]) -> float:
+        return sum(v * p.n_items for v, p in zip(values, parts, strict=True)) / n
 
-    nfe, gen = mean("nfe"), mean("gen_length")
-    return {**{k: parts[0][k] for k in ("label", "name", "verified", "confidence",
-                                        "temperature")},
-            "task": POOLED, "n_items": n, "accuracy": each.count("1") / n,
-            "solved_each": each, "nfe": nfe, "sequences": mean("sequences"),
-            "gen_length": gen, "tokens_per_forward": gen / nfe,
-            "cumulative_entropy": mean("cumulative_entropy"),
-            "wall_s": sum(p["wall_s"] for p in parts)}
+    nfe, gen = mean([p.nfe for p in parts]), mean([p.columns["gen_length"] for p in parts])
+    first = parts[0].columns
+    return BenchRow(
+        parts[0].label, parts[0].name, each.count("1") / n, nfe=nfe,
+        sequences=mean([p.sequences for p in parts]), wall_s=sum(p.wall_s for p in parts),
+        n_items=n,
+        columns={**{k: first[k] for k in ("verified", "confidence", "temperature")},
+                 "task": POOLED, "solved_each": each, "gen_length": gen,
+                 "tokens_per_forward": gen / nfe,
+                 "cumulative_entropy": mean([p.columns["cumulative_entropy"] for p in parts])})
 
 
-def aup_by_temperature(rows: list[dict]) -> dict[float, float | None]:
+def aup_by_temperature(rows: list[BenchRow]) -> dict[float, float | None]:
     """The AUP (:func:`unmask.bench.aup`) of the pooled rows at each temperature."""
-    temps = dict.fromkeys(r["temperature"] for r in rows)
-    return {t: aup([r for r in rows if r["task"] == POOLED and r["temperature"] == t],
-                   x="tokens_per_forward", y="accuracy") for t in temps}
+    temps = dict.fromkeys(r.columns["temperature"] for r in rows)
+    return {t: aup([r for r in rows if r.columns["task"] == POOLED
+                    and r.columns["temperature"] == t]) for t in temps}
 
 
 def print_tables(rows: list[dict], aups: dict, title: str) -> None:
@@ -289,14 +296,11 @@ class ReasoningBench(BenchTask):
         rows = run_reasoning_bench(ctx.model, args.tasks, ctx.entries, ctx.limit,
                                    ctx.temperatures, ctx.seed, confidence=args.confidence,
                                    **ctx.sweep)
-        for r in rows:
-            r["revealed"] = r["gen_length"]
-        add_rate_metrics(rows, solved="accuracy")
         aups = aup_by_temperature(rows)
         header = {"model": str(ctx.model.source), "tasks": [t.name for t in args.tasks],
                   "limit": ctx.limit, "confidence": args.confidence,
                   "aup": {str(t): a for t, a in aups.items()}}
-        return BenchResult([BenchRow.of(r, "accuracy") for r in rows], header,
+        return BenchResult(rows, header,
                            extras={"aups": aups})
 
     def report(self, ctx: BenchContext, result: BenchResult) -> None:

@@ -61,26 +61,27 @@ DEFAULT_SPECS = [
 def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: int = 0,
                  batch_size: int = 1000, config: DecodeConfig | None = None,
                  corrector_hooks=(), progress=None, engine: Engine | None = None,
-                 recipe: ModelRecipe | None = None, cache=None) -> list[dict]:
+                 recipe: ModelRecipe | None = None, cache=None) -> list[BenchRow]:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
     entries marked ``corrected`` with ``corrector_hooks``: :func:`unmask.hooks.corrector_hooks`);
-    one result dict per entry.
+    one :class:`unmask.bench.BenchRow` per entry, its accuracy the share solved.
 
     The sweep is cut into shards of ``batch_size`` puzzles per entry, decoded on ``engine``
     (default: this process; puzzle p decodes with seed ``seed + p`` whatever the shard): see
     :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
     ``model`` and the corrector, and whose ``cache`` folder keeps finished shards.
 
-    Keys: label, name, corrected (decoded with the corrector), verified (every pass's set
-    verified), params, solved (share),
-    solved_each ('0'/'1' per puzzle, in order), nfe (mean model calls), steps (mean decoding
-    passes: equal to nfe except for samplers that call the model beyond the loop's pass, such
-    as lookahead and the probing oracle), sequences (mean sequences evaluated),
-    cumulative_entropy (mean nats), remasked (mean tokens the corrector sent back), rejected
-    (mean positions verification held back), wall_s (decode seconds, summed over shards),
-    puzzles_per_s, n_items, revealed (mean tokens decoded per puzzle), and
-    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token,
-    wall_per_solved.
+    Shared fields: label, name, accuracy (share solved), nfe (mean model calls), sequences
+    (mean sequences evaluated), wall_s (decode seconds, summed over shards), n_items, and
+    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
+    wall_per_solved. Columns: corrected (decoded with the corrector), verified (every pass's
+    set verified), verify_tolerance, params, solved (the accuracy, under its older name),
+    solved_each ('0'/'1' per puzzle, in order), steps (mean decoding passes: equal to nfe
+    except for samplers that call the model beyond the loop's pass, such as lookahead and the
+    probing oracle), cumulative_entropy (mean nats), remasked (mean tokens the corrector sent
+    back), rejected (mean positions verification held back), same_pass_clash (share of boards
+    with a :func:`same_pass_clashes` pair), puzzles_per_s, revealed (mean tokens decoded per
+    puzzle).
     """
 
     x = grid_to_tokens(puzzles)
@@ -89,29 +90,33 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
     results = sweep(runs, model, batch_size=batch_size, hooks=corrector_hooks, engine=engine,
                     recipe=recipe, warmup=Warmup(x[:2]), progress=progress,
                     cache=cache)
-    rows: list[dict] = []
-    for entry, (res, wall) in zip(entries, results, strict=True):
-        solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
-        rows.append({"label": entry.label, "name": entry.name, "corrected": entry.corrected,
-                     "verified": entry.verified,
-                     "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
-                     "params": {k: v for k, v in entry.params.items()
-                                if isinstance(v, (int, float, str, bool))},
-                     "solved": float(solved.mean()),
-                     "solved_each": "".join("1" if v else "0" for v in solved),
-                     "nfe": float(res.nfe.double().mean()),
-                     "steps": float(res.steps.double().mean()),
-                     "sequences": float(res.sequences.double().mean()),
-                     "cumulative_entropy": float(res.cumulative_entropy.mean()),
-                     **{k: float(res.stats[k].double().mean()) if k in res.stats else 0.0
-                        for k in ("remasked", "rejected")},
-                     "same_pass_clash": float(same_pass_clashes(res.tokens, res.reveal_step)
-                                              .gt(0).double().mean()),
-                     "wall_s": wall, "puzzles_per_s": len(puzzles) / wall,
-                     "n_items": len(puzzles),
-                     "revealed": float((x == model.mask_id).sum(1).double().mean())})
+    revealed = float((x == model.mask_id).sum(1).double().mean())
+    rows = [_row(entry, res, wall, puzzles, revealed) for entry, (res, wall)
+            in zip(entries, results, strict=True)]
     add_rate_metrics(rows)
     return rows
+
+
+def _row(entry: SamplerSpec, res, wall: float, puzzles: np.ndarray, revealed: float
+         ) -> BenchRow:
+    """One entry's row from its decode of ``puzzles`` (:func:`bench_sudoku`)."""
+    solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
+    share = float(solved.mean())
+    return BenchRow(
+        entry.label, entry.name, share, nfe=float(res.nfe.double().mean()),
+        sequences=float(res.sequences.double().mean()), wall_s=wall, n_items=len(puzzles),
+        columns={"corrected": entry.corrected, "verified": entry.verified,
+                 "verify_tolerance": 1.0 if entry.verify is None else entry.verify,
+                 "params": {k: v for k, v in entry.params.items()
+                            if isinstance(v, (int, float, str, bool))},
+                 "solved": share, "solved_each": "".join("1" if v else "0" for v in solved),
+                 "steps": float(res.steps.double().mean()),
+                 "cumulative_entropy": float(res.cumulative_entropy.mean()),
+                 **{k: float(res.stats[k].double().mean()) if k in res.stats else 0.0
+                    for k in ("remasked", "rejected")},
+                 "same_pass_clash": float(same_pass_clashes(res.tokens, res.reveal_step)
+                                          .gt(0).double().mean()),
+                 "puzzles_per_s": len(puzzles) / wall, "revealed": revealed})
 
 
 def same_pass_clashes(tokens: torch.Tensor, reveal_step: torch.Tensor) -> torch.Tensor:
@@ -192,10 +197,11 @@ class SudokuBench(BenchTask):
                             corrector_hooks=ctx.hooks, **ctx.sweep)
         add_paired_vs(rows, add_nfe_vs_sequential(rows))
         for r in rows:
-            r["solved_pct"] = 100 * r["solved"]
-            r["same_pass_clash_pct"] = 100 * r["same_pass_clash"]
-            r["vs_sequential"] = (None if r["gained_vs_ref"] is None
-                                  else f"+{r['gained_vs_ref']}/-{r['lost_vs_ref']}")
+            c = r.columns
+            c["solved_pct"] = 100 * c["solved"]
+            c["same_pass_clash_pct"] = 100 * c["same_pass_clash"]
+            c["vs_sequential"] = (None if c["gained_vs_ref"] is None
+                                  else f"+{c['gained_vs_ref']}/-{c['lost_vs_ref']}")
         ref = singles_reference(puzzles)
         estimators = estimator_records(ctx.entries, model)
         corrector = ctx.sweep["recipe"].corrector
@@ -213,7 +219,7 @@ class SudokuBench(BenchTask):
                 "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks,
                 "ban_remasked": args.ban_remasked},
             "singles_reference": ref}
-        return BenchResult([BenchRow.of(r, "solved") for r in rows], header,
+        return BenchResult(rows, header,
                            _reference_notes(rows, ref, estimators))
 
     def title(self, ctx: BenchContext, result: BenchResult) -> str:
@@ -246,7 +252,7 @@ class SudokuBench(BenchTask):
                     references=SEED_REFERENCE if ctx.args.set == "hard" else ())
 
 
-def _reference_notes(rows: list[dict], ref: dict, estimators: list[dict]) -> list[str]:
+def _reference_notes(rows: list[BenchRow], ref: dict, estimators: list[dict]) -> list[str]:
     """The lines under the table: AUP, the singles reference, the estimators, the paper."""
     notes = []
     score = aup(rows)

@@ -12,6 +12,12 @@ import sys
 from pathlib import Path
 
 from unmask.antibody.bench import paired_recovery
+from unmask.bench import BenchRow
+
+
+def paired(row: dict, ref: dict) -> tuple[float, float] | None:
+    """:func:`paired_recovery` of two rows as the files hold them."""
+    return paired_recovery(BenchRow.from_dict(row), BenchRow.from_dict(ref))
 
 
 def load(paths: list[str]) -> list[dict]:
@@ -48,7 +54,7 @@ def main() -> None:
           "sequences | wall s |")
     print("|---|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: -r["nfe"]):
-        d = paired_recovery(r, seq) if seq is not None and r is not seq else None
+        d = paired(r, seq) if seq is not None and r is not seq else None
         vs = "" if d is None else f"{d[0]:+.2f} ± {d[1]:.2f}"
         print(f"| {r['label']} | {r['n_items']} | {100 * r['recovery']:.2f} | {vs} | "
               f"{r['nfe']:.1f} | "
@@ -61,7 +67,7 @@ def main() -> None:
         if not eb:
             break
         near = min(eb, key=lambda e: abs(_nfe(e, r["n_items"]) - r["nfe"]))
-        d = paired_recovery(r, near)
+        d = paired(r, near)
         print(f"| {r['label']} | {r['nfe']:.1f} | {near['label']} | "
               f"{_nfe(near, r['n_items']):.1f} | "
               f"{d[0]:+.2f} ± {d[1]:.2f} |")

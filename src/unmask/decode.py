@@ -293,7 +293,7 @@ class _Loop:
         holds (B, W, V)."""
         log_probs = real_log_probs(out.logits, self.real_mask)
         for hook in hooks:
-            log_probs = hook.adjust_log_probs(rows, log_probs)
+            log_probs = hook.adjust_log_probs(rows, log_probs, cols)
         probs = log_probs.exp()
         entropy = torch.where(masked[:, cols], torch.special.entr(probs).sum(-1), 0.0)
         temperature = self.config.temperature

@@ -359,3 +359,37 @@ def test_generate_with_min_new_tokens_runs_narrow(family, sampler, min_new_token
     assert narrow == narrow_rows and set(narrow) <= {8, 16} and 8 in narrow
     assert len(narrow) == max(g.nfe for g in ours)  # one output layer call per pass
     assert set(widths) == set(rows_seen) == {n}
+
+
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+@pytest.mark.parametrize("sampler", ["confidence", "threshold:tau=0.7"])
+def test_cache_keeps_no_logits_for_eligible_only_samplers(llada, cache, sampler, monkeypatch):
+    """With a sampler that reads the rows' blocks only, the cache keeps keys and values alone
+    (no (B, N, V) logits between passes), rows in different blocks included; the tokens and
+    passes are those of the same rule with every position computed, which keeps them."""
+    import importlib
+
+    from unmask import DecodeConfig, decode
+    from unmask.generate import parse_sampler
+    from unmask.kv_cache import BlockKVCache
+    from unmask.samplers.wrapper import EveryPosition
+
+    made = []
+
+    class Recorded(BlockKVCache):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(importlib.import_module("unmask.decode"), "BlockKVCache", Recorded)
+    ids = llada.tokenizer(PROMPTS[0])["input_ids"]
+    x = torch.tensor([ids + [llada.mask_id] * 24] * 3)
+    x[1, 8:18] = torch.tensor(ids + ids[:2])  # starts in the third block of 8
+    x[2, 3] = int(x[0, 5])
+    cfg = DecodeConfig(block_size=8, cache_kv=cache)
+    ours = decode(llada, x, parse_sampler(sampler), cfg)
+    ref = decode(llada, x, EveryPosition(parse_sampler(sampler)), cfg)
+    assert torch.equal(ours.tokens, ref.tokens) and torch.equal(ours.nfe, ref.nfe)
+    narrow, whole = made
+    assert narrow.logits is None and narrow.hidden is None and len(narrow.keys) > 0
+    assert whole.logits.shape == (3, x.shape[1], llada.vocab_size)

@@ -21,9 +21,9 @@ NARROW = sorted(n for n in available_samplers() if sampler_class(n).reads_eligib
 WHOLE_ROW = ("info-gain", "lookum", "klass", "demask", "mi-guided", "mi-oracle", "dapd")
 
 
-def _decode(model, x, sampler, **config):
+def _decode(model, x, sampler, hooks=(), **config):
     return decode(model, x, sampler, DecodeConfig(block_size=3, record_history=True, **config),
-                  seed=5)
+                  seed=5, hooks=hooks)
 
 
 def _same(a, b):
@@ -113,3 +113,48 @@ def test_one_block_is_the_whole_row(tiny_transformer):
     ours = decode(tiny_transformer, x, "entropy", seed=1)
     ref = decode(tiny_transformer, x, EveryPosition(make_sampler("entropy")), seed=1)
     assert torch.equal(ours.tokens, ref.tokens) and torch.equal(ours.nfe, ref.nfe)
+
+
+@pytest.mark.parametrize("start, count", [(0, 12), (4, 5), (7, 2), (10, 2)])
+@pytest.mark.parametrize("name, temperature", [("confidence", 0.0), ("entropy", 0.7),
+                                               ("threshold", 0.0)])
+def test_no_eos_hook_keeps_the_narrow_pass(tiny_transformer, monkeypatch, start, count, name,
+                                           temperature):
+    """``NoEOSBefore`` bans EOS at absolute positions: computed over the current blocks only,
+    the decode is that of every position computed, and the passes really are narrow."""
+    from unmask.generate import NoEOSBefore
+
+    seen = []
+    real = loop.real_log_probs
+    monkeypatch.setattr(loop, "real_log_probs",
+                        lambda logits, mask: seen.append(logits.shape[1]) or real(logits, mask))
+    x = _batch(tiny_transformer)
+    hooks = [NoEOSBefore((1, 3), start, count)]
+    ours = _decode(tiny_transformer, x, make_sampler(name), temperature=temperature,
+                   hooks=hooks)
+    narrow, seen[:] = list(seen), []
+    ref = _decode(tiny_transformer, x, EveryPosition(make_sampler(name)),
+                  temperature=temperature, hooks=hooks)
+    _same(ours, ref)
+    assert max(narrow) < 12 and set(seen) == {12}
+    lo, hi = start, start + count
+    revealed_in = ours.reveal_step[:, lo:hi] >= 0  # decoded there (not given)
+    assert not bool(((ours.tokens[:, lo:hi] == 1) | (ours.tokens[:, lo:hi] == 3))
+                    [revealed_in].any())
+
+
+def test_no_eos_hook_on_a_narrow_slice_bans_the_right_positions():
+    """The log-probabilities of the positions 4:8 with EOS banned at 6:10: positions 6 and 7
+    (columns 2 and 3) lose EOS, the others are as given."""
+    from unmask.generate import NoEOSBefore
+
+    hook = NoEOSBefore((1,), 6, 4)
+    hook.ban = torch.tensor([False, True, False])
+    lp = torch.log_softmax(torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(0)), -1)
+    out = hook.adjust_log_probs(torch.arange(2), lp, slice(4, 8))
+    assert torch.equal(out[:, :2], lp[:, :2])
+    assert bool((out[:, 2:, 1] == -torch.inf).all())
+    torch.testing.assert_close(out[:, 2:].exp().sum(-1), torch.ones(2, 2))
+    whole = hook.adjust_log_probs(torch.arange(2), torch.cat([lp, lp], 1))  # positions 0:8
+    assert torch.equal(whole[:, 4:], out) and torch.equal(whole[:, :6], torch.cat([lp, lp], 1)
+                                                          [:, :6])

@@ -261,7 +261,8 @@ class _Loop:
             require(not hidden_layers, "cache_kv: the sampler reads every layer's hidden "
                                        "states, which a cached pass does not compute; drop "
                                        "cache_kv")
-            return self.kv(self.handle, x, rows, self.cur_block[rows], cols)
+            return self.kv(self.handle, x, rows, self.cur_block[rows], cols,
+                           keep_outputs=not self.narrow)
         if cols.stop - cols.start == x.shape[1]:
             return self.handle(x, rows, output_hidden_layers=hidden_layers)
         end = cols.stop if self.prefix_only else x.shape[1]
@@ -293,7 +294,7 @@ class _Loop:
         holds (B, W, V)."""
         log_probs = real_log_probs(out.logits, self.real_mask)
         for hook in hooks:
-            log_probs = hook.adjust_log_probs(rows, log_probs)
+            log_probs = hook.adjust_log_probs(rows, log_probs, cols)
         probs = log_probs.exp()
         entropy = torch.where(masked[:, cols], torch.special.entr(probs).sum(-1), 0.0)
         temperature = self.config.temperature

@@ -19,6 +19,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -142,7 +143,11 @@ class NoEOSBefore(Hook):
     are -inf and the rest renormalised before the sampler sees them (so the loop's proposal,
     its confidence and entropy are those of the model with EOS banned). Samplers that run the
     model on states of their own (lookahead, verified passes) judge those with the model as it
-    is, so they may take more passes there; what they write is still the loop's proposal."""
+    is, so they may take more passes there; what they write is still the loop's proposal.
+    It reads nothing but the log-probabilities at the positions the loop computes, so the loop
+    may compute the current blocks only (``reads_eligible_only``)."""
+
+    reads_eligible_only: ClassVar[bool] = True
 
     def __init__(self, eos_ids: tuple[int, ...], start: int, n: int):
         self.eos_ids, self.lo, self.hi = tuple(eos_ids), start, start + n
@@ -154,10 +159,13 @@ class NoEOSBefore(Hook):
         if not bool((real & ~self.ban).any()):
             raise UnmaskError("min_new_tokens: every real token of the model is an EOS id")
 
-    def adjust_log_probs(self, rows, log_probs):
-        part = log_probs[:, self.lo:self.hi].masked_fill(self.ban, -torch.inf)
+    def adjust_log_probs(self, rows, log_probs, columns=slice(0, None)):
+        first = columns.start or 0  # the absolute position of log_probs[:, 0]
+        lo = min(max(self.lo - first, 0), log_probs.shape[1])
+        hi = min(max(self.hi - first, lo), log_probs.shape[1])
+        part = log_probs[:, lo:hi].masked_fill(self.ban, -torch.inf)
         part = part - part.logsumexp(-1, keepdim=True)
-        return torch.cat([log_probs[:, :self.lo], part, log_probs[:, self.hi:]], 1)
+        return torch.cat([log_probs[:, :lo], part, log_probs[:, hi:]], 1)
 
 
 def encode_prompt(tokenizer, prompt: str, chat_template: bool = False) -> list[int]:

@@ -28,10 +28,11 @@ class Hook:
 
     rewrites: True for hooks that may change tokens after the write (``after_write``); the
         loop then does not reuse a sampler's output on the next state (lookahead samplers).
-    reads_eligible_only: True for hooks that read the pass's per-position values
-        (``adjust_log_probs``, ``state``) at eligible positions only, whichever positions
-        ``state.columns`` spans (:attr:`~unmask.samplers.base.Sampler.reads_eligible_only`:
-        the loop computes over the current blocks only when the sampler and every hook do).
+    reads_eligible_only: True for hooks whose choices depend on the pass's per-position
+        values (``adjust_log_probs``, ``state``) at eligible positions only, whichever
+        positions ``columns`` / ``state.columns`` span
+        (:attr:`~unmask.samplers.base.Sampler.reads_eligible_only`: the loop computes over the
+        current blocks only when the sampler and every hook do).
     """
 
     rewrites: ClassVar[bool] = False
@@ -41,9 +42,11 @@ class Hook:
         """Called once before the first pass with the batch ``tokens`` (B, N) on the model's
         device; check compatibility and set up per-decode state here."""
 
-    def adjust_log_probs(self, rows: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
-        """(R, N, V) the log-probabilities the pass decodes from; ``rows`` (R,) are indices
-        into the batch given to ``decode``."""
+    def adjust_log_probs(self, rows: torch.Tensor, log_probs: torch.Tensor,
+                         columns: slice = slice(0, None)) -> torch.Tensor:
+        """(R, W, V) the log-probabilities the pass decodes from, at the positions ``columns``
+        (lo:hi, W = hi - lo; every position unless the loop computes the current blocks
+        only); ``rows`` (R,) are indices into the batch given to ``decode``."""
         return log_probs
 
     def after_write(self, rows: torch.Tensor, state: StepState, remask: torch.Tensor
@@ -144,8 +147,9 @@ class BanRemasked(Hook):
         self.banned = torch.zeros(*tokens.shape, model.vocab_size, dtype=torch.bool,
                                   device=tokens.device)
 
-    def adjust_log_probs(self, rows, log_probs):
-        return torch.log_softmax(log_probs.masked_fill(self.banned[rows], -torch.inf), -1)
+    def adjust_log_probs(self, rows, log_probs, columns=slice(0, None)):
+        banned = self.banned[rows][:, columns]
+        return torch.log_softmax(log_probs.masked_fill(banned, -torch.inf), -1)
 
     def after_write(self, rows, state, remask):
         vocab = torch.arange(self.banned.shape[-1], device=remask.device)

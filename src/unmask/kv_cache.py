@@ -16,7 +16,9 @@ run on a pass keep the logits and hidden states of the block's first pass; sampl
 only positions of the current block, which every pass computes. When the loop asks for the
 current blocks only (samplers that read eligible positions only), a ``"prefix"`` pass runs
 the output layer on the block alone, where the model lets it
-(:meth:`~unmask.models.hf.HFMaskedModel.output_layer_on`).
+(:meth:`~unmask.models.hf.HFMaskedModel.output_layer_on`), and no logits are kept between
+passes (each pass computes the row's block, the only positions read): the cache holds the
+keys and values alone, not a (B, N, V) array of logits.
 
 Only code whose forward takes ``past_key_values`` (and, for ``"dual"``, ``replace_position``)
 as Fast-dLLM's LLaDA code does, with unshifted logits, can be cached.
@@ -69,33 +71,56 @@ class BlockKVCache:
         self.block_of = torch.full((batch_size,), -1, dtype=torch.long, device=model.device)
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
-        self.logits: torch.Tensor | None = None  # (B, N, V) of each row's block-first pass
-        self.hidden: torch.Tensor | None = None  # (B, N, D)
+        #: (B, N, V) and (B, N, D) of each row's block-first pass (kept where the loop reads
+        #: positions outside the rows' blocks only)
+        self.logits: torch.Tensor | None = None
+        self.hidden: torch.Tensor | None = None
 
     def __call__(self, handle, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor,
-                 cols: slice | None = None) -> ModelOutput:
+                 cols: slice | None = None, keep_outputs: bool = True) -> ModelOutput:
         """The loop's pass on ``x`` (R, N) for original ``rows`` (R,) in ``blocks`` (R,):
         whole rows where a row entered a block, else cached windows; the output holds the
         positions ``cols`` (default: all; they must hold every row's block). Counts one call
-        and one sequence per row on ``handle``."""
+        and one sequence per row on ``handle``.
+
+        ``keep_outputs``: positions a row's window does not compute hold the outputs of the
+        row's block-first pass (kept for every row, (B, N, V)); False (the loop reads each
+        row's block only): they hold zeros and nothing but the keys and values is kept."""
         cols = slice(0, x.shape[1]) if cols is None else cols
         fresh = self.block_of[rows] != blocks
+        parts = []  # (indices into rows, first column, logits, hidden)
         with torch.inference_mode():
             if bool(fresh.any()):
-                self._refresh(x[fresh], rows[fresh], cols)
-                self.block_of[rows[fresh]] = blocks[fresh]
-            logits, hidden = self.logits[rows, cols], self.hidden[rows, cols]  # copies
+                idx = fresh.nonzero().squeeze(1)
+                logits, hidden = self._refresh(x[idx], rows[idx], cols, keep_outputs)
+                parts.append((idx, 0, logits, hidden))
+                self.block_of[rows[idx]] = blocks[idx]
             block_only = cols.stop - cols.start < x.shape[1]  # logits of the block alone
             for b in torch.unique(blocks[~fresh]).tolist():
                 sub = (~fresh & (blocks == b)).nonzero().squeeze(1)
                 lo, window_logits, window_hidden = self._window(x[sub], rows[sub], b,
                                                                 block_only)
-                at, width = lo - cols.start, min(window_logits.shape[1], cols.stop - lo)
-                logits[sub, at:at + width] = window_logits[:, :width]
-                hidden[sub, at:at + width] = window_hidden[:, :width]
+                parts.append((sub, lo - cols.start, window_logits, window_hidden))
+            logits, hidden = self._outputs(rows, cols, parts, keep_outputs)
         handle.calls[rows] += 1
         handle.sequences[rows] += 1
         return ModelOutput(logits=logits, hidden=hidden)
+
+    def _outputs(self, rows: torch.Tensor, cols: slice, parts: list, keep_outputs: bool):
+        """(logits (R, W, V), hidden (R, W, D)) at ``cols`` from the computed ``parts``, over
+        the kept outputs (``keep_outputs``) or zeros."""
+        width = cols.stop - cols.start
+        if keep_outputs:
+            logits, hidden = self.logits[rows, cols], self.hidden[rows, cols]  # copies
+        else:
+            _, _, some_logits, some_hidden = parts[0]
+            logits = some_logits.new_zeros(len(rows), width, some_logits.shape[-1])
+            hidden = some_hidden.new_zeros(len(rows), width, some_hidden.shape[-1])
+        for idx, at, part_logits, part_hidden in parts:
+            w = min(part_logits.shape[1], width - at)
+            logits[idx, at:at + w] = part_logits[:, :w]
+            hidden[idx, at:at + w] = part_hidden[:, :w]
+        return logits, hidden
 
     def _inputs(self, x: torch.Tensor) -> dict:
         pad = self.model.pad_id
@@ -109,24 +134,29 @@ class BlockKVCache:
         layer = self.model.hidden_layer
         return out, out.logits.float(), out.hidden_states[layer].float()
 
-    def _refresh(self, x: torch.Tensor, rows: torch.Tensor, cols: slice) -> None:
-        """Run whole ``rows``; keep their keys/values, and their logits and hidden states at
-        ``cols`` (the logits the loop reads; the output layer runs there only where the
-        model lets it)."""
+    def _refresh(self, x: torch.Tensor, rows: torch.Tensor, cols: slice, keep_outputs: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run whole ``rows``; keep their keys/values (and, ``keep_outputs``, their logits and
+        hidden states at ``cols``); return those logits (R, W, V) and hidden states (the
+        output layer runs at ``cols`` only where the model lets it)."""
         n = x.shape[1]
         with (self.model.output_layer_on(cols.start, cols.stop, n)
               if cols.stop - cols.start < n else contextlib.nullcontext()):
             out, logits, hidden = self._run(x, x)
         logits = logits[:, cols] if logits.shape[1] == n else logits
-        if self.logits is None:
-            b, n = self.block_of.shape[0], x.shape[1]
-            self.logits = logits.new_zeros(b, n, logits.shape[-1])
-            self.hidden = hidden.new_zeros(b, n, hidden.shape[-1])
+        hidden = hidden[:, cols]
+        b = self.block_of.shape[0]
+        if not self.keys:
             self.keys = [k.new_zeros(b, *k.shape[1:]) for k, _ in out.past_key_values]
             self.values = [v.new_zeros(b, *v.shape[1:]) for _, v in out.past_key_values]
-        self.logits[rows, cols], self.hidden[rows, cols] = logits, hidden[:, cols]
+        if keep_outputs:
+            if self.logits is None:
+                self.logits = logits.new_zeros(b, n, logits.shape[-1])
+                self.hidden = hidden.new_zeros(b, n, hidden.shape[-1])
+            self.logits[rows, cols], self.hidden[rows, cols] = logits, hidden
         for layer, (k, v) in enumerate(out.past_key_values):
             self.keys[layer][rows], self.values[layer][rows] = k, v
+        return logits, hidden
 
     def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int, block_only: bool):
         """(first position, logits, hidden) of the positions the model runs on (``block_only``:

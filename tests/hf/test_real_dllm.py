@@ -314,3 +314,82 @@ def test_logits_positions_are_those_of_the_whole_pass(family, lo, hi, request, b
     assert widths == [24, hi - lo]
     torch.testing.assert_close(part.logits, whole.logits[:, lo:hi], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(part.hidden, whole.hidden[:, lo:hi])
+
+
+@pytest.mark.parametrize("family", ["llada", "dream"])
+@pytest.mark.parametrize("sampler", ["confidence", "threshold:tau=0.7"])
+@pytest.mark.parametrize("min_new_tokens", [0, 5, 12])
+def test_generate_with_min_new_tokens_runs_narrow(family, sampler, min_new_tokens, request,
+                                                  monkeypatch):
+    """``generate`` (its EOS stop, and ``min_new_tokens``' EOS ban at absolute positions)
+    computes each pass's output layer and log-softmax on the current block only, with the
+    tokens and passes of every position computed. The token these random models emit most
+    counts as an EOS too, so the ban changes what they write."""
+    import importlib
+
+    from unmask.generate import parse_sampler
+    from unmask.samplers.wrapper import EveryPosition
+
+    model = request.getfixturevalue(family)
+    frequent = {"llada": 38, "dream": 14}[family]
+    monkeypatch.setattr(model, "eos_ids", (*model.eos_ids, frequent))
+    loop = importlib.import_module("unmask.decode")
+    real = loop.real_log_probs
+    widths, rows_seen = [], []
+    hook = model.hf.get_output_embeddings().register_forward_hook(
+        lambda m, a, out: widths.append(out.shape[1]))
+    kw = dict(gen_length=16, block_length=8, min_new_tokens=min_new_tokens)
+    try:
+        loop.real_log_probs = lambda lg, mask: rows_seen.append(lg.shape[1]) or real(lg, mask)
+        ours = generate(model, None, list(PROMPTS), sampler=sampler, **kw)
+        narrow, narrow_rows = list(widths), list(rows_seen)
+        widths[:], rows_seen[:] = [], []
+        ref = generate(model, None, list(PROMPTS),
+                       sampler=EveryPosition(parse_sampler(sampler)), **kw)
+    finally:
+        loop.real_log_probs = real
+        hook.remove()
+    for a, b in zip(ours, ref, strict=True):
+        assert a.token_ids == b.token_ids and a.nfe == b.nfe and a.sequences == b.sequences
+        assert not set(model.eos_ids) & set(a.token_ids[:min_new_tokens])
+    if not min_new_tokens:  # unbanned, the model writes it early: the ban has work to do
+        assert frequent in ours[0].token_ids[:5]
+    n = 8 + 16  # the prompt slots (one block) and gen_length
+    # one block, or two where the rows are in different blocks (the threshold rule)
+    assert narrow == narrow_rows and set(narrow) <= {8, 16} and 8 in narrow
+    assert len(narrow) == max(g.nfe for g in ours)  # one output layer call per pass
+    assert set(widths) == set(rows_seen) == {n}
+
+
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+@pytest.mark.parametrize("sampler", ["confidence", "threshold:tau=0.7"])
+def test_cache_keeps_no_logits_for_eligible_only_samplers(llada, cache, sampler, monkeypatch):
+    """With a sampler that reads the rows' blocks only, the cache keeps keys and values alone
+    (no (B, N, V) logits between passes), rows in different blocks included; the tokens and
+    passes are those of the same rule with every position computed, which keeps them."""
+    import importlib
+
+    from unmask import DecodeConfig, decode
+    from unmask.generate import parse_sampler
+    from unmask.kv_cache import BlockKVCache
+    from unmask.samplers.wrapper import EveryPosition
+
+    made = []
+
+    class Recorded(BlockKVCache):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(importlib.import_module("unmask.decode"), "BlockKVCache", Recorded)
+    ids = llada.tokenizer(PROMPTS[0])["input_ids"]
+    x = torch.tensor([ids + [llada.mask_id] * 24] * 3)
+    x[1, 8:18] = torch.tensor(ids + ids[:2])  # starts in the third block of 8
+    x[2, 3] = int(x[0, 5])
+    cfg = DecodeConfig(block_size=8, cache_kv=cache)
+    ours = decode(llada, x, parse_sampler(sampler), cfg)
+    ref = decode(llada, x, EveryPosition(parse_sampler(sampler)), cfg)
+    assert torch.equal(ours.tokens, ref.tokens) and torch.equal(ours.nfe, ref.nfe)
+    narrow, whole = made
+    assert narrow.logits is None and narrow.hidden is None and len(narrow.keys) > 0
+    assert whole.logits.shape == (3, x.shape[1], llada.vocab_size)

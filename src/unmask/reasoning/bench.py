@@ -24,6 +24,7 @@ from unmask.decode import DecodeConfig
 from unmask.errors import require
 from unmask.generate import Generation, TextEnds, encode_prompt, generate, generations, prompt_batch
 from unmask.models.auto import load_model
+from unmask.pretrained import describe_source
 from unmask.reasoning.tasks import TASKS, Item, ReasoningTask, get_tasks
 from unmask.recipe import ModelRecipe
 from unmask.sweep import Run, Warmup, sweep
@@ -297,7 +298,7 @@ class ReasoningBench(BenchTask):
                                    ctx.temperatures, ctx.seed, confidence=args.confidence,
                                    **ctx.sweep)
         aups = aup_by_temperature(rows)
-        header = {"model": str(ctx.model.source), "tasks": [t.name for t in args.tasks],
+        header = {"model": describe_source(ctx.model.source), "tasks": [t.name for t in args.tasks],
                   "limit": ctx.limit, "confidence": args.confidence,
                   "aup": {str(t): a for t, a in aups.items()}}
         return BenchResult(rows, header,

@@ -9,6 +9,7 @@ Record anew (only when a bench's file is meant to change):
 import importlib.util
 import json
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -46,9 +47,17 @@ def bench_file(name: str, tmp: Path) -> dict:
     finally:
         torch.set_num_threads(threads)
     assert code == 0
-    data = json.loads(out.read_text())
+    data = json.loads(portable(out.read_text()))
     data["rows"] = [{k: v for k, v in r.items() if k not in WALL} for r in data["rows"]]
     return data
+
+
+def portable(text: str) -> str:
+    """``text`` with this install's paths (packages' data files a bench reads, e.g. the
+    protein bench's default FASTA) written as ``<site-packages>``: the files do not depend on
+    where the environment lives."""
+    site = sysconfig.get_paths()["purelib"]
+    return text.replace(json.dumps(site)[1:-1], "<site-packages>")
 
 
 def same(got, want, where: str = "") -> None:

@@ -178,11 +178,14 @@ class AntibodyBench(BenchTask):
         parts, runs = [], []
         for setting in args.settings:
             every, reference = setting_cases(setting, ctx.limit, ctx.seed)
+            plans = {}  # cases decoded -> (cases, plan, chunks): all, and the oracles' first
             for entry in ctx.entries:
-                cases = every[:args.oracle_limit] if entry.name in ORACLES else every
-                plan = plan_infill(ctx.model, [c.template for c in cases],
-                                   batch_size=args.batch_size)
-                chunks = plan.chunks()
+                n = min(len(every), args.oracle_limit) if entry.name in ORACLES else len(every)
+                if n not in plans:
+                    plan = plan_infill(ctx.model, [c.template for c in every[:n]],
+                                       batch_size=args.batch_size)
+                    plans[n] = (every[:n], plan, plan.chunks())
+                cases, plan, chunks = plans[n]
                 parts.append((setting, entry, cases, reference, plan, chunks))
                 # template lo + r decodes with seed + lo + r, as in unmask.infill
                 runs += [Run(entry, x, config, ctx.seed + lo, extras=ends)

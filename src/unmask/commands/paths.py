@@ -157,8 +157,9 @@ def claim_problem(path: str | Path, command: str, *, overwrite: bool | None = No
     whose = f"a run of `{marker}`" if marker else "files"
     models = model_files(path)
     if models:
-        return (f"{path} holds a model or {whose} ({models[0]}), not a run of `{command}`; "
-                "it is never written into (--overwrite neither): give a new or empty folder")
+        return (f"{path} holds a model ({models[0]}), not a run of `{command}`; a model "
+                "folder is never written into (not even with --overwrite): give a new or "
+                "empty folder")
     if overwrite:
         return None
     advice = ", or add --overwrite" if overwrite is not None else ""

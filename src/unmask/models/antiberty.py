@@ -62,6 +62,10 @@ def cache_dir() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "unmask"
 
 
+def wheel_installed() -> bool:
+    return importlib.util.find_spec(NAME) is not None
+
+
 def wheel_files() -> Path:
     """The installed wheel's ``antiberty/trained_models`` folder (nothing of it is imported)."""
     spec = importlib.util.find_spec(NAME)
@@ -103,7 +107,7 @@ def _checked_weights(source: Path | None, folder: Path, problem: str | None) -> 
     why = f"the converted folder {folder} {problem}; converting it again needs " if problem \
         else ""
     if source is None:
-        require(importlib.util.find_spec(NAME) is not None,
+        require(wheel_installed(),
                 f"model: {why}{NAME!r} needs the antiberty package; pip install "
                 f"'unmask[antibody]' (antiberty=={WHEEL_VERSION})")
         source = wheel_files()

@@ -106,6 +106,10 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     else:
         path = resolve_model_path(name_or_path, default)
     meta = read_json_object(path / "config.json")
+    if name_or_path in CONVERTED and "auto_map" in meta:
+        raise UnmaskError(f"model: {path} holds a config with modelling code (auto_map), "
+                          f"which no folder unmask converts has; delete {path} to convert it "
+                          "again")
     kind = model_kind(meta)
     if kind in NOT_MODELS:
         raise UnmaskError(f"model: {path} is {NOT_MODELS[kind]}, not a model")

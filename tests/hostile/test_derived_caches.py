@@ -1,4 +1,6 @@
-"""The caches unmask derives are never trusted blindly. The converted AntiBERTy folder is
+"""The caches unmask derives are never trusted blindly (docs/threat_model.md lists them).
+The kept Sudoku puzzle pool and a corrector run's decoded states are checked against their
+sha256 (a changed byte regenerates them). The converted AntiBERTy folder is
 checked against its manifest on every load: any change (a byte of a tensor, a config or
 tokenizer edit, a file removed, a file or folder added, a link) is found, and the folder is
 converted again from the pinned wheel, or refused in one line without the wheel; it never runs
@@ -12,13 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("transformers")
-pytest.importorskip("antiberty")
-
-from unmask.cli import main  # noqa: E402
-from unmask.errors import UnmaskError  # noqa: E402
-from unmask.io import file_sha256  # noqa: E402
-from unmask.models import antiberty  # noqa: E402
+from unmask.cli import main
+from unmask.errors import UnmaskError
+from unmask.io import file_sha256
+from unmask.models import antiberty
 
 FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
          antiberty.MANIFEST]
@@ -27,6 +26,8 @@ FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """(cache root, the converted folder, sha256 of each of its files) converted once."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("antiberty")
     root = tmp_path_factory.mktemp("antiberty_cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(antiberty.CACHE_ENV, str(root))
@@ -156,3 +157,81 @@ def test_the_converted_model_never_runs_remote_code(converted, monkeypatch):
         load_model("antiberty", trust_remote_code=True)
     assert "--trust-remote-code" not in str(e.value)
     assert not (root / "ran").exists()
+
+
+def _flip(path, where: float, byte: int) -> None:
+    data = bytearray(path.read_bytes())
+    at = min(int(where * len(data)), len(data) - 1)
+    data[at] ^= byte
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    """(the kept pool file of 3 puzzles, the pool)."""
+    from unmask.sudoku.train import SudokuPool
+
+    cache = tmp_path_factory.mktemp("pool")
+    first = SudokuPool.generate(3, seed=5, cache_dir=cache)
+    (path,) = cache.iterdir()
+    return path, first
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.floats(0, 1), byte=st.integers(1, 255))
+def test_a_changed_puzzle_pool_is_never_believed(pool, tmp_path_factory, where, byte,
+                                                 monkeypatch):
+    import numpy as np
+
+    from unmask.sudoku import train
+
+    kept, first = pool
+    cache = tmp_path_factory.mktemp("pool")
+    shutil.copyfile(kept, cache / kept.name)
+    _flip(cache / kept.name, where, byte)
+    generated = []
+    with monkeypatch.context() as mp:
+        mp.setattr(train, "training_grids",
+                   lambda n, seed: generated.append(n) or first.solutions)
+        mp.setattr(train, "make_puzzles", lambda solutions, seed: first.puzzles)
+        again = train.SudokuPool.generate(3, seed=5, cache_dir=cache)
+    assert np.array_equal(again.puzzles, first.puzzles)
+    assert np.array_equal(again.solutions, first.solutions)
+    assert generated == [3] or train._read_pool(cache / kept.name, 3) is not None
+
+
+def _states():
+    import torch
+
+    from unmask.corrector import DecodedStates
+
+    g = torch.Generator().manual_seed(0)
+    return DecodedStates(tokens=torch.randint(0, 10, (4, 81), generator=g),
+                         wrong=torch.rand(4, 81, generator=g) < 0.1,
+                         decoded=torch.rand(4, 81, generator=g) < 0.5,
+                         groups=torch.arange(4))
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.floats(0, 1), byte=st.integers(1, 255))
+def test_changed_decoded_states_are_never_believed(tmp_path_factory, where, byte):
+    import torch
+
+    from unmask.corrector import load_decoded_states, save_decoded_states
+
+    path = tmp_path_factory.mktemp("states") / "states.pt"
+    key = {"model": "abc", "puzzles": 4}
+    save_decoded_states(path, key, _states())
+    got_key, got = load_decoded_states(path)
+    assert got_key == key and torch.equal(got.tokens, _states().tokens)
+    _flip(path, where, byte)
+    try:
+        got_key, got = load_decoded_states(path)
+    except UnmaskError as e:
+        assert "\n" not in str(e) and str(e).startswith("states: ")
+        return
+    # a byte torch's zip format ignores (padding, a comment): the content is unchanged
+    assert got_key == key and all(torch.equal(a, b) for a, b in
+                                  zip(vars(got).values(), vars(_states()).values(), strict=True))

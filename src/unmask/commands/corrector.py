@@ -18,10 +18,10 @@ from unmask.corrector import (
     compute_corrector_features,
     decoded_states,
     load_decoded_states,
+    save_decoded_states,
     train_corrector,
 )
 from unmask.errors import UnmaskError
-from unmask.io import atomic_path
 from unmask.models.auto import check_task, load_model
 from unmask.pretrained import describe_source
 from unmask.progress import progress_bar
@@ -106,8 +106,7 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
             states = decoded_states(model, grid_to_tokens(pool.puzzles),
                                     grid_to_tokens(pool.solutions),
                                     [(e.name, e.params) for e in specs], progress=update)
-        with atomic_path(cache) as tmp:
-            torch.save({"key": key, "states": vars(states)}, tmp)
+        save_decoded_states(cache, key, states)
     with progress_bar(len(states.tokens), "features") as update:
         feats = compute_corrector_features(model, corrector, states.tokens, progress=update)
     print(f"{len(states.tokens):,} states of {args.puzzles:,} puzzles "

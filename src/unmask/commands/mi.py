@@ -159,12 +159,12 @@ def mi_label(args: argparse.Namespace) -> int:
     model = model_recipe(args.task, model_arg, str(device), bool(args.bf16),
                          trust_remote_code=args.trust_remote_code)
     t0 = time.perf_counter()
-    mark_folder(args.out, "mi label")
     manifest = write_labels(model, args.out, contexts=args.contexts, task=args.task,
                             seed=args.seed, eps=args.eps, mask_ratio=mask_ratio,
                             shard_size=args.shard_size, batch_size=args.batch_size,
                             top_k=args.top_k, options=options, engine=engine,
                             log=lambda line: print(line, flush=True))
+    mark_folder(args.out, "mi label")  # (until then its manifest.json says whose it is)
     print(f"{manifest['contexts']} contexts in {len(manifest['shards'])} shards at {args.out} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0
@@ -589,8 +589,8 @@ def mi_fit(args: argparse.Namespace) -> int:
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
     task = model_task(model, args.corpus)
     options = text_options(args.corpus, args.length) if task == "text" else {}
-    mark_folder(out, "mi fit")
     contexts, label_s = _fit_labels(args, model, task, options, out / "labels")
+    mark_folder(out, "mi fit")  # (until then labels/manifest.json says whose it is)
     labels = LabelSet.from_dir(out / "labels")
     labels.check_model(model)
     if (out / "train").exists():  # the training run is cheap: always a fresh one

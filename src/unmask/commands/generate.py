@@ -12,6 +12,7 @@ from unmask.commands.registry import arguments, command
 from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError, require
 from unmask.generate import generate
+from unmask.io import parse_json
 from unmask.models.auto import load_model
 from unmask.presets import PRESETS, preset_sampler
 from unmask.validation import finite_float, non_negative_int, positive_int
@@ -67,7 +68,7 @@ def read_prompts(path: str) -> list[str]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = parse_json(line)
         except json.JSONDecodeError:
             raise UnmaskError(f"--file: line {n} is not JSON") from None
         if isinstance(item, dict):

@@ -12,6 +12,7 @@ from unmask.commands.registry import arguments, command
 from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError, require
 from unmask.infill import infill
+from unmask.io import parse_json
 from unmask.models.auto import load_model
 from unmask.presets import PRESETS, preset_sampler
 from unmask.validation import finite_float, positive_int
@@ -61,7 +62,7 @@ def read_templates(path: str) -> list[str]:
             continue
         if line.startswith(('"', "{")):
             try:
-                item = json.loads(line)
+                item = parse_json(line)
             except json.JSONDecodeError:
                 raise UnmaskError(f"--file: line {n} starts like JSON but is not") from None
             line = item.get("template") if isinstance(item, dict) else item

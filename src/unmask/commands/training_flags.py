@@ -11,6 +11,7 @@ from unmask.commands.engine_flags import add_device_arg, resolve_device
 from unmask.commands.paths import TRAINING_RUN_FILES, claim_folder, command_name
 from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError
+from unmask.io import parse_json
 from unmask.models.transformer import TransformerConfig
 from unmask.training import LoopConfig, TrainConfig
 from unmask.validation import (
@@ -99,7 +100,7 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
     cfg = training_config(args, metric)
     text = getattr(args, "model_config", None)
     try:
-        overrides = json.loads(text) if text else {}
+        overrides = parse_json(text) if text else {}
     except json.JSONDecodeError as e:
         raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
     if not isinstance(overrides, dict):

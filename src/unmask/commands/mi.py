@@ -152,6 +152,7 @@ def mi_label(args: argparse.Namespace) -> int:
             if value is not None:
                 raise UnmaskError(f"{flag}: applies only to --task text")
         options = {}
+    # a label folder is known by its manifest.json (no marker: the folder format is fixed)
     claim_folder(args.out, "--out", "mi label", own_files=(MANIFEST,))
     engine, device = engine_from_args(args)
     # a Ray worker may run in another folder: it reads the model at its absolute path
@@ -164,7 +165,6 @@ def mi_label(args: argparse.Namespace) -> int:
                             shard_size=args.shard_size, batch_size=args.batch_size,
                             top_k=args.top_k, options=options, engine=engine,
                             log=lambda line: print(line, flush=True))
-    mark_folder(args.out, "mi label")  # (until then its manifest.json says whose it is)
     print(f"{manifest['contexts']} contexts in {len(manifest['shards'])} shards at {args.out} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0

@@ -8,7 +8,6 @@ from unmask.errors import UnmaskError
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.probs import previous_pass_probs
 
-
 #: the largest |logit| a position's most likely token may have: a trained model's are in
 #: the tens; beyond this the weights hold values near the float range (one that overflows)
 MAX_TOP_LOGIT = 1e8

@@ -48,6 +48,18 @@ def _import_esm(kind: str = "esm"):
     return getattr(transformers, name)
 
 
+def _max_residues(config, base_name: str) -> int:
+    """The residues a row may hold: the position table less <cls> and <eos>; with absolute
+    position embeddings (ESM-2's fairseq layout) positions also start at ``pad_token_id`` + 1,
+    so the table holds that many fewer."""
+    positions = int(config.max_position_embeddings) - 2  # <cls> and <eos>
+    if base_name == "esm" and getattr(config, "position_embedding_type", None) == "absolute":
+        positions -= int(config.pad_token_id or 0) + 1
+    require(positions >= 1, f"model: max_position_embeddings {config.max_position_embeddings} "
+                            "leaves no position for a residue")
+    return positions
+
+
 class EsmMaskedModel(MaskedModel):
     """``EsmForMaskedLM`` behind the :class:`MaskedModel` contract on protein tokens.
 
@@ -70,8 +82,7 @@ class EsmMaskedModel(MaskedModel):
         self.vocab_size = VOCAB_SIZE
         self.mask_id = MASK_ID
         self.real_token_ids = tuple(range(len(AMINO_ACIDS)))
-        # two slots go to <cls> and <eos>
-        self.max_length = int(esm.config.max_position_embeddings) - 2
+        self.max_length = _max_residues(esm.config, self.base_name)
         self.hidden_size = int(esm.config.hidden_size)
         self.autocast_bf16 = False
         self.cls_id, self.eos_id = vocab.index("<cls>"), vocab.index("<eos>")

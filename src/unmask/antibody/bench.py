@@ -21,21 +21,16 @@ from unmask.antibody.settings import (
     random_masking,
     unconditional,
 )
-from unmask.bench import (
-    SEQUENTIAL_LABELS,
-    BenchContext,
-    BenchResult,
-    BenchRow,
-    BenchTask,
-    render_table,
-)
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow, BenchTask
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.rows import SEQUENTIAL_LABELS
+from unmask.bench.sweep import Run, Warmup, sweep
+from unmask.bench.table import render_table
 from unmask.decode import DecodeConfig
 from unmask.infill import plan_infill
 from unmask.models.auto import load_model
 from unmask.pretrained import describe_source
-from unmask.recipe import ModelRecipe
 from unmask.samplers.spec import SamplerSpec
-from unmask.sweep import Run, Warmup, sweep
 
 #: the settings, in table order: name -> what the table title says
 SETTINGS = {"cdr": "CDR1, CDR2 and the start of CDR3 masked, the framework given",

@@ -6,32 +6,26 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from unmask.bench import (
-    BenchContext,
-    BenchResult,
-    BenchRow,
-    BenchTask,
-    add_nfe_vs_sequential,
-    add_rate_metrics,
-    aup,
-    pareto_plot,
-)
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow, BenchTask
+from unmask.bench.plot import pareto_plot
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.rows import add_nfe_vs_sequential, add_rate_metrics, aup
+from unmask.bench.sweep import Run, Warmup, sweep
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError, require
+from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
 from unmask.protein.data import ProteinSplit, background_composition, model_split
 from unmask.protein.metrics import generation_metrics
 from unmask.protein.model import load_protein_model
+from unmask.protein.split_flags import add_split_args
 from unmask.protein.tokens import (
     MAX_GEN_LENGTH,
     MIN_GEN_LENGTH,
     generation_inputs,
     random_lengths,
 )
-from unmask.recipe import ModelRecipe
 from unmask.samplers.spec import SamplerSpec
-from unmask.sweep import Run, Warmup, sweep
-from unmask.workers import Engine
 
 #: the published reference (ESM-C, 500 proteins of length 50-100 against 500 UniRef50
 #: references): (label, mean NFE, JSD)
@@ -55,20 +49,20 @@ def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: 
                   natural: bool = True, progress=None, engine: Engine | None = None,
                   recipe: ModelRecipe | None = None, cache=None
                   ) -> tuple[list[BenchRow], torch.Tensor]:
-    """Generate ``n`` proteins with each entry; (one :class:`unmask.bench.BenchRow` per entry,
-    lengths (n,)).
+    """Generate ``n`` proteins with each entry; (one :class:`unmask.bench.contract.BenchRow` per
+    entry, lengths (n,)).
 
     The sweep is cut into shards of ``batch_size`` proteins per entry, decoded on ``engine``
     (default: this process; protein r decodes with seed ``seed * n + r`` whatever the shard):
-    see :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
+    see :func:`unmask.bench.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
     ``model``, and whose ``cache`` folder keeps finished shards. ``wall_s`` sums the shards'
     decode seconds.
 
     Every entry decodes the same lengths (uniform in [min_length, max_length], from ``seed``)
     at ``temperature`` (0 would give one protein per length). Shared fields: label, name,
-    accuracy (1 - jsd_heldout, the closeness the Pareto plot and :func:`unmask.bench.aup`
+    accuracy (1 - jsd_heldout, the closeness the Pareto plot and :func:`unmask.bench.rows.aup`
     read), nfe, sequences (mean sequences evaluated per protein), wall_s, n_items (``n``),
-    and :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass and sequences_per_token
+    and :func:`unmask.bench.rows.add_rate_metrics`'s tokens_per_pass and sequences_per_token
     (wall_per_solved None: generation solves no item). Columns: params, cumulative_entropy,
     proteins_per_s, revealed (mean residues decoded per protein), the metrics of
     :func:`unmask.protein.metrics.generation_metrics`, closeness (the accuracy, under its
@@ -121,19 +115,6 @@ def _row(label: str, name: str, params: dict, n: int, metrics: dict, res=None,
         columns={"params": params, "cumulative_entropy": entropy,
                  "proteins_per_s": None if wall is None else n / wall, "revealed": revealed,
                  **metrics, "closeness": 1.0 - metrics["jsd_heldout"]})
-
-
-def add_split_args(p, types) -> None:
-    """The flags naming the train/held-out split (:func:`unmask.protein.data.model_split`);
-    ``types``: the CLI's argument types."""
-    p.add_argument("--fasta", default=None,
-                   help="protein FASTA file (default: the proteome shipped with pyhmmer)")
-    p.add_argument("--heldout-fraction", type=types.finite_float(0.0, 1.0, open_low=True),
-                   default=None,
-                   help="share of proteins held out (default 0.1, or the model's split.json)")
-    p.add_argument("--split-seed", type=types.seed_int, default=None,
-                   help="seed of the train/held-out split (default 0, or the model's "
-                        "split.json)")
 
 
 class ProteinBench(BenchTask):

@@ -7,33 +7,25 @@ import dataclasses
 import numpy as np
 import torch
 
-from unmask.bench import (
-    BenchContext,
-    BenchResult,
-    BenchRow,
-    BenchTask,
-    add_nfe_vs_sequential,
-    add_paired_vs,
-    add_rate_metrics,
-    aup,
-    pareto_plot,
-    render_table,
-)
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow, BenchTask
+from unmask.bench.plot import pareto_plot
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.rows import add_nfe_vs_sequential, add_paired_vs, add_rate_metrics, aup
+from unmask.bench.sweep import Run, Warmup, sweep
+from unmask.bench.table import render_table
 from unmask.corrector import SHIPPED_CORRECTOR
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
 from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
-from unmask.mi.maps import peer_mask
 from unmask.models.auto import load_model
+from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
-from unmask.recipe import ModelRecipe
 from unmask.samplers.base import sampler_class
 from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku.datasets import set_puzzles
+from unmask.sudoku.maps import peer_mask
 from unmask.sudoku.solver import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
-from unmask.sweep import Run, Warmup, sweep
-from unmask.workers import Engine
 
 #: the published reference of arXiv 2605.20187 (same protocol: 1,000 hard puzzles, one MDM):
 #: (label, NFE, solved %)
@@ -64,16 +56,16 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
                  recipe: ModelRecipe | None = None, cache=None) -> list[BenchRow]:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
     entries marked ``corrected`` with ``corrector_hooks``: :func:`unmask.hooks.corrector_hooks`);
-    one :class:`unmask.bench.BenchRow` per entry, its accuracy the share solved.
+    one :class:`unmask.bench.contract.BenchRow` per entry, its accuracy the share solved.
 
     The sweep is cut into shards of ``batch_size`` puzzles per entry, decoded on ``engine``
     (default: this process; puzzle p decodes with seed ``seed + p`` whatever the shard): see
-    :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
+    :func:`unmask.bench.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
     ``model`` and the corrector, and whose ``cache`` folder keeps finished shards.
 
     Shared fields: label, name, accuracy (share solved), nfe (mean model calls), sequences
     (mean sequences evaluated), wall_s (decode seconds, summed over shards), n_items, and
-    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
+    :func:`unmask.bench.rows.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
     wall_per_solved. Columns: corrected (decoded with the corrector), verified (every pass's
     set verified), verify_tolerance, params, solved (the accuracy, under its older name),
     solved_each ('0'/'1' per puzzle, in order), steps (mean decoding passes: equal to nfe
@@ -168,6 +160,7 @@ class SudokuBench(BenchTask):
     corrector = True
     estimator = True
     accuracy_label = "solved %"
+    references = SEED_REFERENCE
 
     def add_arguments(self, p, types) -> None:
         p.add_argument("--set", default="hard",

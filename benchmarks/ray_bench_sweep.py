@@ -23,7 +23,7 @@ from unmask.bench.recipe import ModelRecipe
 from unmask.models.auto import load_model
 from unmask.parallel.workers import LocalEngine, RayEngine
 from unmask.samplers.spec import SamplerSpec
-from unmask.sudoku.bench import bench_sudoku
+from unmask.sudoku.bench import run_bench as bench_sudoku
 from unmask.sudoku.datasets import set_puzzles
 
 WALL = {"wall_s", "puzzles_per_s", "wall_per_solved"}

@@ -22,7 +22,7 @@ from unmask.cli import main
 from unmask.corrector import Corrector, CorrectorConfig
 from unmask.decode import DecodeConfig, decode
 from unmask.hooks import corrector_hooks
-from unmask.image.bench import run_image_bench
+from unmask.image.bench import run_bench as run_image_bench
 from unmask.image.classifier import DigitClassifier
 from unmask.image.model import load_digits_model
 from unmask.models import MDMTransformer
@@ -32,7 +32,7 @@ from unmask.parallel.shard_store import parse_shard
 from unmask.parallel.workers import Engine, LocalEngine, RayEngine
 from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku import grid_to_tokens, load_set
-from unmask.sudoku.bench import bench_sudoku
+from unmask.sudoku.bench import run_bench as bench_sudoku
 from unmask.sudoku.train import sudoku_model_config
 
 SRC = str(Path(unmask.__file__).resolve().parents[1])
@@ -293,7 +293,8 @@ def test_reasoning_bench_on_an_engine_gives_solve_problem_by_problem(tmp_path):
     """Every batch of problems is a sweep run: on a non-local engine the rows equal the local
     ones, and each problem's outcome and passes are those of :func:`solve`'s batches."""
     pytest.importorskip("reasoning_gym")
-    from unmask.reasoning.bench import run_reasoning_bench, solve
+    from unmask.reasoning.bench import run_bench as run_reasoning_bench
+    from unmask.reasoning.bench import solve
     from unmask.reasoning.tasks import get_tasks
 
     path = _text_folder(tmp_path)

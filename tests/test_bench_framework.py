@@ -17,7 +17,7 @@ from unmask.bench.report import load_bench, plot_bench, pool_bench
 from unmask.bench.rows import add_rate_metrics
 from unmask.bench.sweep import Run, sweep
 from unmask.cli import build_parser, main
-from unmask.commands.flags.bench import BENCH_TASKS, add_bench_args, bench_task, run_bench
+from unmask.commands.flags.bench import BENCH_TASKS, add_bench_args, bench_task, run_bench_command
 from unmask.decode import DecodeConfig, decode
 
 #: the flags every bench has, with one meaning each
@@ -145,7 +145,7 @@ def test_a_new_task_is_one_class_with_every_shared_flag(tiny_transformer, tmp_pa
     out = tmp_path / "b.json"
     args = parser.parse_args(["--limit", "4", "--temperatures", "0,1", "--seed", "3",
                               "--quiet", "--json", str(out)])
-    assert run_bench(task, args) == 0
+    assert run_bench_command(task, args) == 0
     data = json.loads(out.read_text())
     assert data["bench"] == "first-token" and data["temperatures"] == [0.0, 1.0]
     assert [r["label"] for r in data["rows"]] == ["confidence T=0", "topk k=4 T=0",

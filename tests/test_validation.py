@@ -216,7 +216,7 @@ def _tiny_transformer():
      "top_k: must be None or an integer >= 1, got True"),
     ("unmask.bench.sweep:shards_of", ([], True), {},
      "batch_size: must be an integer >= 1, got True"),
-    ("unmask.reasoning.bench:run_reasoning_bench", (None, [], []), dict(limit=True),
+    ("unmask.reasoning.bench:run_bench", (None, [], []), dict(limit=True),
      "limit: must be an integer >= 1, got True"),
 ])
 def test_a_bool_is_no_count(where, args, kwargs, message):

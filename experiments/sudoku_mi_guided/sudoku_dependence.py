@@ -38,7 +38,7 @@ from unmask.samplers.eb import EBSampler
 from unmask.samplers.mi_guided import MIGuidedSampler
 from unmask.samplers.spec import SamplerSpec
 from unmask.samplers.verified import Verified
-from unmask.sudoku.bench import bench_sudoku
+from unmask.sudoku.bench import run_bench as bench_sudoku
 from unmask.sudoku.datasets import set_puzzles
 
 

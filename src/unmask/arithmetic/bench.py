@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from unmask.arithmetic.bench_task import ArithmeticBenchTask
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.arithmetic.train import TASKS, format_of, task_inputs, training_batch
-from unmask.bench.contract import BenchContext, BenchResult, BenchRow, BenchTask
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow
 from unmask.bench.plot import pareto_plot
 from unmask.bench.recipe import ModelRecipe
 from unmask.bench.rows import add_rate_metrics, aup
@@ -155,22 +156,10 @@ def print_tables(rows: list[dict], scores: dict[str, float | None], source: str)
                   f"acc % vs tokens per pass, d3LLM)")
 
 
-class ArithmeticBench(BenchTask):
+class ArithmeticBench(ArithmeticBenchTask):
     """Every sampler on the multiplication model's tasks: accuracy against forward passes;
     the temperature is that of unconditional generation (the conditional tasks decode at
     0)."""
-
-    name = "arithmetic"
-    default_model = "arithmetic"
-    default_limit = 500
-    items = "inputs per task"
-    default_temperatures = "1.0"
-    aliases = {"--prompts": "--limit", "--temperature": "--temperatures"}
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--tasks", default="generate,product,factors",
-                       help="comma-separated: generate, product (factors given), factors "
-                            "(product given)")
 
     def check(self, args) -> None:
         tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())

@@ -11,7 +11,7 @@ from unmask.arithmetic.train import (
     training_batch,
     training_metrics,
 )
-from unmask.commands.flags.bench import bench_task, run_bench
+from unmask.commands.flags.bench import bench_task, run_bench_command
 from unmask.commands.flags.training import training_setup
 from unmask.commands.registry import command
 from unmask.models.transformer import MDMTransformer
@@ -39,4 +39,4 @@ def train_arithmetic(args: argparse.Namespace) -> int:
 
 @command("arithmetic", "bench")
 def bench_arithmetic(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("arithmetic"), args)
+    return run_bench_command(bench_task("arithmetic"), args)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.commands.flags.bench import bench_task, run_bench
-from unmask.commands.flags.paths import output_folder
+from unmask.commands.flags.bench import bench_task, run_bench_command
+from unmask.commands.flags.paths import TRAINING_RUN_FILES, claim_folder, command_name
 from unmask.commands.flags.training import (
     check_resume_args,
     training_setup,
@@ -43,7 +43,8 @@ def train_digit_classifier(args: argparse.Namespace) -> int:
 
     if args.epochs < 1:
         raise UnmaskError(f"--epochs: must be >= 1, got {args.epochs}")
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
+                 own_files=TRAINING_RUN_FILES)
     check_resume_args(args)
     levels = args.levels or DEFAULT_LEVELS
     train_part, heldout = load_digits_split(levels)
@@ -63,4 +64,4 @@ def train_digit_classifier(args: argparse.Namespace) -> int:
 
 @command("image", "bench")
 def bench_image(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("image"), args)
+    return run_bench_command(bench_task("image"), args)

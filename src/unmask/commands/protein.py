@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from unmask.commands.flags.bench import bench_task, run_bench
+from unmask.commands.flags.bench import bench_task, run_bench_command
 from unmask.commands.flags.training import training_setup
 from unmask.commands.registry import command
 from unmask.errors import UnmaskError
@@ -63,4 +63,4 @@ def train_protein(args: argparse.Namespace) -> int:
 
 @command("protein", "bench")
 def bench_protein(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("protein"), args)
+    return run_bench_command(bench_task("protein"), args)

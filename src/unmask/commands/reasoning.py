@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.commands.flags.bench import bench_task, run_bench
+from unmask.commands.flags.bench import bench_task, run_bench_command
 from unmask.commands.flags.training import training_setup
 from unmask.commands.registry import command
 from unmask.reasoning.tasks import get_tasks
@@ -28,4 +28,4 @@ def train_reasoning(args: argparse.Namespace) -> int:
 
 @command("reasoning", "bench")
 def bench_reasoning(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("reasoning"), args)
+    return run_bench_command(bench_task("reasoning"), args)

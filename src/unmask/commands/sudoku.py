@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from unmask.commands.flags.bench import bench_task, run_bench
+from unmask.commands.flags.bench import bench_task, run_bench_command
 from unmask.commands.flags.corrector import corrector_from_args
 from unmask.commands.flags.sampler import entry_from_args
 from unmask.commands.flags.training import training_setup
@@ -104,7 +104,7 @@ def solve(args: argparse.Namespace) -> int:
 
 @command("sudoku", "bench")
 def bench_sudoku(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("sudoku"), args)
+    return run_bench_command(bench_task("sudoku"), args)
 
 
 def _initial_model(args: argparse.Namespace, overrides: dict):

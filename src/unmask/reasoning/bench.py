@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from unmask.bench.contract import BenchContext, BenchResult, BenchRow, BenchTask
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow
 from unmask.bench.plot import pareto_plot
 from unmask.bench.recipe import ModelRecipe
 from unmask.bench.rows import add_paired_vs, add_rate_metrics, aup
@@ -20,7 +20,8 @@ from unmask.generate import Generation, TextEnds, encode_prompt, generate, gener
 from unmask.models.auto import load_model
 from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
-from unmask.reasoning.tasks import TASKS, Item, ReasoningTask, get_tasks
+from unmask.reasoning.bench_task import ReasoningBenchTask
+from unmask.reasoning.tasks import Item, ReasoningTask, get_tasks
 from unmask.samplers.spec import SamplerSpec
 from unmask.validation import is_int
 
@@ -31,7 +32,7 @@ BATCH_SIZE = 32
 
 
 def n_batches(n_tasks: int, limit: int, n_entries: int, n_temperatures: int) -> int:
-    """How many batches (sweep runs) :func:`run_reasoning_bench` decodes."""
+    """How many batches (sweep runs) :func:`run_bench` decodes."""
     return n_tasks * -(-limit // BATCH_SIZE) * n_entries * n_temperatures
 
 
@@ -121,14 +122,6 @@ class _Batches:
         return out
 
 
-#: every sampler that needs no extra file, at its usual settings, fixed-count parallel
-#: decoding, and verified drafts (``mi-guided`` needs an MI estimator of the model: add it with
-#: ``--samplers mi-guided:estimator=DIR``)
-DEFAULT_SPECS = [
-    "confidence", "entropy", "margin", "uniform", "klass", "info-gain", "lookum",
-    "eb:gamma=0.1", "eb:gamma=1.0", "threshold:tau=0.9", "dus", "topk:k=2", "topk:k=4",
-    "topk:k=4+verify", "eb:gamma=1.0,order=confidence+verify=0.002",
-]
 #: the pooled rows' task name
 POOLED = "pooled"
 
@@ -149,7 +142,7 @@ def _row(entry, task: str, temperature: float, gen_length: float, solved: list[S
                  "cumulative_entropy": float(np.mean([s.cumulative_entropy for s in solved]))})
 
 
-def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[SamplerSpec],
+def run_bench(model, tasks: list[ReasoningTask], entries: list[SamplerSpec],
                         limit: int, temperatures: tuple[float, ...] = (0.0,), seed: int = 0,
                         progress=None, confidence: str = "draw", engine: Engine | None = None,
                         recipe: ModelRecipe | None = None, cache=None) -> list[BenchRow]:
@@ -254,23 +247,9 @@ def print_tables(rows: list[dict], aups: dict, title: str) -> None:
             render_table(part, columns, f"{task}, T={t:g} — {title}{extra}")
 
 
-class ReasoningBench(BenchTask):
+class ReasoningBench(ReasoningBenchTask):
     """Samplers on the reasoning tasks, each answer scored by its task's verifier; a
     pooled row per sampler and temperature."""
-
-    name = "reasoning"
-    default_specs = DEFAULT_SPECS
-    default_model = "text"
-    model_help = ("shipped model name or a transformers folder (default: the shipped text "
-                  "MDM)")
-    default_limit = 100
-    items = "problems per task (of seeds --seed .. --seed + limit - 1)"
-    all_temperatures = True
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
-                       help=f"tasks to run (default all: {', '.join(TASKS)})")
-        types.add_confidence_arg(p)
 
     def check(self, args) -> None:
         args.tasks = get_tasks(args.tasks, "--tasks")
@@ -287,7 +266,7 @@ class ReasoningBench(BenchTask):
 
     def run(self, ctx: BenchContext) -> BenchResult:
         args = ctx.args
-        rows = run_reasoning_bench(ctx.model, args.tasks, ctx.entries, ctx.limit,
+        rows = run_bench(ctx.model, args.tasks, ctx.entries, ctx.limit,
                                    ctx.temperatures, ctx.seed, confidence=args.confidence,
                                    **ctx.sweep)
         aups = aup_by_temperature(rows)

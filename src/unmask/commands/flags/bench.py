@@ -1,17 +1,21 @@
 """The bench command every task shares: ``unmask <task> bench`` is built from the task's
-:class:`~unmask.bench.contract.BenchTask` (``unmask.<task>.bench.BENCH_TASK``) with the same
-flags and meanings. The task's command module registers it::
+:class:`~unmask.bench.contract.BenchTask` with the same flags and meanings. Its flags come from
+the task's declared bench (``unmask.<task>.bench_task.DECLARED``), its run from the bench
+itself (``unmask.<task>.bench.BENCH_TASK``). A task's flags module and command module name
+it::
 
-    @command("sudoku", "bench", help=...)
-    @arguments(bench_arguments("sudoku"))
+    bench = bench_arguments("sudoku")          # unmask.commands.flags.sudoku
+
+    @command("sudoku", "bench")                # unmask.commands.sudoku
     def bench_sudoku(args):
-        return run_bench(bench_task("sudoku"), args)
+        return run_bench_command(bench_task("sudoku"), args)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -30,7 +34,7 @@ from unmask.commands.flags.engine import (
     driver_device,
     engine_from_args,
 )
-from unmask.commands.flags.paths import distinct_outputs
+from unmask.commands.flags.paths import CACHE_COMMAND, distinct_outputs, mark_folder
 from unmask.commands.flags.sampler import add_presets_arg, preset_entry, sampler_entry
 from unmask.commands.flags.threads import add_threads_arg
 from unmask.commands.flags.types import add_seed_arg, temperatures_type
@@ -56,8 +60,11 @@ def bench_task(noun: str) -> BenchTask:
 
 
 def bench_arguments(noun: str) -> Callable[[argparse.ArgumentParser], None]:
-    """The ``add_arguments`` of ``unmask NOUN bench`` (:func:`add_bench_args`)."""
-    return lambda p: add_bench_args(p, bench_task(noun))
+    """The ``add_arguments`` of ``unmask NOUN bench`` (:func:`add_bench_args`), from the task's
+    declared bench (``unmask.NOUN.bench_task.DECLARED``: its flags and defaults, without
+    importing the bench itself)."""
+    return lambda p: add_bench_args(
+        p, importlib.import_module(f"unmask.{noun}.bench_task").DECLARED)
 
 
 class _Alias(argparse.Action):
@@ -116,7 +123,7 @@ def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
                        dest=new.lstrip("-").replace("-", "_"))
 
 
-def run_bench(task: BenchTask, args: argparse.Namespace) -> int:
+def run_bench_command(task: BenchTask, args: argparse.Namespace) -> int:
     """Run ``task``'s bench with the flags of :func:`add_bench_args`."""
     from unmask.bench.contract import BenchContext
     from unmask.models.auto import check_task
@@ -151,6 +158,8 @@ def run_bench(task: BenchTask, args: argparse.Namespace) -> int:
     recipe = dataclasses.replace(task.recipe(args, model, device), bf16=model.autocast_bf16,
                                  corrector=corrector_recipe(args, corrector) if corrector
                                  else None)
+    if args.cache is not None:
+        mark_folder(args.cache, CACHE_COMMAND)
     ctx = BenchContext(args, model, entries, args.limit, args.temperatures, args.seed,
                        {"engine": engine, "recipe": recipe, "cache": args.cache}, hooks)
     result = _decode(task, ctx)

@@ -189,6 +189,8 @@ def fit(p: argparse.ArgumentParser) -> None:
     add_seed_arg(p)
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run modelling code shipped inside the model folder (only from there)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into an OUT that holds other files (never into a model folder)")
     p.add_argument("--threads", type=threads_int, default=None, metavar="N",
                    help="CPU threads of torch (per worker with --engine ray)")
     add_engine_args(p)

@@ -11,6 +11,7 @@ from unmask.commands.flags.sampler import sampler_text
 from unmask.commands.registry import command
 from unmask.errors import UnmaskError, require
 from unmask.generate import generate
+from unmask.io import parse_json
 from unmask.models.auto import load_model
 
 
@@ -22,7 +23,7 @@ def read_prompts(path: str) -> list[str]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = parse_json(line)
         except json.JSONDecodeError:
             raise UnmaskError(f"--file: line {n} is not JSON") from None
         if isinstance(item, dict):

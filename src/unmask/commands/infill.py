@@ -11,6 +11,7 @@ from unmask.commands.flags.sampler import sampler_text
 from unmask.commands.registry import command
 from unmask.errors import UnmaskError, require
 from unmask.infill import infill
+from unmask.io import parse_json
 from unmask.models.auto import load_model
 
 
@@ -25,7 +26,7 @@ def read_templates(path: str) -> list[str]:
             continue
         if line.startswith(('"', "{")):
             try:
-                item = json.loads(line)
+                item = parse_json(line)
             except json.JSONDecodeError:
                 raise UnmaskError(f"--file: line {n} starts like JSON but is not") from None
             line = item.get("template") if isinstance(item, dict) else item

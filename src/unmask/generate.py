@@ -346,8 +346,8 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
 @dataclass(frozen=True)
 class TextEnds:
     """How the rows of one batch of prompts end (plain data: it travels with a sweep's shards,
-    :class:`unmask.sweep.Run`). With ``stop_at_eos`` a row whose last finished block is all EOS
-    fills the rest with EOS (:class:`StopAtEOS`); the first ``min_new_tokens`` generated
+    :class:`unmask.bench.sweep.Run`). With ``stop_at_eos`` a row whose last finished block is
+    all EOS fills the rest with EOS (:class:`StopAtEOS`); the first ``min_new_tokens`` generated
     positions cannot take an EOS id (:class:`NoEOSBefore`).
 
     eos_ids: the model's EOS ids (none: neither applies); block: the block length;

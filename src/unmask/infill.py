@@ -168,7 +168,7 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
 @dataclasses.dataclass
 class InfillPlan:
     """Templates ready to decode, for callers that run the decodes themselves (a bench on an
-    engine, :mod:`unmask.sweep`); :func:`infill` is ``decode_batches`` over it.
+    engine, :mod:`unmask.bench.sweep`); :func:`infill` is ``decode_batches`` over it.
 
     Attributes:
         model: the model the templates were encoded for.

@@ -18,10 +18,9 @@ import argparse
 import dataclasses
 import math
 import numbers
+import sys
 import types
 import typing
-
-import numpy as np
 
 from unmask.errors import UnmaskError
 
@@ -47,8 +46,12 @@ def text_problem(text: str) -> str | None:
 
 
 def is_bool(value) -> bool:
-    """``True``/``False``, numpy's too."""
-    return isinstance(value, (bool, np.bool_))
+    """``True``/``False``, numpy's too (a numpy bool exists only once numpy is imported, so
+    this module does not import it)."""
+    if isinstance(value, bool):
+        return True
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.bool_)
 
 
 def is_int(value) -> bool:

@@ -113,7 +113,8 @@ def encode_text(tokenizer, template: str, index: int = 0, limit: int | None = No
     text = "".join(p if isinstance(p, str) else mask * p for p in pieces)
     ids = [int(i) for i in tokenizer(text)["input_ids"]]
     unk = tokenizer.unk_token_id
-    if unk is not None and unk in ids and tokenizer.unk_token not in text:
+    written = text.count(tokenizer.unk_token) if tokenizer.unk_token else 0
+    if unk is not None and ids.count(unk) > written:  # more than the template writes
         raise UnmaskError(f"template {index}: the tokenizer reads part of it as "
                           f"{tokenizer.unk_token} (outside the model's vocabulary): "
                           f"{_unknown_part(tokenizer, text)!r}")
@@ -127,7 +128,7 @@ def _unknown_part(tokenizer, text: str) -> str:
     except (NotImplementedError, TypeError, ValueError):
         return text[:40]
     for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
-        if tid == tokenizer.unk_token_id:
+        if tid == tokenizer.unk_token_id and text[a:b] != tokenizer.unk_token:
             return text[a:b]
     return text[:40]
 

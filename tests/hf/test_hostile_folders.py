@@ -205,3 +205,28 @@ def test_generate_names_the_bad_argument(bert_dir, kwargs, field):
             "gen_length": 4, **kwargs}
     with pytest.raises(UnmaskError, match=f"^{field}"):
         generate(args.pop("model"), args.pop("tokenizer"), args.pop("prompts"), **args)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["infill", "--template", "[UNK] zebra <mask>"], "as [UNK] (outside the model's "
+                                                      "vocabulary): 'zebra'"),
+    (["generate", "--prompt", "the", "--gen-length", "8", "--block-length", "3"],
+     "error: --block-length: 3 does not divide gen_length 8"),
+    (["infill", "--template", "the <mask>", "--sampler", "confidence+corrector"],
+     "text decoding (generate, infill) takes no corrector"),
+    (["infill", "--template", "the <mask>", "--steps", "-4.0"],
+     "argument --steps: expected an integer >= 1, got '-4.0'"),
+    (["infill", "--template", "the <mask:²>"], "integer >= 1 (digits 0-9)"),
+    (["infill", "--template", "the <mask:1000000000>"],
+     "1000000000 masked positions exceed the model's max_length 64"),
+])
+def test_refusals_name_the_flag_and_the_part_at_fault(bert_dir, capsys, argv, needle):
+    code = main([*argv, "--model", str(bert_dir), "--threads", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and needle in err, err
+
+
+def test_a_literal_unknown_token_keeps_the_check(bert_dir, capsys):
+    """``[UNK]`` written in the template is the template's; it does not hide another."""
+    assert main(["infill", "--model", str(bert_dir), "--template", "[UNK] the <mask>",
+                 "--threads", "1"]) == 0

@@ -8,6 +8,7 @@ import json
 from unmask.commands.flags.engine import resolve_device
 from unmask.commands.flags.paths import read_file_arg
 from unmask.commands.flags.sampler import sampler_text
+from unmask.commands.flags.types import flags_for
 from unmask.commands.registry import command
 from unmask.errors import UnmaskError, require
 from unmask.infill import infill
@@ -47,9 +48,10 @@ def infill_cmd(args: argparse.Namespace) -> int:
     if args.dtype:
         options["dtype"] = args.dtype
     model = load_model(args.model, **options)
-    results = infill(model, templates, sampler=sampler, block_length=args.block_length,
-                     steps=args.steps, temperature=args.temperature, seed=args.seed,
-                     batch_size=args.batch_size, confidence=args.confidence)
+    with flags_for("block_length", "steps", "batch_size", "sampler"):
+        results = infill(model, templates, sampler=sampler, block_length=args.block_length,
+                         steps=args.steps, temperature=args.temperature, seed=args.seed,
+                         batch_size=args.batch_size, confidence=args.confidence)
     for r in results:
         if args.json:
             row = r.to_json()

@@ -61,7 +61,7 @@ from unmask.mi.estimator_train import (
     planned_steps,
     train_estimator,
 )
-from unmask.mi.label_files import MANIFEST
+from unmask.mi.label_files import MANIFEST, checked_manifest
 from unmask.mi.label_set import LabelSet
 from unmask.mi.labels import get_task, write_labels
 from unmask.mi.probe import perturbation_mi
@@ -353,8 +353,13 @@ def _fit_labels(args, model: MaskedModel, task: str, options: dict, out: Path) -
               model_recipe(task, worker_path(args.model), str(device),
                            trust_remote_code=args.trust_remote_code))
     t0, done = time.perf_counter(), 0
+    # the first call covers the contexts a former run labelled: each of their shards is
+    # checked against its sha256 and a changed one recomputed (not only the first shard's)
+    kept = (checked_manifest(out / MANIFEST, "--out").get("contexts")
+            if (out / MANIFEST).is_file() else 0)
+    kept = kept if isinstance(kept, int) and kept > 0 else 0
     while done < args.contexts and (done == 0 or time.perf_counter() - t0 < args.label_s):
-        goal = min(args.contexts, done + args.shard_size)
+        goal = min(args.contexts, max(done + args.shard_size, kept))
         manifest = write_labels(source, out, contexts=goal, task=task, seed=args.seed,
                                 eps=args.eps, mask_ratio=parse_ratio_range(args.mask_ratio),
                                 shard_size=args.shard_size, top_k=args.top_k,

@@ -237,6 +237,8 @@ def _reads_residues(model: MaskedModel, tokenizer) -> bool:
 def _encoder(model: MaskedModel, tokenizer):
     """templates -> (their ids, ids -> text) for ``model``: residue strings for a protein
     model without a tokenizer, else the text tokenizer's."""
+    require(tokenizer is None or callable(tokenizer), f"tokenizer: expected a transformers "
+                                                      f"tokenizer, got {type(tokenizer).__name__}")
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if _reads_residues(model, tokenizer):
         def encode(i, t):

@@ -230,3 +230,36 @@ def test_a_literal_unknown_token_keeps_the_check(bert_dir, capsys):
     """``[UNK]`` written in the template is the template's; it does not hide another."""
     assert main(["infill", "--model", str(bert_dir), "--template", "[UNK] the <mask>",
                  "--threads", "1"]) == 0
+
+
+@pytest.mark.parametrize("kind", ["bert", "esm"])
+def test_weights_past_the_config_are_one_line_and_nothing_before_it(tmp_path, capsys, kind):
+    """No load report of transformers' before the refusal: stderr is the one line."""
+    import transformers
+
+    folder = tmp_path / kind
+    if kind == "bert":
+        cfg = transformers.BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=2,
+                                      num_attention_heads=2, intermediate_size=16,
+                                      max_position_embeddings=16, mask_token_id=4)
+        transformers.BertForMaskedLM(cfg).save_pretrained(str(folder))
+    else:
+        cfg = transformers.EsmConfig(vocab_size=33, hidden_size=8, intermediate_size=16,
+                                     num_hidden_layers=2, num_attention_heads=2,
+                                     pad_token_id=1, mask_token_id=32,
+                                     max_position_embeddings=40,
+                                     position_embedding_type="rotary")
+        transformers.EsmForMaskedLM(cfg).save_pretrained(str(folder))
+    meta = json.loads((folder / "config.json").read_text())
+    meta["num_hidden_layers"] = 1
+    (folder / "config.json").write_text(json.dumps(meta))
+    import subprocess
+    import sys
+
+    # a fresh process: transformers' logging is set once per process
+    proc = subprocess.run([sys.executable, "-m", "unmask", "infill", "--model", str(folder),
+                           "--template", "MKV<mask>", "--threads", "1"],
+                          capture_output=True, text=True, timeout=300)
+    err = proc.stderr
+    assert proc.returncode == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: model: ") and proc.stdout == ""

@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.files import read_json_object
-from unmask.models.hf import check_unexpected_weights
+from unmask.models.hf import check_unexpected_weights, load_failure
 from unmask.protein.model import check_protein_model
 from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, VOCAB_SIZE, check_padded_tokens
 
@@ -133,10 +133,14 @@ class EsmMaskedModel(MaskedModel):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one line per failure is the CLI's contract
+        hf_logging.set_verbosity_error()  # no load report before that line
         try:
             esm, info = esm_cls.from_pretrained(str(directory), local_files_only=True,
                                                 output_loading_info=True)
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, SafetensorError) as e:
+            if "mismatch" in str(e):  # a shape the config does not imply: named, both shapes
+                config = esm_cls.config_class.from_pretrained(str(directory))
+                raise UnmaskError(load_failure(directory, config, esm_cls, e)) from None
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UnmaskError(f"model: {directory} is not a readable EsmForMaskedLM "
                               f"checkpoint ({first})") from None

@@ -121,6 +121,23 @@ def encode_text(tokenizer, template: str, index: int = 0, limit: int | None = No
     return ids
 
 
+def context_change(tokenizer, template: str) -> tuple[str, str] | None:
+    """(a word of ``template``'s given text, the word the tokenizer reads instead), or None
+    when its normaliser keeps every word (an uncased tokenizer lower-cases and drops accents:
+    ``'Sät'`` is read as ``'sat'``, and the filled text shows the context so)."""
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+    if normalizer is None:
+        return None
+    for piece in split_template(template):
+        if isinstance(piece, int):
+            continue
+        for word, read in zip(piece.split(), normalizer.normalize_str(piece).split(),
+                              strict=False):
+            if word != read:
+                return word, read
+    return None
+
+
 def _unknown_part(tokenizer, text: str) -> str:
     """The first stretch of ``text`` that ``tokenizer`` reads as its unknown token."""
     try:
@@ -317,5 +334,5 @@ def _filled(res: DecodeResult, templates: list[str], encoded: list[list[int]], t
     return out
 
 
-__all__ = ["MASK_MARK", "InfillPlan", "encode_residues", "encode_text", "infill",
+__all__ = ["MASK_MARK", "InfillPlan", "context_change", "encode_residues", "encode_text", "infill",
            "is_protein_model", "plan_infill", "split_template"]

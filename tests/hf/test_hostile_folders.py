@@ -263,3 +263,17 @@ def test_weights_past_the_config_are_one_line_and_nothing_before_it(tmp_path, ca
     err = proc.stderr
     assert proc.returncode == 2 and err.count("\n") == 1, err
     assert err.startswith("error: model: ") and proc.stdout == ""
+
+
+@pytest.mark.parametrize("template, changed", [("The sät <mask>", "'The' as 'the'"),
+                                               ("the sät <mask>", "'sät' as 'sat'"),
+                                               ("the cat <mask>", None)])
+def test_an_uncased_tokenizer_changing_the_context_is_said(bert_dir, capsys, template,
+                                                           changed):
+    assert main(["infill", "--model", str(bert_dir), "--template", template,
+                 "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    if changed is None:
+        assert err == ""
+    else:
+        assert err.count("\n") == 1 and err.startswith("warning: template 0:") and changed in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from unmask.commands.flags.engine import resolve_device
 from unmask.commands.flags.paths import read_file_arg
@@ -11,7 +12,7 @@ from unmask.commands.flags.sampler import sampler_text
 from unmask.commands.flags.types import flags_for
 from unmask.commands.registry import command
 from unmask.errors import UnmaskError, require
-from unmask.infill import infill
+from unmask.infill import context_change, infill
 from unmask.io import parse_json
 from unmask.models.auto import load_model
 
@@ -38,6 +39,19 @@ def read_templates(path: str) -> list[str]:
     return templates
 
 
+def _warn_normalised(model, templates: list[str]) -> None:
+    """One warning line on stderr for the first template whose given text the model's
+    tokenizer reads otherwise (an uncased model lower-cases it)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    for i, template in enumerate(templates if tokenizer is not None else ()):
+        change = context_change(tokenizer, template)
+        if change:
+            print(f"warning: template {i}: the model's tokenizer reads {change[0]!r} as "
+                  f"{change[1]!r} (it normalises text); the filled text shows the context as "
+                  "the model read it", file=sys.stderr)
+            return
+
+
 @command("infill")
 def infill_cmd(args: argparse.Namespace) -> int:
     templates = args.template if args.template is not None else read_templates(args.file)
@@ -52,6 +66,7 @@ def infill_cmd(args: argparse.Namespace) -> int:
         results = infill(model, templates, sampler=sampler, block_length=args.block_length,
                          steps=args.steps, temperature=args.temperature, seed=args.seed,
                          batch_size=args.batch_size, confidence=args.confidence)
+    _warn_normalised(model, templates)
     for r in results:
         if args.json:
             row = r.to_json()

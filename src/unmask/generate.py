@@ -111,7 +111,9 @@ class StopAtEOS(SamplerWrapper):
         ok = (prev >= self.gen_start).all(1)
         prev_tok = state.tokens.gather(1, prev.clamp(min=0))
         ended = ok & (prev_tok == self.eos_id).all(1)
-        if not bool(ended.any()):
+        # rows that did not end keep the inner choice: no host read unless the inner sampler
+        # handed over its next output, which ended rows need replaced
+        if sel.next_output is not None and not bool(ended.any()):
             return sel
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)

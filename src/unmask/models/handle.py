@@ -48,7 +48,8 @@ class ModelHandle:
             else:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers,
                                  prev_probs=self.prev_probs[rows], **extra)
-        self.calls[torch.unique(rows)] += 1
+        # a row named several times gets the same value written several times: one call
+        self.calls[rows] += 1
         self.sequences.index_add_(0, rows, torch.ones_like(rows))
         return out
 

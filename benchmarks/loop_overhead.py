@@ -1,0 +1,149 @@
+"""What the decode loop and each sampler cost per pass without a model, and how many host
+reads (device synchronisations on a GPU) each makes per pass, against confidence decoding.
+
+The model is :class:`~unmask.models.toy.FixedOutputModel`: fixed random logits and hidden
+states, expanded to the batch at no cost, so the wall is the loop's work (log-softmax,
+proposals, bookkeeping, the write) plus the sampler's selection (plus, for samplers that run
+the model themselves, their own batching around the zero-cost model). Sudoku's shape: 81
+positions, 9 tokens, every position masked, one block.
+
+    PYTHONPATH=src python benchmarks/loop_overhead.py [--batches 1 64 1000] [--repeats 3]
+        [--threads 1] [--only confidence eb ...] [--json out.json]
+
+Columns: ms/pass = best-of-``--repeats`` decode wall / passes (the rows' largest step count);
+vs conf = ms/pass over confidence's at the same batch (target <= 1.2x except the lookahead
+samplers info-gain and lookum, which evaluate candidates every pass); passes; wall s (best
+round). Host reads per pass: :func:`unmask.host_reads.count_host_reads` over one decode at
+batch 64, divided by its passes; the loop's own count is confidence's (its ``select`` reads
+nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from unmask import Verified, decode, make_sampler
+from unmask.host_reads import count_host_reads
+from unmask.models.toy import FixedOutputModel
+from unmask.samplers.base import available_samplers
+from unmask.samplers.spec import parse_spec
+
+#: samplers that evaluate candidate next states every pass (exempt from the 1.2x target)
+LOOKAHEAD = ("info-gain", "lookum")
+
+
+def _estimator(model):
+    from unmask.mi.estimator import EstimatorConfig, MIEstimator
+
+    torch.manual_seed(0)
+    return MIEstimator(EstimatorConfig(hidden_size=model.hidden_size))
+
+
+def _corrector(model):
+    from unmask.corrector import Corrector, CorrectorConfig
+
+    torch.manual_seed(0)
+    return Corrector(CorrectorConfig.for_model(model, d=8, n_heads=2))
+
+
+#: parameters a registered sampler needs beyond its defaults (a function of the model)
+PARAMS = {
+    "mi-guided": lambda m: {"estimator": _estimator(m), "gamma": 1.0},
+    "mi-oracle": lambda m: {"gamma": 1.0, "eps": 0.0},
+    "demask": lambda m: {"estimator": _estimator(m), "bound": 0.5},
+}
+
+
+def cases() -> dict:
+    """label -> build(model) -> (sampler, hooks): every registered sampler with its defaults,
+    verified passes (all prefixes and doubling), and the hooks (corrector, WINO, ReMDM)."""
+    from unmask.hooks import corrector_hooks
+
+    out = {name: (lambda m, n=name: (make_sampler(n, **PARAMS.get(n, lambda _: {})(m)), ()))
+           for name in available_samplers()}
+    out["eb+verify"] = lambda m: (Verified(make_sampler("eb")), ())
+    out["eb+verify (doubling)"] = lambda m: (Verified(make_sampler("eb"), prefixes="doubling"),
+                                             ())
+    out["topk:k=3+verify=0"] = lambda m: (Verified(make_sampler("topk", k=3), tolerance=0.0),
+                                          ())
+    out["confidence+corrector"] = lambda m: (make_sampler("confidence"),
+                                             corrector_hooks(_corrector(m), max_remasks=1))
+    for spec in ("threshold:tau=0.7+wino=0.9", "topk:k=2+remdm=0.05"):
+        out[spec] = lambda m, s=spec: (parse_spec(s).build(), ())
+    return out
+
+
+def masked(model: FixedOutputModel, batch: int) -> torch.Tensor:
+    return torch.full((batch, model.n), model.mask_id, dtype=torch.long)
+
+
+def time_per_pass(model, build, batch: int, repeats: int) -> dict:
+    """Best-of-``repeats`` wall of one decode of ``batch`` fully masked rows, per pass."""
+    x = masked(model, batch)
+    best, passes = float("inf"), 0
+    for _ in range(repeats):
+        sampler, hooks = build(model)
+        t0 = time.perf_counter()
+        res = decode(model, x, sampler, hooks=hooks, seed=0)
+        best = min(best, time.perf_counter() - t0)
+        passes = int(res.steps.max())
+    return {"wall_s": best, "passes": passes, "ms_per_pass": 1e3 * best / max(passes, 1)}
+
+
+def host_reads_per_pass(model, build, batch: int = 64, sites: bool = False):
+    """(reads per pass, passes, reads by calling line) of one decode of ``batch`` rows."""
+    sampler, hooks = build(model)
+    x = masked(model, batch)
+    with count_host_reads(sites=sites) as reads:
+        res = decode(model, x, sampler, hooks=hooks, seed=0)
+    passes = int(res.steps.max())
+    return reads.total / max(passes, 1), passes, reads.by_site
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1000])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", nargs="+", help="labels to run (default: all)")
+    ap.add_argument("--json", help="also write the tables here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    model = FixedOutputModel()
+    table = {k: v for k, v in cases().items() if not args.only or k in args.only}
+    if "confidence" not in table:
+        table = {"confidence": cases()["confidence"], **table}
+    rows, t_start = {}, time.perf_counter()
+    for label, build in table.items():
+        per, n_pass, _ = host_reads_per_pass(model, build)
+        rows[label] = {"host_reads_per_pass": per, "host_read_passes": n_pass,
+                       **{f"b{b}": time_per_pass(model, build, b, args.repeats)
+                          for b in args.batches}}
+    base = rows["confidence"]
+    head = "| sampler | " + " | ".join(f"b={b} ms/pass (vs conf, passes)" for b in args.batches)
+    print(head + " | host reads/pass (loop: {:.2f}) |".format(base["host_reads_per_pass"]))
+    print("|---" * (len(args.batches) + 2) + "|")
+    for label, r in rows.items():
+        cells = []
+        for b in args.batches:
+            t = r[f"b{b}"]
+            t["vs_confidence"] = t["ms_per_pass"] / base[f"b{b}"]["ms_per_pass"]
+            flag = "" if label in LOOKAHEAD or t["vs_confidence"] <= 1.2 else " !"
+            cells.append(f"{t['ms_per_pass']:.3f} ({t['vs_confidence']:.2f}x{flag}, "
+                         f"{t['passes']})")
+        extra = r["host_reads_per_pass"] - base["host_reads_per_pass"]
+        print(f"| {label} | " + " | ".join(cells)
+              + f" | {r['host_reads_per_pass']:.2f} ({extra:+.2f}) |")
+    print(f"\nwall {time.perf_counter() - t_start:.1f} s, {args.threads} thread(s), "
+          f"torch {torch.__version__}; ! = above the 1.2x target")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"batches": args.batches, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

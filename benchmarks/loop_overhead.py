@@ -14,8 +14,8 @@ Columns: ms/pass = best-of-``--repeats`` decode wall / passes (the rows' largest
 vs conf = ms/pass over confidence's at the same batch (target <= 1.2x except the lookahead
 samplers info-gain and lookum, which evaluate candidates every pass); passes; wall s (best
 round). Host reads per pass: :func:`unmask.host_reads.count_host_reads` over one decode at
-batch 64, divided by its passes; the loop's own count is confidence's (its ``select`` reads
-nothing).
+batch 64 less the reads a decode makes once (the input check), divided by its passes; the
+loop's own count is confidence's (its ``select`` reads nothing).
 """
 
 from __future__ import annotations
@@ -94,14 +94,30 @@ def time_per_pass(model, build, batch: int, repeats: int) -> dict:
     return {"wall_s": best, "passes": passes, "ms_per_pass": 1e3 * best / max(passes, 1)}
 
 
-def host_reads_per_pass(model, build, batch: int = 64, sites: bool = False):
-    """(reads per pass, passes, reads by calling line) of one decode of ``batch`` rows."""
+def host_reads_per_pass(model, build, batch: int = 64, config=None, sites: bool = False):
+    """(reads per pass, passes, reads by calling line) of one decode of ``batch`` fully masked
+    rows, less the reads a decode makes once (checking the input: counted on a batch with
+    nothing to decode)."""
     sampler, hooks = build(model)
     x = masked(model, batch)
+    with count_host_reads() as once:
+        decode(model, torch.zeros_like(x), sampler, config, hooks=hooks)
     with count_host_reads(sites=sites) as reads:
-        res = decode(model, x, sampler, hooks=hooks, seed=0)
+        res = decode(model, x, sampler, config, hooks=hooks, seed=0)
     passes = int(res.steps.max())
-    return reads.total / max(passes, 1), passes, reads.by_site
+    return (reads.total - once.total) / max(passes, 1), passes, reads.by_site
+
+
+def _row(label: str, r: dict, base: dict, batches: list[int]) -> str:
+    cells = []
+    for b in batches:
+        t = r[f"b{b}"]
+        t["vs_confidence"] = t["ms_per_pass"] / base[f"b{b}"]["ms_per_pass"]
+        flag = "" if label in LOOKAHEAD or t["vs_confidence"] <= 1.2 else " !"
+        cells.append(f"{t['ms_per_pass']:.3f} ({t['vs_confidence']:.2f}x{flag}, {t['passes']})")
+    extra = r["host_reads_per_pass"] - base["host_reads_per_pass"]
+    return (f"| {label} | " + " | ".join(cells)
+            + f" | {r['host_reads_per_pass']:.2f} ({extra:+.2f}) |")
 
 
 def main(argv=None) -> None:
@@ -118,26 +134,15 @@ def main(argv=None) -> None:
     if "confidence" not in table:
         table = {"confidence": cases()["confidence"], **table}
     rows, t_start = {}, time.perf_counter()
+    print("| sampler | " + " | ".join(f"b={b} ms/pass (vs conf, passes)" for b in args.batches)
+          + " | host reads/pass (vs loop) |")
+    print("|---" * (len(args.batches) + 2) + "|")
     for label, build in table.items():
         per, n_pass, _ = host_reads_per_pass(model, build)
-        rows[label] = {"host_reads_per_pass": per, "host_read_passes": n_pass,
-                       **{f"b{b}": time_per_pass(model, build, b, args.repeats)
-                          for b in args.batches}}
-    base = rows["confidence"]
-    head = "| sampler | " + " | ".join(f"b={b} ms/pass (vs conf, passes)" for b in args.batches)
-    print(head + " | host reads/pass (loop: {:.2f}) |".format(base["host_reads_per_pass"]))
-    print("|---" * (len(args.batches) + 2) + "|")
-    for label, r in rows.items():
-        cells = []
-        for b in args.batches:
-            t = r[f"b{b}"]
-            t["vs_confidence"] = t["ms_per_pass"] / base[f"b{b}"]["ms_per_pass"]
-            flag = "" if label in LOOKAHEAD or t["vs_confidence"] <= 1.2 else " !"
-            cells.append(f"{t['ms_per_pass']:.3f} ({t['vs_confidence']:.2f}x{flag}, "
-                         f"{t['passes']})")
-        extra = r["host_reads_per_pass"] - base["host_reads_per_pass"]
-        print(f"| {label} | " + " | ".join(cells)
-              + f" | {r['host_reads_per_pass']:.2f} ({extra:+.2f}) |")
+        r = rows[label] = {"host_reads_per_pass": per, "host_read_passes": n_pass,
+                           **{f"b{b}": time_per_pass(model, build, b, args.repeats)
+                              for b in args.batches}}
+        print(_row(label, r, rows["confidence"], args.batches), flush=True)
     print(f"\nwall {time.perf_counter() - t_start:.1f} s, {args.threads} thread(s), "
           f"torch {torch.__version__}; ! = above the 1.2x target")
     if args.json:

@@ -31,15 +31,7 @@ def model():
 
 
 def reads_per_pass(model, build, batch=8, config=None):
-    """Host reads per pass of one decode of ``batch`` fully masked rows, less those a decode
-    makes once (checking the input: counted on a batch with nothing to decode)."""
-    sampler, hooks = build(model)
-    x = torch.full((batch, model.n), model.mask_id, dtype=torch.long)
-    with count_host_reads() as once:
-        decode(model, torch.zeros_like(x), sampler, config, hooks=hooks)
-    with count_host_reads() as reads:
-        res = decode(model, x, sampler, config, hooks=hooks, seed=0)
-    return (reads.total - once.total) / int(res.steps.max())
+    return loop_overhead.host_reads_per_pass(model, build, batch, config)[0]
 
 
 def test_every_registered_sampler_is_counted():

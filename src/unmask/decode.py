@@ -10,6 +10,7 @@ corrector); self-conditioning lives in the :class:`~unmask.models.handle.ModelHa
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
 from unmask.kv_cache import CACHE_MODES, BlockKVCache
-from unmask.models.base import MaskedModel
+from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.handle import ModelHandle
 from unmask.probs import propose, real_log_probs
 from unmask.rng import row_gumbel
@@ -50,6 +51,11 @@ class DecodeConfig:
         refreshed at block boundaries, for model folders whose code takes
         ``past_key_values`` (:mod:`unmask.kv_cache`; an approximation for bidirectional
         models).
+    batch_invariant: the loop's model pass runs one row at a time, each on the positions it
+        would compute decoded alone, so that a row's tokens do not depend on the rows beside
+        it (the kernels of a batched pass may sum in another order for another row count:
+        ``docs/gpu.md``). Slower; passes that samplers run themselves (lookahead, verified)
+        stay batched.
     """
 
     temperature: float = 0.0
@@ -58,6 +64,7 @@ class DecodeConfig:
     self_condition: bool = True
     confidence: str = "draw"
     cache_kv: str | None = None
+    batch_invariant: bool = False
 
     def __post_init__(self):
         require(is_number(self.temperature) and 0 <= self.temperature < math.inf,
@@ -70,6 +77,8 @@ class DecodeConfig:
                 f"self_condition: must be True or False, got {self.self_condition!r}")
         require(self.confidence in CONFIDENCE,
                 f"confidence: expected one of {', '.join(CONFIDENCE)}, got {self.confidence!r}")
+        require(isinstance(self.batch_invariant, bool),
+                f"batch_invariant: must be True or False, got {self.batch_invariant!r}")
         require(self.cache_kv is None or self.cache_kv in CACHE_MODES,
                 f"cache_kv: expected None or one of {', '.join(CACHE_MODES)}, got "
                 f"{self.cache_kv!r}")
@@ -258,7 +267,35 @@ class _Loop:
     def forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
         """The loop's pass on ``x`` for ``rows`` at the positions ``cols``: the model on the
         whole rows (on the rows up to ``cols.stop`` for a block-causal model; its logits at
-        ``cols`` only where it can), or through the KV cache."""
+        ``cols`` only where it can), or through the KV cache; ``batch_invariant``: one row at
+        a time."""
+        if self.config.batch_invariant and len(rows) > 1:
+            return self._forward_rows(x, rows, hidden_layers, cols)
+        return self._forward(x, rows, hidden_layers, cols)
+
+    def _forward_rows(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool,
+                      cols: slice) -> ModelOutput:
+        """:meth:`forward` one row at a time, each at the positions it computes alone, the
+        outputs placed at ``cols`` (zeros where a row computed less)."""
+        parts = []
+        for i in range(len(rows)):  # the opt-in per-row pass: shapes of a row decoded alone
+            own = self.columns(rows[i:i + 1])
+            parts.append((own, self._forward(x[i:i + 1], rows[i:i + 1], hidden_layers, own)))
+        if all(own == cols for own, _ in parts):
+            return ModelOutput.cat([out for _, out in parts])
+        first = parts[0][1]
+        width = cols.stop - cols.start
+        logits = first.logits.new_zeros(len(rows), width, first.logits.shape[-1])
+        hidden = first.hidden.new_zeros(len(rows), width, first.hidden.shape[-1])
+        for i, (own, out) in enumerate(parts):
+            logits[i, own.start - cols.start:own.stop - cols.start] = out.logits[0]
+            hidden[i, own.start - cols.start:own.stop - cols.start] = out.hidden[0]
+        rest = ModelOutput.cat([dataclasses.replace(out, logits=out.logits[:, :0],
+                                                    hidden=out.hidden[:, :0])
+                                for _, out in parts])
+        return dataclasses.replace(rest, logits=logits, hidden=hidden)
+
+    def _forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
         if self.kv is not None:
             require(not hidden_layers, "cache_kv: the sampler reads every layer's hidden "
                                        "states, which a cached pass does not compute; drop "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from unmask.commands.arg_types import add_confidence_arg, add_seed_arg
+from unmask.commands.arg_types import add_confidence_arg, add_pass_args, add_seed_arg
 from unmask.commands.engine_flags import add_device_arg, resolve_device
 from unmask.commands.paths import read_file_arg
 from unmask.commands.registry import arguments, command
@@ -54,6 +54,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run modelling code shipped inside the model folder (only from there)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
+    add_pass_args(p)
     add_threads_arg(p)
     p.add_argument("--json", action="store_true", help="one JSON object per prompt")
     add_device_arg(p)
@@ -98,7 +99,8 @@ def generate_cmd(args: argparse.Namespace) -> int:
                        temperature=args.temperature, seed=args.seed, chat_template=args.chat,
                        stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size,
                        min_new_tokens=args.min_new_tokens, confidence=args.confidence,
-                       cache_kv=args.cache_kv)
+                       cache_kv=args.cache_kv, batch_invariant=args.batch_invariant,
+                       compile=args.compile)
     for r in results:
         if args.json:
             print(json.dumps(r.to_json()), flush=True)

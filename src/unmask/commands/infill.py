@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from unmask.commands.arg_types import add_confidence_arg, add_seed_arg
+from unmask.commands.arg_types import add_confidence_arg, add_pass_args, add_seed_arg
 from unmask.commands.engine_flags import add_device_arg, resolve_device
 from unmask.commands.paths import read_file_arg
 from unmask.commands.registry import arguments, command
@@ -45,6 +45,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run modelling code shipped inside the model folder (only from there)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
+    add_pass_args(p)
     add_threads_arg(p)
     p.add_argument("--json", action="store_true", help="one JSON object per template")
     add_device_arg(p)
@@ -88,7 +89,8 @@ def infill_cmd(args: argparse.Namespace) -> int:
     sampler = preset_sampler(args.preset) if args.preset else (args.sampler or "confidence")
     results = infill(model, templates, sampler=sampler, block_length=args.block_length,
                      steps=args.steps, temperature=args.temperature, seed=args.seed,
-                     batch_size=args.batch_size, confidence=args.confidence)
+                     batch_size=args.batch_size, confidence=args.confidence,
+                     batch_invariant=args.batch_invariant, compile=args.compile)
     for r in results:
         if args.json:
             row = r.to_json()

@@ -454,7 +454,7 @@ def section_llada(run: Run) -> dict:
             out[name] = {"skipped": "--no-compile"}
             continue
         _part(run, out, name, part, need)
-    del model
+    model = None  # free the weights before the next section
     _free(run)
     return out
 
@@ -494,7 +494,7 @@ def section_dream(run: Run) -> dict:
         return res
 
     _part(run, out, "engines", engines)
-    del model
+    model = None  # free the weights before the next section
     _free(run)
     return out
 

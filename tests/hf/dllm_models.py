@@ -27,6 +27,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+
 def _external() -> Path:
     """The reference code: ``$UNMASK_FASTDLLM``, else ../shared/external/fast-dllm from the
     repository root, else shared/external/fast-dllm inside it (the first that exists)."""

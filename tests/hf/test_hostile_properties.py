@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from unmask.errors import UnmaskError
@@ -97,3 +97,58 @@ def test_json_round_trip_of_the_tested_folder(folder):
     """The folder the properties run against loads as it is (the properties are not vacuous)."""
     meta = json.loads((folder / "config.json").read_text())
     assert check_remote_code(folder, meta, trust_remote_code=True)
+
+
+def _bert_folder(root, layers: int, seed: int):
+    import torch
+    import transformers
+
+    cfg = transformers.BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=layers,
+                                  num_attention_heads=2, intermediate_size=16,
+                                  max_position_embeddings=16, mask_token_id=4)
+    torch.manual_seed(seed)
+    transformers.BertForMaskedLM(cfg).save_pretrained(str(root))
+    return root
+
+
+def _esm_folder(root, layers: int, seed: int):
+    import torch
+    import transformers
+
+    cfg = transformers.EsmConfig(vocab_size=33, hidden_size=8, intermediate_size=16,
+                                 num_hidden_layers=layers, num_attention_heads=2,
+                                 max_position_embeddings=40, pad_token_id=1, mask_token_id=32,
+                                 position_embedding_type="absolute")
+    torch.manual_seed(seed)
+    transformers.EsmForMaskedLM(cfg).save_pretrained(str(root))
+    return root
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["bert", "esm"]), stored=st.integers(1, 3),
+       declared=st.integers(1, 3), seed=st.integers(0, 3))
+@example(kind="bert", stored=2, declared=1, seed=0)
+@example(kind="esm", stored=3, declared=2, seed=0)
+def test_weights_holding_more_or_less_than_the_config_are_one_line(
+        tmp_path_factory, kind, stored, declared, seed):
+    """Weights of ``stored`` layers under a config declaring ``declared``: they load only
+    when the two agree; more layers than declared is refused as fewer is (never a truncated
+    model with exit 0)."""
+    from unmask.models.auto import load_model
+
+    folder = (_bert_folder if kind == "bert" else _esm_folder)(
+        tmp_path_factory.mktemp(kind) / "m", stored, seed)
+    meta = json.loads((folder / "config.json").read_text())
+    meta["num_hidden_layers"] = declared
+    (folder / "config.json").write_text(json.dumps(meta))
+    try:
+        model = load_model(folder)
+    except UnmaskError as e:
+        assert "\n" not in str(e) and str(e).startswith("model: ")
+        assert declared != stored
+        if declared < stored and kind == "bert":  # (ESM's contact head changes shape too)
+            assert f"layer.{declared}." in str(e) and "does not imply" in str(e)
+        return
+    assert declared == stored
+    assert model is not None

@@ -32,7 +32,7 @@ from unmask.commands.engine_flags import (
     driver_device,
     engine_from_args,
 )
-from unmask.commands.paths import distinct_outputs
+from unmask.commands.paths import CACHE_COMMAND, distinct_outputs, mark_folder
 from unmask.commands.registry import COMMAND_MODULES
 from unmask.commands.sampler_flags import add_presets_arg, sampler_entry
 from unmask.commands.threads import add_threads_arg
@@ -147,6 +147,8 @@ def run_bench(task: BenchTask, args: argparse.Namespace) -> int:
     recipe = dataclasses.replace(task.recipe(args, model, device), bf16=model.autocast_bf16,
                                  corrector=corrector_recipe(args, corrector) if corrector
                                  else None)
+    if args.cache is not None:
+        mark_folder(args.cache, CACHE_COMMAND)
     ctx = BenchContext(args, model, entries, args.limit, args.temperatures, args.seed,
                        {"engine": engine, "recipe": recipe, "cache": args.cache}, hooks)
     result = _decode(task, ctx)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from unmask.commands.arg_types import add_seed_arg
-from unmask.commands.paths import output_folder
+from unmask.commands.paths import TRAINING_RUN_FILES, claim_folder, command_name
 from unmask.commands.registry import arguments, command
 from unmask.commands.sampler_flags import bench_entries
 from unmask.commands.threads import add_threads_arg
@@ -18,10 +18,10 @@ from unmask.corrector import (
     compute_corrector_features,
     decoded_states,
     load_decoded_states,
+    save_decoded_states,
     train_corrector,
 )
 from unmask.errors import UnmaskError
-from unmask.io import atomic_path
 from unmask.models.auto import check_task, load_model
 from unmask.pretrained import describe_source
 from unmask.progress import progress_bar
@@ -74,7 +74,8 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     check_resume_args(args)
     if args.puzzles < 10:
         raise UnmaskError(f"--puzzles: need at least 10, got {args.puzzles}")
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
+                 own_files=(*TRAINING_RUN_FILES, "states.pt"))
     specs = bench_entries(args.samplers, DEFAULT_STATE_SAMPLERS)
     model = load_model(args.model or "sudoku", task="sudoku")
     # the corrector is trained on Sudoku states (known answers)
@@ -105,8 +106,7 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
             states = decoded_states(model, grid_to_tokens(pool.puzzles),
                                     grid_to_tokens(pool.solutions),
                                     [(e.name, e.params) for e in specs], progress=update)
-        with atomic_path(cache) as tmp:
-            torch.save({"key": key, "states": vars(states)}, tmp)
+        save_decoded_states(cache, key, states)
     with progress_bar(len(states.tokens), "features") as update:
         feats = compute_corrector_features(model, corrector, states.tokens, progress=update)
     print(f"{len(states.tokens):,} states of {args.puzzles:,} puzzles "

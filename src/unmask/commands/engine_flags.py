@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from unmask.commands.paths import folder_to_keep
+from unmask.commands.paths import cache_folder
 from unmask.errors import UnmaskError
 from unmask.validation import positive_int
 from unmask.workers import ENGINES, Engine, LocalEngine, make_engine
@@ -38,7 +38,7 @@ def add_engine_args(p: argparse.ArgumentParser, *, gpus: bool = True) -> None:
 def add_cache_arg(p: argparse.ArgumentParser) -> None:
     """``--cache DIR``: keep each finished shard of a bench sweep there and reuse it
     (:mod:`unmask.sweep_cache`)."""
-    p.add_argument("--cache", default=None, metavar="DIR", type=folder_to_keep,
+    p.add_argument("--cache", default=None, metavar="DIR", type=cache_folder,
                    help="keep each finished shard here and reuse it: a killed bench run again "
                         "with the same flags resumes where it stopped")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from unmask.commands.arg_types import add_seed_arg
 from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
-from unmask.commands.paths import output_folder
+from unmask.commands.paths import TRAINING_RUN_FILES, claim_folder, command_name
 from unmask.commands.registry import arguments, command
 from unmask.commands.threads import add_threads_arg
 from unmask.commands.training_flags import (
@@ -69,7 +69,8 @@ def train_digit_classifier(args: argparse.Namespace) -> int:
 
     if args.epochs < 1:
         raise UnmaskError(f"--epochs: must be >= 1, got {args.epochs}")
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
+                 own_files=TRAINING_RUN_FILES)
     check_resume_args(args)
     levels = args.levels or DEFAULT_LEVELS
     train_part, heldout = load_digits_split(levels)

@@ -29,12 +29,25 @@ from pathlib import Path
 
 from unmask.commands.arg_types import add_seed_arg
 from unmask.commands.engine_flags import add_device_arg, add_engine_args, engine_from_args
-from unmask.commands.paths import existing_dir, output_folder
+from unmask.commands.paths import (
+    TRAINING_RUN_FILES,
+    claim_folder,
+    command_name,
+    existing_dir,
+    mark_folder,
+)
 from unmask.commands.registry import arguments, command
 from unmask.commands.threads import add_threads_arg, threads_int
 from unmask.commands.training_flags import add_resume_args, check_resume_args
 from unmask.errors import UnmaskError, require
-from unmask.io import IMAGE_SUFFIXES, atomic_write_text, json_safe, json_text, output_path
+from unmask.io import (
+    IMAGE_SUFFIXES,
+    atomic_path,
+    atomic_write_text,
+    json_safe,
+    json_text,
+    output_path,
+)
 from unmask.metrics import held_out_mask
 from unmask.mi.estimator import EstimatorConfig, MIEstimator, estimate_mi, load_estimator
 from unmask.mi.estimator_eval import (
@@ -49,6 +62,7 @@ from unmask.mi.estimator_train import (
     planned_steps,
     train_estimator,
 )
+from unmask.mi.label_files import MANIFEST
 from unmask.mi.label_set import LabelSet
 from unmask.mi.labels import get_task, task_names, write_labels
 from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
@@ -138,7 +152,7 @@ def mi_label(args: argparse.Namespace) -> int:
             if value is not None:
                 raise UnmaskError(f"{flag}: applies only to --task text")
         options = {}
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", "mi label", own_files=(MANIFEST,))
     engine, device = engine_from_args(args)
     # a Ray worker may run in another folder: it reads the model at its absolute path
     model_arg = args.model if args.engine == "local" else worker_path(args.model)
@@ -150,6 +164,7 @@ def mi_label(args: argparse.Namespace) -> int:
                             shard_size=args.shard_size, batch_size=args.batch_size,
                             top_k=args.top_k, options=options, engine=engine,
                             log=lambda line: print(line, flush=True))
+    mark_folder(args.out, "mi label")  # (until then its manifest.json says whose it is)
     print(f"{manifest['contexts']} contexts in {len(manifest['shards'])} shards at {args.out} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0
@@ -238,7 +253,8 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
 
     import torch
 
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
+                 own_files=TRAINING_RUN_FILES)
     check_resume_args(args)
     labels, model, task = _load_labels(args.labels, args.model)
     est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer,
@@ -489,6 +505,8 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     add_seed_arg(p)
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run modelling code shipped inside the model folder (only from there)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into an OUT that holds other files (never into a model folder)")
     p.add_argument("--threads", type=threads_int, default=None, metavar="N",
                    help="CPU threads of torch (per worker with --engine ray)")
     add_engine_args(p)
@@ -565,12 +583,14 @@ def _fit_evaluate(model: MaskedModel, estimator: MIEstimator, labels: LabelSet, 
                            "CPU budget (read by mi-guided:estimator=OUT)")
 @arguments(_fit_args)
 def mi_fit(args: argparse.Namespace) -> int:
-    out = output_folder(args.out, "--out")
+    out = claim_folder(args.out, "--out", "mi fit", overwrite=args.overwrite,
+                       own_files=(f"labels/{MANIFEST}",))
     parse_ratio_range(args.mask_ratio)
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
     task = model_task(model, args.corpus)
     options = text_options(args.corpus, args.length) if task == "text" else {}
     contexts, label_s = _fit_labels(args, model, task, options, out / "labels")
+    mark_folder(out, "mi fit")  # (until then labels/manifest.json says whose it is)
     labels = LabelSet.from_dir(out / "labels")
     labels.check_model(model)
     if (out / "train").exists():  # the training run is cheap: always a fresh one
@@ -581,7 +601,8 @@ def mi_fit(args: argparse.Namespace) -> int:
                         "contexts": contexts, **{k: train[k] for k in ("steps", "stopped",
                                                                       "best_step")}}
     for name in ("config.json", MIEstimator.WEIGHTS_FILE):
-        shutil.copyfile(out / "train" / "best" / name, out / name)
+        with atomic_path(out / name) as tmp:
+            shutil.copyfile(out / "train" / "best" / name, tmp)
     atomic_write_text(out / "eval.json", json.dumps(json_safe(result), indent=1) + "\n")
     print(format_metrics(result))
     print(f"estimator: {out} (mi-guided:estimator={out}); labels {label_s:.0f} s, training "

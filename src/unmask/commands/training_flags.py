@@ -8,7 +8,7 @@ import json
 
 from unmask.commands.arg_types import add_seed_arg
 from unmask.commands.engine_flags import add_device_arg, resolve_device
-from unmask.commands.paths import output_folder
+from unmask.commands.paths import TRAINING_RUN_FILES, claim_folder, command_name
 from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError
 from unmask.models.transformer import TransformerConfig
@@ -91,7 +91,8 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
     :class:`TrainConfig` of :func:`training_config`)."""
     import torch
 
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
+                 own_files=TRAINING_RUN_FILES)
     if getattr(args, "device", None) is not None:
         resolve_device(args.device)
     check_resume_args(args)

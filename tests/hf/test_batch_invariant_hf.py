@@ -70,3 +70,23 @@ def test_compile_gives_the_eager_tokens(llada, capsys):
     fast = generate(llada, None, PROMPTS[0], compile=True, **kw)
     assert fast[0].token_ids == eager[0].token_ids
     assert "forward" not in vars(llada.hf)
+
+
+@pytest.mark.usefixtures("eager_attention")
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+def test_a_cached_pass_reads_the_host_three_times(llada, cache):
+    """The loop's stopping check, the blocks the pass computes, and the cache's grouping of
+    rows into calls (entering a block or not, padded or not): one read each. (LLaDA's own
+    code reads positions with ``.item()`` in its cached attention: not counted here.)"""
+    from unmask.host_reads import count_host_reads
+
+    kw = dict(sampler="threshold:tau=0.7", gen_length=16, block_length=8, stop_at_eos=False,
+              cache_kv=cache)
+    with count_host_reads(sites=True) as reads:
+        out = generate(llada, None, PROMPTS, **kw)
+    passes = max(g.nfe for g in out)
+    per_site = {site: n for site, n in reads.by_site.items()
+                if site.startswith(("decode.py", "kv_cache.py", "threshold.py", "base.py"))}
+    assert sum(per_site.values()) <= 3 * passes
+    assert {site.split(":")[0] for site, n in per_site.items() if n == passes} == {
+        "decode.py", "kv_cache.py"}

@@ -167,7 +167,7 @@ def save_decoded_states(path: str | Path, key: dict, states: DecodedStates) -> N
     """Write the states file :func:`load_decoded_states` reads, with the sha256 of its
     tensors and key, atomically."""
     from unmask.io import atomic_path
-    from unmask.shard_store import content_digest
+    from unmask.parallel.shard_store import content_digest
 
     tensors = vars(states)
     digest = content_digest(tensors, {"key": json.dumps(key, sort_keys=True)})
@@ -182,7 +182,7 @@ def load_decoded_states(path: str | Path, what: str = "states", *,
     ``weights_only=True``, checked against its sha256 (``digest_required=False``: a file
     without one is accepted, as written before files had one); :class:`UnmaskError` naming
     ``what`` when it is not such a file."""
-    from unmask.shard_store import content_digest
+    from unmask.parallel.shard_store import content_digest
 
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)

@@ -1,4 +1,4 @@
-"""Every command that writes a folder claims it (:func:`unmask.commands.paths.claim_folder`):
+"""Every command that writes a folder claims it (:func:`unmask.commands.flags.paths.claim_folder`):
 an ``--out`` (or bench ``--cache``) that holds anything but the command's own run is refused
 in one line before any work, unless ``--overwrite``; a folder holding a model (a config,
 weights) that is not the command's own output is never written into, ``--overwrite`` or not.
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from unmask.commands.paths import (
+from unmask.commands.flags.paths import (
     RUN_MARKER,
     TRAINING_RUN_FILES,
     claim_problem,

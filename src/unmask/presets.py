@@ -17,6 +17,10 @@ accuracy there.
 For a model with a shipped MI estimator, plain ``mi-guided`` decodes with the estimator's
 own recommended setting (``recommended.json`` beside its weights, chosen by a sweep on that
 model; :mod:`unmask.samplers.mi_guided`).
+
+A preset decodes as ``parse_spec(preset_spec(name)).build()``
+(:func:`unmask.samplers.spec.parse_spec`); this module imports no sampler, so the command line
+lists the presets without importing torch.
 """
 
 from __future__ import annotations
@@ -24,8 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unmask.errors import UnmaskError
-from unmask.samplers.base import Sampler
-from unmask.samplers.spec import SamplerSpec, parse_spec
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,6 @@ class Preset:
     spec: str
     doc: str
     chosen_on: str
-
-    @property
-    def text(self) -> str:
-        """The spec (for tables and help)."""
-        return self.spec
 
 
 PRESETS: dict[str, Preset] = {
@@ -71,16 +68,3 @@ def preset(name: str) -> Preset:
 def preset_spec(name: str) -> str:
     """The sampler spec of preset ``name`` (:func:`preset`)."""
     return preset(name).spec
-
-
-def preset_entry(name: str) -> SamplerSpec:
-    """Preset ``name`` as a bench entry: its spec, labelled with the spec's label and
-    ``preset=NAME``."""
-    spec = parse_spec(preset_spec(name))
-    spec.label = f"{spec.label} preset={name}"
-    return spec
-
-
-def preset_sampler(name: str) -> Sampler:
-    """A fresh sampler of preset ``name`` (its spec built)."""
-    return parse_spec(preset_spec(name)).build()

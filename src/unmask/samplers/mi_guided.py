@@ -13,7 +13,6 @@ The MI matrix I comes from the neural estimator on the hidden states of the same
 
 from __future__ import annotations
 
-import json
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.frozen_head import resolve_head_dir
+from unmask.io import parse_json
 from unmask.mi.estimator import WEIGHTS_FILE, MIEstimator, load_estimator, needs_hidden_layers
 from unmask.mi.probe import perturbation_mi
 from unmask.pretrained import PRETRAINED_DIR, pretrained_path
@@ -261,7 +261,7 @@ def shipped_estimator_for(model) -> Path:
     model's); :class:`UnmaskError` when none was."""
     fingerprint = None
     for config in sorted(PRETRAINED_DIR.glob("*/config.json")):
-        record = json.loads(config.read_text())
+        record = parse_json(config.read_text())
         if record.get("model_type") != "mi-estimator":
             continue
         want = record.get("config", {}).get("model_fingerprint")
@@ -305,7 +305,7 @@ def read_recommended(folder: str | Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        params = json.loads(path.read_text())["params"]
+        params = parse_json(path.read_text())["params"]
     except (ValueError, KeyError, TypeError) as e:
         raise UnmaskError(f"estimator: {path} is not a recommended setting "
                           f"({{\"params\": {{...}}}}): {e}") from None

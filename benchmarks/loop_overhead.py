@@ -118,8 +118,9 @@ def time_round_robin(model, builds: dict, batch: int, repeats: int,
 
 def host_reads_per_pass(model, build, batch: int = 64, config=None, sites: bool = False):
     """(reads per pass, passes, reads by calling line) of one decode of ``batch`` fully masked
-    rows, less the reads a decode makes once (checking the input: counted on a batch with
-    nothing to decode)."""
+    rows, less the reads a decode makes once: checking the input (counted on a batch with
+    nothing to decode) and the first pass's logits (:func:`unmask.models.handle.check_logits`,
+    one read)."""
     sampler, hooks = build(model)
     x = masked(model, batch)
     with count_host_reads() as once:
@@ -127,7 +128,8 @@ def host_reads_per_pass(model, build, batch: int = 64, config=None, sites: bool 
     with count_host_reads(sites=sites) as reads:
         res = decode(model, x, sampler, config, hooks=hooks, seed=0)
     passes = int(res.steps.max())
-    return (reads.total - once.total) / max(passes, 1), passes, reads.by_site
+    first_pass_check = 1 if passes else 0
+    return (reads.total - once.total - first_pass_check) / max(passes, 1), passes, reads.by_site
 
 
 def _row(label: str, r: dict, base: dict, batches: list[int]) -> str:

@@ -14,7 +14,7 @@ from unmask.infill import encode_residues
 from unmask.models.auto import load_model
 from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, decode_tokens, generation_inputs
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
+sys.path.insert(0, str(Path(__file__).parents[1] / "samplers"))
 from test_samplers_contract import PARAMS  # noqa: E402
 
 

@@ -396,7 +396,7 @@ def test_sigint_during_training_saves_a_checkpoint_and_exits_130(tmp_path):
     import time
     from pathlib import Path
 
-    src = Path(__file__).resolve().parents[1] / "src"
+    src = Path(__file__).resolve().parents[2] / "src"
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = tmp_path / "run"
     proc = subprocess.Popen(

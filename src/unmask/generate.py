@@ -181,7 +181,7 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool = False) -> list[i
     return [int(i) for i in tokenizer(prompt)["input_ids"]]
 
 
-def _with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
+def with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
     if steps is None:
         return sampler
     require(is_int(steps) and steps >= 1, f"steps: must be an integer >= 1, got "
@@ -262,7 +262,7 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     require(is_int(seed), f"seed: must be an integer, got {seed!r}")
     block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
-    sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
+    sampler = with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence,
                           cache_kv=cache_kv)
     encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]

@@ -32,10 +32,10 @@ from unmask.errors import UnmaskError, require
 from unmask.generate import (
     Generation,
     TextEnds,
-    _with_steps,
     decode_batches,
     parse_sampler,
     prompt_batch,
+    with_steps,
 )
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
@@ -145,7 +145,7 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
     plan = plan_infill(model, templates, tokenizer=tokenizer, block_length=block_length,
                        batch_size=batch_size)
     require(is_int(seed), f"seed: must be an integer, got {seed!r}")
-    sampler = _with_steps(parse_sampler(sampler), steps, 1)
+    sampler = with_steps(parse_sampler(sampler), steps, 1)
     config = DecodeConfig(temperature=temperature, block_size=block_length,
                           confidence=confidence)
     return decode_batches(plan.model, plan.encoded, sampler, config, seed=seed,

@@ -152,3 +152,38 @@ def test_weights_holding_more_or_less_than_the_config_are_one_line(
         return
     assert declared == stored
     assert model is not None
+
+
+@SETTINGS
+@given(args=st.dictionaries(st.sampled_from(["pretrained", "batch_size", "device", "seed",
+                                             "gen_length", "dtype"]),
+                            st.sampled_from(["1", "2", "cpu", "auto", "", "x"]) | st.integers(
+                                -1, 4) | st.none(), max_size=4),
+       extra=st.dictionaries(st.sampled_from(["batch_size", "device", "max_batch_size"]),
+                             st.sampled_from([None, 1, "auto", "cpu", "cuda"]), max_size=3))
+def test_lm_eval_builds_the_model_from_any_arg_obj_or_one_line(tmp_path_factory, args, extra):
+    """lm-eval's command line calls ``create_from_arg_obj``: no ``pretrained``, a key in both
+    dicts (``device``, ``batch_size``) end in one line, never a TypeError."""
+    pytest.importorskip("lm_eval")
+    from unmask.lm_eval_model import UnmaskLM
+
+    if "pretrained" in args:
+        args["pretrained"] = str(tmp_path_factory.mktemp("none") / "missing")
+    with pytest.raises(UnmaskError) as e:  # no model at that path: refused at the latest there
+        UnmaskLM.create_from_arg_obj(args, extra)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(("model_args: ", "model: ", "device: ", "dtype: "))
+    if "pretrained" not in args:
+        assert "pretrained=DIR" in line or line.startswith("model_args: ")
+
+
+def test_lm_eval_arg_obj_with_keys_in_both_places(llada_dir):
+    pytest.importorskip("lm_eval")
+    from unmask.lm_eval_model import UnmaskLM
+
+    lm = UnmaskLM.create_from_arg_obj(
+        {"pretrained": str(llada_dir), "trust_remote_code": True, "batch_size": 2,
+         "device": "cpu", "gen_length": 4}, {"batch_size": 1, "device": "cpu"})
+    assert lm.batch_size == 2 and lm.gen_length == 4
+    with pytest.raises(UnmaskError, match="model_args: gen_length given twice"):
+        UnmaskLM.create_from_arg_string(f"pretrained={llada_dir},gen_length=4,gen_length=8")

@@ -22,7 +22,7 @@ from unmask.bench.plot import pareto_plot
 from unmask.bench.rows import paired_counts
 from unmask.bench.table import render_table
 from unmask.errors import UnmaskError
-from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
+from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path, parse_json
 from unmask.samplers.spec import CORRECTOR, VERIFY
 
 #: x-axis choices of :func:`plot_bench`: name -> (row key, axis label)
@@ -62,7 +62,7 @@ def load_bench(path: str | Path) -> dict:
     if not path.is_file():
         raise UnmaskError(f"bench file {path}: not found")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        data = parse_json(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except _NonFinite as e:
         raise UnmaskError(f"bench file {path}: holds {e.args[0]}, not a finite number "
                           "(a bench writes finite numbers)") from None
@@ -80,15 +80,28 @@ def load_bench(path: str | Path) -> dict:
             what = "solved" if missing[0] == "accuracy" else missing[0]
             raise UnmaskError(f"bench file {path}: a row lacks {what!r} (a bench row has "
                               "label, name, accuracy (or solved), nfe)")
-        for key in ("accuracy", "nfe", "wall_s", "sequences"):
-            value = r.get(key, 0.0)
-            if key != "accuracy" and value is None and r.get("nfe") is None:
-                continue  # a reference row (natural proteins): no decoding, no cost
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UnmaskError(f"bench file {path}: row {r['label']!r} {key} is "
-                                  f"{json.dumps(value)}, not a number")
+        _check_row(path, r)
     _unique_labels(rows)
     return data
+
+
+def _check_row(path: Path, r: dict) -> None:
+    """One line naming what is wrong with a bench row: a label, name or task that is not a
+    string, a measure (or temperature) that is not a finite number."""
+    for key in ("label", "name", "task"):
+        if key in r and not isinstance(r[key], str):
+            raise UnmaskError(f"bench file {path}: a row's {key} is {json.dumps(r[key])}, "
+                              "not a string")
+    for key in ("accuracy", "nfe", "wall_s", "sequences", "temperature"):
+        if key == "temperature" and r.get(key) is None:
+            continue
+        value = r.get(key, 0.0)
+        if key not in ("accuracy", "temperature") and value is None and r.get("nfe") is None:
+            continue  # a reference row (natural proteins): no decoding, no cost
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value)):
+            raise UnmaskError(f"bench file {path}: row {r['label']!r} {key} is "
+                              f"{json.dumps(value)}, not a finite number")
 
 
 def _unique_labels(rows: list[dict]) -> None:
@@ -101,6 +114,8 @@ def _unique_labels(rows: list[dict]) -> None:
     temps = {r.get("temperature") for r in rows}
     if len(temps) > 1:
         for r in rows:
+            if r.get("temperature") is None:
+                continue
             if f"T={r['temperature']:g}" not in r["label"].split():
                 r["label"] = f"{r['label']} T={r['temperature']:g}"
 

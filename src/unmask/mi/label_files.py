@@ -24,6 +24,7 @@ import torch
 
 import unmask
 from unmask.errors import UnmaskError, require
+from unmask.io import parse_json
 from unmask.parallel.shard_store import Schema, ShardError, parse_shard
 from unmask.validation import is_int
 
@@ -62,7 +63,7 @@ def checked_manifest(path: Path, where: str) -> dict:
     """The manifest at ``path``, refused with one line unless it has the structure
     :func:`write_labels` writes (identity dict, shard entries with file/start/count/sha256)."""
     try:
-        manifest = json.loads(path.read_text())
+        manifest = parse_json(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise UnmaskError(f"{where}: {path} is not valid JSON") from None
     except OSError as e:
@@ -90,7 +91,7 @@ def check_label_shard(data: bytes, identity: dict, start: int, count: int
     ``count`` contexts) and metadata (``identity``, ``start``, ``count``) are right."""
     tensors, meta = parse_shard(data, LABEL_SCHEMA, {"S": count}, digest_required=False)
     try:
-        found = json.loads(meta.get(META_KEY, "{}"))
+        found = parse_json(meta.get(META_KEY, "{}"))
     except json.JSONDecodeError:
         raise ShardError("is not an unmask MI label shard") from None
     diff = mismatch(found, {**identity, "start": start, "count": count})

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.io import file_sha256
+from unmask.io import file_sha256, parse_json
 from unmask.mi.label_files import (
     FORMAT,
     LABEL_SCHEMA,
@@ -264,7 +264,7 @@ def _verified_entry(path: Path, entry: dict | None, identity: dict, start: int,
     try:  # the content digest (shards of earlier versions have none) and the tensors
         _, header = ShardStore(path.parent, "out").read(
             path.name, LABEL_SCHEMA, {"S": entry["count"]}, digest_required=False)
-        meta = json.loads(header[META_KEY])
+        meta = parse_json(header[META_KEY])
     except (ShardError, KeyError, json.JSONDecodeError) as e:
         return None, str(e) if isinstance(e, ShardError) else "is not an unmask MI label shard"
     diff = mismatch(meta, identity)

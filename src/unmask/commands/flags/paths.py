@@ -39,6 +39,8 @@ def read_items(path: str, key: str, *, plain_lines: bool) -> list[str]:
     string ``key``; with ``plain_lines`` a line that does not start like JSON (``"`` or
     ``{``) is the string itself, else every line must be JSON. Refused in one line naming the
     line; a file with none is refused too."""
+    from unmask.io import parse_json  # too deep a nesting is refused in one line too
+
     items = []
     for n, line in enumerate(read_file_arg(path).splitlines(), 1):
         line = line.strip() if plain_lines else line
@@ -46,7 +48,7 @@ def read_items(path: str, key: str, *, plain_lines: bool) -> list[str]:
             continue
         if not plain_lines or line.startswith(('"', "{")):
             try:
-                item = json.loads(line)
+                item = parse_json(line)
             except json.JSONDecodeError:
                 raise UnmaskError(f"--file: line {n} " + ("starts like JSON but is not"
                                   if plain_lines else "is not JSON")) from None

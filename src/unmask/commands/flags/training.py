@@ -12,6 +12,7 @@ from unmask.commands.flags.paths import TRAINING_RUN_FILES, claim_folder, comman
 from unmask.commands.flags.threads import add_threads_arg
 from unmask.commands.flags.types import add_seed_arg
 from unmask.errors import UnmaskError
+from unmask.io import parse_json
 from unmask.validation import (
     field_hints,
     field_problem,
@@ -100,7 +101,7 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
     cfg = training_config(args, metric)
     text = getattr(args, "model_config", None)
     try:
-        overrides = json.loads(text) if text else {}
+        overrides = parse_json(text) if text else {}
     except json.JSONDecodeError as e:
         raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
     if not isinstance(overrides, dict):

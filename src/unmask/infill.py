@@ -159,32 +159,43 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
     sampler = with_steps(parse_sampler(sampler), steps, 1)
     config = DecodeConfig(temperature=temperature, block_size=block_length,
                           confidence=confidence)
-    return decode_batches(plan.model, plan.encoded, sampler, config, seed=seed,
-                          batch_size=batch_size, batch=plan.batch, read=plan.read)
+    return decode_batches(plan, sampler, config, seed=seed, batch_size=batch_size)
 
 
 @dataclasses.dataclass
 class InfillPlan:
-    """Templates ready to decode, for callers that run the decodes themselves (a bench on an
-    engine, :mod:`unmask.bench.sweep`); :func:`infill` is ``decode_batches`` over it.
+    """Templates ready to decode (:func:`infill`'s :class:`~unmask.generate.Layout`), also for
+    callers that run the decodes themselves (a bench on an engine, :mod:`unmask.bench.sweep`);
+    :func:`infill` is :func:`~unmask.generate.decode_batches` over it.
+
+    Text templates are right-aligned in whole blocks, PAD before shorter ones, and no position
+    of a row may take an EOS id (a template fixes its length); residue templates are
+    left-aligned, the model's PAD after them.
 
     Attributes:
         model: the model the templates were encoded for.
         templates: the templates, in order.
         encoded: each template's token ids (MASK where to fill).
-        batch: chunk of ``encoded`` -> its decode input: x (R, W) long and how its rows end
-            (:class:`~unmask.generate.TextEnds` for text models: pass it as a sweep run's
-            ``extras``; None for residue templates).
+        block_length: decode in blocks of this many positions (None: one block).
         batch_size: templates per chunk (None: all at once).
+        to_text: token ids -> text (residues, or the tokenizer's decoding).
+        protein: the templates are residue strings (:func:`reads_residues`).
     """
 
     model: MaskedModel
     templates: list[str]
     encoded: list[list[int]]
-    batch: Callable[[list[list[int]]], tuple[torch.Tensor, TextEnds | None]]
+    block_length: int | None
     batch_size: int | None
     to_text: Callable[[list[int]], str]
     protein: bool
+
+    def batch(self, chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds | None]:
+        """A chunk's decode input: x (R, W) long and how its rows end
+        (:class:`~unmask.generate.TextEnds` for text templates: pass it as a sweep run's
+        ``extras``; None for residue templates)."""
+        fill = _protein_batch if self.protein else _text_batch
+        return fill(self.model, self.block_length, chunk)
 
     def chunks(self) -> list[tuple[int, torch.Tensor, TextEnds | None]]:
         """(index of the chunk's first template, x (R, W), ends) per chunk, in order: the
@@ -219,9 +230,8 @@ def plan_infill(model: MaskedModel | str, templates: str | list[str], *, tokeniz
             f"block_length: must be an integer >= 1, got {block_length!r}")
     require(batch_size is None or (is_int(batch_size) and batch_size >= 1),
             f"batch_size: must be an integer >= 1, got {batch_size!r}")
-    protein = reads_residues(model, tokenizer)
-    batch = (_protein_batch if protein else _text_batch)(model, block_length)
-    return InfillPlan(model, list(templates), encoded, batch, batch_size, to_text, protein)
+    return InfillPlan(model, list(templates), encoded, block_length, batch_size, to_text,
+                      reads_residues(model, tokenizer))
 
 
 def _encoder(model: MaskedModel, tokenizer):
@@ -260,35 +270,30 @@ def _encoder(model: MaskedModel, tokenizer):
     return encode_all
 
 
-def _text_batch(model: MaskedModel, block: int | None):
-    """chunk -> the decode input of text templates: right-aligned in whole blocks (one block
-    of the longest template by default), PAD before shorter ones; no row ends early and no
-    masked position takes an EOS id (a template fixes its length)."""
-    def batch(chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds]:
-        x, ends = prompt_batch(model, chunk, block or max(map(len, chunk)), 0,
-                               stop_at_eos=False)
-        return x, dataclasses.replace(ends, gen_start=0, min_new_tokens=x.shape[1])
-
-    return batch
+def _text_batch(model: MaskedModel, block: int | None, chunk: list[list[int]]
+                ) -> tuple[torch.Tensor, TextEnds]:
+    """The decode input of text templates: right-aligned in whole blocks (one block of the
+    longest template by default), PAD before shorter ones; no row ends early and no position
+    takes an EOS id (a template fixes its length)."""
+    x, ends = prompt_batch(model, chunk, block or max(map(len, chunk)), 0, stop_at_eos=False)
+    return x, dataclasses.replace(ends, no_eos=(0, x.shape[1]))
 
 
-def _protein_batch(model: MaskedModel, block: int | None):
-    """chunk -> the decode input of residue templates: left-aligned, the model's PAD after
-    them, in rows of the model's max_length for our transformer (the layout it is trained on),
-    else of the longest template rounded up to whole blocks."""
-    def batch(chunk: list[list[int]]) -> tuple[torch.Tensor, None]:
-        longest = max(map(len, chunk))
-        width = (model.max_length if isinstance(model, MDMTransformer)
-                 else math.ceil(longest / (block or longest)) * (block or longest))
-        require(width <= model.max_length and width % (block or width) == 0,
-                f"block_length: {block} does not fit the model's rows ({width} positions, "
-                f"max_length {model.max_length}); give one that divides {width}")
-        x = torch.full((len(chunk), width), model.residues.pad_id, dtype=torch.long)
-        for r, ids in enumerate(chunk):
-            x[r, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-        return x, None
-
-    return batch
+def _protein_batch(model: MaskedModel, block: int | None, chunk: list[list[int]]
+                   ) -> tuple[torch.Tensor, None]:
+    """The decode input of residue templates: left-aligned, the model's PAD after them, in
+    rows of the model's max_length for our transformer (the layout it is trained on), else of
+    the longest template rounded up to whole blocks."""
+    longest = max(map(len, chunk))
+    width = (model.max_length if isinstance(model, MDMTransformer)
+             else math.ceil(longest / (block or longest)) * (block or longest))
+    require(width <= model.max_length and width % (block or width) == 0,
+            f"block_length: {block} does not fit the model's rows ({width} positions, "
+            f"max_length {model.max_length}); give one that divides {width}")
+    x = torch.full((len(chunk), width), model.residues.pad_id, dtype=torch.long)
+    for r, ids in enumerate(chunk):
+        x[r, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return x, None
 
 
 def _filled(res: DecodeResult, templates: list[str], encoded: list[list[int]], to_text,

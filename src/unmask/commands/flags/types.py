@@ -110,3 +110,13 @@ def flags_for(*names: str):
                 raise UnmaskError(f"--{name.replace('_', '-')}: {text[len(name) + 2:]}"
                                   ) from None
         raise
+
+
+def add_pass_args(p: argparse.ArgumentParser) -> None:
+    """``--batch-invariant`` and ``--compile``: how the model's passes run (docs/gpu.md)."""
+    p.add_argument("--batch-invariant", action="store_true",
+                   help="each row's tokens are those it gets alone, bit for bit (the model "
+                        "runs one row at a time; slower)")
+    p.add_argument("--compile", action="store_true",
+                   help="run the model under torch.compile (CUDA graphs on a GPU; the first "
+                        "passes of each shape compile)")

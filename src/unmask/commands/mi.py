@@ -20,7 +20,6 @@ from unmask.commands.flags.paths import (
     claim_folder,
     command_name,
     existing_dir,
-    mark_folder,
 )
 from unmask.commands.flags.training import check_resume_args
 from unmask.commands.registry import command
@@ -344,9 +343,7 @@ def mi_fit(args: argparse.Namespace) -> int:
               model_recipe(task, worker_path(args.model), str(device),
                            trust_remote_code=args.trust_remote_code))
     result = fit(model, out, task, budget=budget, options=options, source=source,
-                 engine=engine, model_name=args.model,
-                 # until then labels/manifest.json says whose the folder is
-                 on_labels=lambda folder: mark_folder(folder, "mi fit"),
+                 engine=engine, model_name=args.model, overwrite=args.overwrite,
                  log=lambda line: print(line, flush=True))
     spent = result["budget"]
     print(format_metrics(result))

@@ -96,7 +96,11 @@ def test_any_change_to_the_converted_folder_is_found(converted, tmp_path_factory
     else:
         TAMPERINGS[how](path)
     problem = antiberty.folder_problem(copy)
-    assert problem is not None and "\n" not in problem
+    if problem is None:  # only a change of the manifest's layout (whitespace) is no change
+        assert name == antiberty.MANIFEST and how in ("flip a byte", "truncate")
+        assert json.loads(path.read_text()) == json.loads((folder / name).read_text())
+    else:
+        assert "\n" not in problem
 
 
 def test_a_changed_folder_is_converted_again_from_the_wheel(converted, monkeypatch, capsys):

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import importlib.util
 import math
 from pathlib import Path
 
+from unmask.errors import UnmaskError
 from unmask.validation import (  # noqa: F401  (the argument types, re-exported)
     finite_float,
     int_at_least,
@@ -93,6 +95,21 @@ def add_confidence_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", choices=literal_of("unmask.decode:CONFIDENCE"), default="draw",
                    help="what confidence-type rules rank by when sampling: the drawn token's "
                         "probability (draw, default) or the largest probability (max)")
+
+
+@contextlib.contextmanager
+def flags_for(*names: str):
+    """Around a library call made with flags' values: a refusal that names one of the call's
+    arguments (``block_length: ...``) names its flag instead (``--block-length: ...``)."""
+    try:
+        yield
+    except UnmaskError as e:
+        text = str(e)
+        for name in names:
+            if text.startswith(f"{name}: "):
+                raise UnmaskError(f"--{name.replace('_', '-')}: {text[len(name) + 2:]}"
+                                  ) from None
+        raise
 
 
 def add_pass_args(p: argparse.ArgumentParser) -> None:

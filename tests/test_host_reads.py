@@ -40,13 +40,13 @@ def test_every_registered_sampler_is_counted():
 
 def test_the_loop_reads_the_host_once_a_pass(model):
     """Confidence's selection reads nothing: what it costs is the loop's (one read a pass, the
-    stopping check, plus three once per decode to check the input tokens)."""
+    stopping check, plus four once a decode: the input tokens, the first pass's logits)."""
     assert reads_per_pass(model, CASES["confidence"]) == 1
     x = torch.full((8, model.n), model.mask_id, dtype=torch.long)
     with count_host_reads() as reads:
         res = decode(model, x, "confidence")
     assert int(res.steps.max()) == model.n
-    assert reads.total == model.n + 3
+    assert reads.total == model.n + 4  # + checking the first pass's logits
 
 
 @pytest.mark.parametrize("label", list(CASES))
@@ -93,7 +93,8 @@ def test_the_counter_counts_value_reads_and_restores_tensor():
         t.sum() + 1  # no read
     assert reads.total == 4
     assert sum(reads.by_site.values()) == 4
-    assert all(site.startswith("test_host_reads.py:") for site in reads.by_site)
+    assert all(site.startswith("test_host_reads.py:") and site.endswith(
+        " test_the_counter_counts_value_reads_and_restores_tensor") for site in reads.by_site)
     assert torch.Tensor.item is original
 
 

@@ -75,7 +75,18 @@ def cases() -> dict:
                                              corrector_hooks(_corrector(m), max_remasks=1))
     for spec in ("threshold:tau=0.7+wino=0.9", "topk:k=2+remdm=0.05"):
         out[spec] = lambda m, s=spec: (parse_spec(s).build(), ())
+    out["eb (stop at EOS)"] = lambda m: (_stop_at_eos(make_sampler("eb"), m), ())
+    out["eb+verify (stop at EOS)"] = lambda m: (_stop_at_eos(Verified(make_sampler("eb")), m),
+                                                ())
     return out
+
+
+def _stop_at_eos(sampler, model):
+    """``sampler`` as ``generate`` wraps it: a row whose last block of 9 is all EOS (here
+    the model's first token) ends."""
+    from unmask.generate import StopAtEOS
+
+    return StopAtEOS(sampler, eos_id=model.real_token_ids[0], block=9, gen_start=0)
 
 
 def masked(model: FixedOutputModel, batch: int, blanks: int | None = None) -> torch.Tensor:

@@ -55,7 +55,10 @@ def test_no_sampler_adds_more_than_one_read_a_pass(label, model, request):
         request.applymarker(pytest.mark.xfail(
             strict=False, reason="the MI budget's scan still reads the host each pass"))
     loop = reads_per_pass(model, CASES["confidence"])
-    assert reads_per_pass(model, CASES[label]) <= loop + 1
+    # generate's end-at-EOS wrapper replaces the handed-over next pass of rows it ends with
+    # the model on their own next state: one read more to find them (docs/gpu.md)
+    extra = 2 if label == "eb+verify (stop at EOS)" else 1
+    assert reads_per_pass(model, CASES[label]) <= loop + extra
 
 
 @pytest.mark.parametrize("name", ["confidence", "topk", "threshold", "eb", "factor", "pc"])

@@ -129,8 +129,9 @@ def time_round_robin(model, builds: dict, batch: int, repeats: int,
 
 def host_reads_per_pass(model, build, batch: int = 64, config=None):
     """(reads per pass, passes, reads by calling line) of one decode of ``batch`` fully masked
-    rows, less the reads a decode makes once (checking the input: counted on a batch with
-    nothing to decode; checking the first pass's logits)."""
+    rows, less the reads a decode makes once: checking the input (counted on a batch with
+    nothing to decode) and the first pass's logits (:func:`unmask.models.handle.check_logits`,
+    one read)."""
     sampler, hooks = build(model)
     x = masked(model, batch)
     with count_host_reads() as once:

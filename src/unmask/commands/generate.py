@@ -6,39 +6,18 @@ import argparse
 import json
 
 from unmask.commands.flags.engine import resolve_device
-from unmask.commands.flags.paths import read_file_arg
+from unmask.commands.flags.paths import read_items
 from unmask.commands.flags.sampler import sampler_text
 from unmask.commands.registry import command
-from unmask.errors import UnmaskError, require
 from unmask.generate import generate
-from unmask.io import parse_json
 from unmask.models.auto import load_model
-
-
-def read_prompts(path: str) -> list[str]:
-    """Prompts from a JSONL file (a JSON string, or an object with 'prompt', per line)."""
-    text = read_file_arg(path)
-    prompts = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = parse_json(line)
-        except json.JSONDecodeError:
-            raise UnmaskError(f"--file: line {n} is not JSON") from None
-        if isinstance(item, dict):
-            item = item.get("prompt")
-        require(isinstance(item, str), f"--file: line {n}: expected a string or an object "
-                                       "with a string 'prompt'")
-        prompts.append(item)
-    require(prompts, f"--file: {path} holds no prompt")
-    return prompts
 
 
 @command("generate")
 def generate_cmd(args: argparse.Namespace) -> int:
 
-    prompts = args.prompt if args.prompt is not None else read_prompts(args.file)
+    prompts = (args.prompt if args.prompt is not None
+               else read_items(args.file, "prompt", plain_lines=False))
     device = resolve_device(args.device)
     options = {"trust_remote_code": args.trust_remote_code, "device": device}
     if args.dtype:

@@ -6,40 +6,17 @@ import argparse
 import json
 
 from unmask.commands.flags.engine import resolve_device
-from unmask.commands.flags.paths import read_file_arg
+from unmask.commands.flags.paths import read_items
 from unmask.commands.flags.sampler import sampler_text
 from unmask.commands.registry import command
-from unmask.errors import UnmaskError, require
 from unmask.infill import infill
-from unmask.io import parse_json
 from unmask.models.auto import load_model
-
-
-def read_templates(path: str) -> list[str]:
-    """Templates from a file, one a line: a line starting with '"' or '{' is JSON (a string,
-    or an object with a string 'template'), any other non-blank line is the template."""
-    text = read_file_arg(path)
-    templates = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith(('"', "{")):
-            try:
-                item = parse_json(line)
-            except json.JSONDecodeError:
-                raise UnmaskError(f"--file: line {n} starts like JSON but is not") from None
-            line = item.get("template") if isinstance(item, dict) else item
-            require(isinstance(line, str), f"--file: line {n}: expected a string or an "
-                                           "object with a string 'template'")
-        templates.append(line)
-    require(templates, f"--file: {path} holds no template")
-    return templates
 
 
 @command("infill")
 def infill_cmd(args: argparse.Namespace) -> int:
-    templates = args.template if args.template is not None else read_templates(args.file)
+    templates = (args.template if args.template is not None
+                 else read_items(args.file, "template", plain_lines=True))
     sampler = sampler_text(args)  # refused before the model loads
     options = {"device": resolve_device(args.device)}
     if args.trust_remote_code:

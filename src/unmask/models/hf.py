@@ -50,7 +50,7 @@ _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernor
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _import_transformers():
+def import_transformers():
     try:
         import transformers
     except ImportError:
@@ -359,7 +359,7 @@ class HFMaskedModel(MaskedModel):
             require(dtype in DTYPES, f"dtype: expected one of {', '.join(DTYPES)}, got "
                                      f"{dtype!r}")
             dtype = DTYPES[dtype]
-        tr = _import_transformers()
+        tr = import_transformers()
         prepare_transformers(tr)
         options = dict(local_files_only=True, trust_remote_code=runs_code)
         try:

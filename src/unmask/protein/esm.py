@@ -25,7 +25,14 @@ from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.files import read_json_object
 from unmask.models.hf import check_unexpected_weights
 from unmask.protein.model import check_protein_model
-from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, VOCAB_SIZE, check_padded_tokens
+from unmask.protein.tokens import (
+    AMINO_ACIDS,
+    MASK_ID,
+    PAD_ID,
+    PROTEIN_RESIDUES,
+    VOCAB_SIZE,
+    check_padded_tokens,
+)
 
 #: the ESM-2 alphabet in id order, used when a checkpoint folder has no vocab.txt
 ESM2_ALPHABET = ("<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T",
@@ -53,6 +60,8 @@ class EsmMaskedModel(MaskedModel):
 
     esm: the loaded ``EsmForMaskedLM``; vocab: its token strings in id order.
     """
+
+    residues = PROTEIN_RESIDUES
 
     def __init__(self, esm, vocab: list[str] | tuple[str, ...]):
         super().__init__()

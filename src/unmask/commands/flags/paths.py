@@ -34,6 +34,34 @@ def read_file_arg(path: str) -> str:
         raise UnmaskError(f"--file: cannot read {path} ({e.__class__.__name__})") from None
 
 
+def read_items(path: str, key: str, *, plain_lines: bool) -> list[str]:
+    """The strings of ``--file PATH``, one a non-blank line: a JSON string, or an object with a
+    string ``key``; with ``plain_lines`` a line that does not start like JSON (``"`` or
+    ``{``) is the string itself, else every line must be JSON. Refused in one line naming the
+    line; a file with none is refused too."""
+    from unmask.io import parse_json  # too deep a nesting is refused in one line too
+
+    items = []
+    for n, line in enumerate(read_file_arg(path).splitlines(), 1):
+        line = line.strip() if plain_lines else line
+        if not line.strip():
+            continue
+        if not plain_lines or line.startswith(('"', "{")):
+            try:
+                item = parse_json(line)
+            except json.JSONDecodeError:
+                raise UnmaskError(f"--file: line {n} " + ("starts like JSON but is not"
+                                  if plain_lines else "is not JSON")) from None
+            line = item.get(key) if isinstance(item, dict) else item
+            if not isinstance(line, str):
+                raise UnmaskError(f"--file: line {n}: expected a string or an object with a "
+                                  f"string {key!r}")
+        items.append(line)
+    if not items:
+        raise UnmaskError(f"--file: {path} holds no {key}")
+    return items
+
+
 def folder_problem(path: str | Path) -> str | None:
     """What keeps ``path`` from being a folder a command creates or fills (None: nothing): it
     must be a folder or not exist yet, and the nearest existing folder above it writable."""
@@ -108,7 +136,7 @@ RUN_MARKER = ".unmask-run.json"
 #: names that make a folder a model folder: a config, weights in any format
 MODEL_FILE_PATTERNS = ("config.json", "*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt",
                        "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.npz", "*.pkl")
-#: what a training run holds (:func:`unmask.training.fit`)
+#: what a training run holds (:func:`unmask.training.loop.fit`)
 TRAINING_RUN_FILES = ("checkpoint.pt", "history.jsonl")
 
 

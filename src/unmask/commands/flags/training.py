@@ -1,5 +1,5 @@
 """The flags every ``unmask TASK train`` of an MDM shares, and the
-:class:`~unmask.training.TrainConfig` they describe: one place for both (the library is
+:class:`~unmask.training.loop.TrainConfig` they describe: one place for both (the library is
 imported when the flags are read, not when they are added)."""
 
 from __future__ import annotations
@@ -72,9 +72,9 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
 
 
 def training_config(args: argparse.Namespace, metric: str = "accuracy"):
-    """The :class:`~unmask.training.TrainConfig` the flags of :func:`add_training_args`
+    """The :class:`~unmask.training.loop.TrainConfig` the flags of :func:`add_training_args`
     describe, selecting the weights of the highest ``metric``."""
-    from unmask.training import LoopConfig, TrainConfig
+    from unmask.training.loop import LoopConfig, TrainConfig
 
     if args.decay_by_time and not args.max_time:
         raise UnmaskError("--decay-by-time: needs --max-time (the time budget to decay over)")
@@ -127,7 +127,7 @@ def add_resume_args(p: argparse.ArgumentParser) -> None:
 def check_resume_args(args: argparse.Namespace) -> None:
     """--override-config only with --resume; an --out holding a run only with --resume or
     --overwrite (checked before any work)."""
-    from unmask.training import check_run_folder
+    from unmask.training.loop import check_run_folder
 
     if args.override_config and not args.resume:
         raise UnmaskError("--override-config: only with --resume")

@@ -12,6 +12,7 @@ the first generated positions (as LLaDA's generate can), so a row cannot end bef
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -22,6 +23,7 @@ from typing import ClassVar, Protocol
 
 import torch
 
+from unmask.compiled import compiled
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
@@ -110,7 +112,9 @@ class StopAtEOS(SamplerWrapper):
         ok = (prev >= self.gen_start).all(1)
         prev_tok = state.tokens.gather(1, prev.clamp(min=0))
         ended = ok & (prev_tok == self.eos_id).all(1)
-        if not bool(ended.any()):
+        # rows that did not end keep the inner choice: no host read unless the inner sampler
+        # handed over its next output, which ended rows need replaced
+        if sel.next_output is not None and not bool(ended.any()):
             return sel
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
@@ -221,7 +225,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
              temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
              stop_at_eos: bool = True, batch_size: int | None = None,
              min_new_tokens: int = 0, confidence: str = "draw",
-             cache_kv: str | None = None) -> list[Generation]:
+             cache_kv: str | None = None, batch_invariant: bool = False,
+             compile: bool = False) -> list[Generation]:
     """Generate a continuation of each prompt.
 
     Args:
@@ -247,6 +252,10 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             ``"max"``, :class:`~unmask.decode.DecodeConfig`).
         cache_kv: None, ``"prefix"`` or ``"dual"``: Fast-dLLM's block KV cache
             (:class:`~unmask.decode.DecodeConfig`, :mod:`unmask.kv_cache`).
+        batch_invariant: each row's tokens are those it gets decoded alone, bit for bit
+            (the model runs one row at a time; :class:`~unmask.decode.DecodeConfig`).
+        compile: run the model's forward under ``torch.compile`` (CUDA graphs on a GPU;
+            :mod:`unmask.compiled`).
     Returns:
         one :class:`Generation` per prompt, in order.
     """
@@ -265,12 +274,13 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
     sampler = with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence,
-                          cache_kv=cache_kv)
+                          cache_kv=cache_kv, batch_invariant=batch_invariant)
     encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
     _check_prompts(model, tokenizer, encoded, gen_length)
     layout = PromptLayout(model, tokenizer, prompts, encoded, block, gen_length, stop_at_eos,
                           min_new_tokens)
-    return decode_batches(layout, sampler, config, seed=seed, batch_size=batch_size)
+    return decode_batches(layout, sampler, config, seed=seed, batch_size=batch_size,
+                          compile=compile)
 
 
 class Layout(Protocol):
@@ -321,10 +331,18 @@ class PromptLayout:
 
 
 def decode_batches(layout: Layout, sampler: Sampler, config: DecodeConfig, *, seed: int,
-                   batch_size: int | None) -> list[Generation]:
+                   batch_size: int | None, compile: bool = False) -> list[Generation]:
     """The one path of :func:`generate` and :func:`unmask.infill.infill`: the rows of
     ``layout`` decoded ``batch_size`` at a time (default: all at once), row i of the whole
-    list with seed ``seed + i``."""
+    list with seed ``seed + i``. ``compile``: the model's forward under ``torch.compile``
+    meanwhile (:func:`unmask.compiled.compiled`)."""
+    require(isinstance(compile, bool), f"compile: must be True or False, got {compile!r}")
+    with compiled(layout.model) if compile else contextlib.nullcontext():
+        return _decode_chunks(layout, sampler, config, seed, batch_size)
+
+
+def _decode_chunks(layout: Layout, sampler: Sampler, config: DecodeConfig, seed: int,
+                   batch_size: int | None) -> list[Generation]:
     encoded, model = layout.encoded, layout.model
     size = batch_size or len(encoded)
     results: list[Generation] = []

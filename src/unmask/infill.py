@@ -133,7 +133,8 @@ def _unknown_part(tokenizer, text: str) -> str:
 def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=None,
            sampler: str | Sampler = "confidence", block_length: int | None = None,
            steps: int | None = None, temperature: float = 0.0, seed: int = 0,
-           batch_size: int | None = None, confidence: str = "draw") -> list[Generation]:
+           batch_size: int | None = None, confidence: str = "draw",
+           batch_invariant: bool = False, compile: bool = False) -> list[Generation]:
     """Fill the masked positions of each template (see the module docstring for the syntax).
 
     Args:
@@ -148,6 +149,7 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
         steps: steps per block that holds masks (count samplers only).
         temperature, seed, batch_size, confidence: as :func:`~unmask.generate.generate`
             (template i decodes with seed ``seed + i``).
+        batch_invariant, compile: as :func:`~unmask.generate.generate`.
     Returns:
         one :class:`~unmask.generate.Generation` per template: ``prompt`` the template,
         ``text`` the whole filled sequence (special tokens dropped), ``token_ids`` its ids,
@@ -158,8 +160,9 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
     require(is_int(seed), f"seed: must be an integer, got {seed!r}")
     sampler = with_steps(parse_sampler(sampler), steps, 1)
     config = DecodeConfig(temperature=temperature, block_size=block_length,
-                          confidence=confidence)
-    return decode_batches(plan, sampler, config, seed=seed, batch_size=batch_size)
+                          confidence=confidence, batch_invariant=batch_invariant)
+    return decode_batches(plan, sampler, config, seed=seed, batch_size=batch_size,
+                          compile=compile)
 
 
 @dataclasses.dataclass

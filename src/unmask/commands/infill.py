@@ -26,7 +26,8 @@ def infill_cmd(args: argparse.Namespace) -> int:
     model = load_model(args.model, **options)
     results = infill(model, templates, sampler=sampler, block_length=args.block_length,
                      steps=args.steps, temperature=args.temperature, seed=args.seed,
-                     batch_size=args.batch_size, confidence=args.confidence)
+                     batch_size=args.batch_size, confidence=args.confidence,
+                     batch_invariant=args.batch_invariant, compile=args.compile)
     for r in results:
         if args.json:
             row = r.to_json()

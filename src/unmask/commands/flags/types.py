@@ -95,3 +95,13 @@ def add_confidence_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", choices=literal_of("unmask.decode:CONFIDENCE"), default="draw",
                    help="what confidence-type rules rank by when sampling: the drawn token's "
                         "probability (draw, default) or the largest probability (max)")
+
+
+def add_pass_args(p: argparse.ArgumentParser) -> None:
+    """``--batch-invariant`` and ``--compile``: how the model's passes run (docs/gpu.md)."""
+    p.add_argument("--batch-invariant", action="store_true",
+                   help="each row's tokens are those it gets alone, bit for bit (the model "
+                        "runs one row at a time; slower)")
+    p.add_argument("--compile", action="store_true",
+                   help="run the model under torch.compile (CUDA graphs on a GPU; the first "
+                        "passes of each shape compile)")

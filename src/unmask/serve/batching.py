@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,7 +52,8 @@ class Batcher:
                                                                    max_rows)
         self.pending: list[Ticket] = []
         self.rows_held = 0
-        self.batches = 0  # decode calls made (for tests and logs)
+        #: the last decode calls: {"jobs", "rows", "passes" (the most any row took), "wall_s"}
+        self.calls: deque[dict] = deque(maxlen=256)
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="unmask-decode")
@@ -138,6 +140,7 @@ class Batcher:
         for t in group:
             t.decoding = True
         started = time.perf_counter()
+        call = {"jobs": len(group), "rows": sum(len(t.job.rows) for t in group), "passes": 0}
         try:
             results = await loop.run_in_executor(self._pool, self.decode,
                                                  [t.job for t in group], report)
@@ -147,10 +150,10 @@ class Batcher:
                     t.result.set_exception(e)
                     t.result.exception()  # retrieved here: a gone client never reads it
         else:
+            call["passes"] = max((g.nfe for rows in results for g in rows), default=0)
             for t, rows in zip(group, results, strict=True):
                 if not t.result.done():
                     t.result.set_result(rows)
         finally:
-            self.batches += 1
-            self.rows_held -= sum(len(t.job.rows) for t in group)
-            self.last_batch_s = time.perf_counter() - started
+            self.rows_held -= call["rows"]
+            self.calls.append({**call, "wall_s": round(time.perf_counter() - started, 4)})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -25,6 +25,8 @@ MAX_STOP = 4
 MAX_STOP_CHARS = 64
 MAX_TEMPERATURE = 100.0
 Int = int  # (strict: no bool, no float, no numeric string)
+#: a list of prompts (templates)
+Texts = Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)]
 
 
 class Body(BaseModel):
@@ -85,7 +87,7 @@ class OpenAIFields(UnmaskFields):
 
 
 class CompletionRequest(OpenAIFields):
-    prompt: str | list[str] = Field(max_length=MAX_PROMPTS)
+    prompt: str | Texts
     echo: Literal[False] = False
     best_of: Literal[1, None] = None
     suffix: Literal[None] = None
@@ -102,7 +104,7 @@ class TextPart(Body):
 
 class Message(Body):
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart] = Field(max_length=MAX_MESSAGES)
+    content: str | Annotated[list[TextPart], Field(max_length=MAX_MESSAGES)]
     name: str | None = Field(None, max_length=64)
 
     def plain(self) -> dict:
@@ -128,7 +130,7 @@ class ChatRequest(OpenAIFields):
 
 class InfillRequest(UnmaskFields):
     model: str = Field(max_length=256)
-    template: str | list[str] = Field(max_length=MAX_PROMPTS)
+    template: str | Texts
     seed: Int | None = Field(None, ge=0, le=2**62)
 
     @property

@@ -23,8 +23,9 @@ def test_models_and_health(text_server):
     client = text_server.client()
     (card,) = client.models.list().data
     assert card.id == "text" and card.owned_by == "unmask"
-    assert get(text_server.port, "/health") == (200, {"status": "ok", "model": "text",
-                                                      "rows_held": 0})
+    status, health = get(text_server.port, "/health")
+    assert status == 200 and health["status"] == "ok" and health["model"] == "text"
+    assert health["rows_held"] == 0 and health["decode_calls"] == len(text_server.batcher.calls)
 
 
 def test_completion_equals_generate_with_its_seed(text_server):

@@ -74,7 +74,8 @@ def _errors(app: FastAPI) -> None:
 def _routes(app: FastAPI, served: ServedModel, batcher: Batcher) -> None:
     @app.get("/health")
     async def health():
-        return {"status": "ok", "model": served.name, "rows_held": batcher.rows_held}
+        return {"status": "ok", "model": served.name, "rows_held": batcher.rows_held,
+                **batcher.totals}
 
     @app.get("/v1/models")
     async def models():

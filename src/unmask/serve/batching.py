@@ -54,6 +54,7 @@ class Batcher:
         self.rows_held = 0
         #: the last decode calls: {"jobs", "rows", "passes" (the most any row took), "wall_s"}
         self.calls: deque[dict] = deque(maxlen=256)
+        self.totals = {"decode_calls": 0, "rows_decoded": 0}
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="unmask-decode")
@@ -156,4 +157,6 @@ class Batcher:
                     t.result.set_result(rows)
         finally:
             self.rows_held -= call["rows"]
+            self.totals["decode_calls"] += 1
+            self.totals["rows_decoded"] += call["rows"]
             self.calls.append({**call, "wall_s": round(time.perf_counter() - started, 4)})

@@ -4,6 +4,7 @@ thread for tests and benchmarks (:class:`ServerThread`), or on Ray Serve
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -31,6 +32,7 @@ def serve_forever(options: ServeOptions, host: str, port: int, log_level: str = 
     from unmask.serve.app import create_app
     from unmask.serve.jobs import ServedModel
 
+    check_port(host, port)
     served = ServedModel.load(options)
     server = uvicorn.Server(uvicorn_config(create_app(served), options, host, port, log_level))
     announce(f"unmask serve: http://{host}:{port}/v1 serving {served.name!r} "
@@ -38,6 +40,18 @@ def serve_forever(options: ServeOptions, host: str, port: int, log_level: str = 
     server.run()
     if not server.started:
         raise UnmaskError(f"--port: cannot listen on {host}:{port} (in use, or not allowed)")
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse, in one line, an address this process cannot listen on (in use, not local)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(infos[0][4])
+    except OSError as e:
+        raise UnmaskError(f"--host/--port: cannot listen on {host}:{port} "
+                          f"({e.strerror or e})") from None
 
 
 class ServerThread:

@@ -2,9 +2,11 @@
 one call, up to ``max_batch`` rows, on one decode thread, while the event loop keeps taking
 requests.
 
-The oldest waiting job opens a batch; jobs with its settings join it until it is full or the
-window since that job's arrival is over (a job that waited through another batch's decode
-goes at once). Rows waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
+The oldest waiting job opens a window: jobs with its settings join until its batch is full or
+the window since that job's arrival is over (a job that waited through another batch's decode
+goes at once). Then the settings with the most rows waiting decode (up to ``max_batch``
+rows), unless the oldest job has already been passed over :data:`MAX_PASSED_OVER` times: its
+settings go then. Rows waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from unmask.serve.jobs import Job
 
 #: a group's decoder: (jobs, report) -> one result list per job; ``report(job, row, ids)``
 #: gives a streaming job's committed ids of one row
 DecodeFn = Callable[[list[Job], Callable[[Job, int, list[int]], None]], list[list]]
+
+
+#: calls a waiting job may see go to other settings before its own go next
+MAX_PASSED_OVER = 3
 
 
 class Busy(Exception):
@@ -37,7 +43,7 @@ class Ticket:
     arrived: float
     result: asyncio.Future
     blocks: asyncio.Queue | None = None
-    decoding: bool = field(default=False, repr=False)
+    passed_over: int = 0
 
 
 class Batcher:
@@ -117,13 +123,28 @@ class Batcher:
                 break
             if not self.pending or self.pending[0].job.settings != key:
                 return []  # the opener was cancelled: start again from the new oldest
+        key = self._next_key()
         group, rows = [], 0
         for t in list(self.pending):
             if t.job.settings == key and rows + len(t.job.rows) <= self.max_batch:
                 group.append(t)
                 rows += len(t.job.rows)
                 self.pending.remove(t)
+        for t in self.pending:
+            t.passed_over += 1
         return group
+
+    def _next_key(self):
+        """The settings of the next call: the oldest job's once it has been passed over
+        :data:`MAX_PASSED_OVER` times, else those with the most rows waiting (the oldest
+        first among equals): larger calls, and no job waits more than a few calls."""
+        oldest = self.pending[0]
+        if oldest.passed_over >= MAX_PASSED_OVER:
+            return oldest.job.settings
+        rows: dict = {}
+        for t in self.pending:
+            rows[t.job.settings] = rows.get(t.job.settings, 0) + len(t.job.rows)
+        return max(rows, key=lambda k: min(rows[k], self.max_batch))  # first max: oldest
 
     def _rows(self, key) -> int:
         return sum(len(t.job.rows) for t in self.pending if t.job.settings == key)
@@ -138,8 +159,6 @@ class Batcher:
                 loop.call_soon_threadsafe(ticket.blocks.put_nowait,
                                           ("blocks", ticket, row, ids))
 
-        for t in group:
-            t.decoding = True
         started = time.perf_counter()
         call = {"jobs": len(group), "rows": sum(len(t.job.rows) for t in group), "passes": 0}
         try:

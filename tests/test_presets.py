@@ -4,12 +4,18 @@ import pytest
 import torch
 
 from unmask import decode
-from unmask.bench import timed_decode
+from unmask.bench.sweep import timed_decode
+from unmask.commands.flags.sampler import preset_entry
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
-from unmask.presets import PRESETS, preset_entry, preset_sampler, preset_spec
+from unmask.presets import PRESETS, preset_spec
 from unmask.samplers.spec import parse_spec
 from unmask.samplers.verified import Verified
+
+
+def preset_sampler(name: str):
+    """A fresh sampler of preset ``name``: its spec, built."""
+    return parse_spec(preset_spec(name)).build()
 
 
 def test_the_three_presets_exist_and_parse():
@@ -65,3 +71,10 @@ def test_a_preset_entry_benches_like_its_sampler(tiny_transformer):
     res, wall = timed_decode(m, x, entry, DecodeConfig(), batch_size=2)
     direct = decode(m, x[:2], preset_sampler("fast"))
     assert torch.equal(res.tokens[:2], direct.tokens) and wall > 0
+
+
+def test_every_preset_says_what_it_was_chosen_on_and_names_no_task_or_estimator():
+    for p in PRESETS.values():
+        assert p.chosen_on
+        entry = parse_spec(p.spec)
+        assert "estimator" not in entry.params and entry.name != "mi-guided"

@@ -12,6 +12,7 @@ the first generated positions (as LLaDA's generate can), so a row cannot end bef
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -23,6 +24,7 @@ from typing import ClassVar
 
 import torch
 
+from unmask.compiled import compiled
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
@@ -36,7 +38,7 @@ from unmask.samplers.base import (
 )
 from unmask.samplers.spec import parse_spec
 from unmask.samplers.wrapper import SamplerWrapper
-from unmask.validation import is_int
+from unmask.validation import is_int, text_problem
 
 #: the remasking names of LLaDA / dLLM codebases -> our samplers
 LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
@@ -111,7 +113,9 @@ class StopAtEOS(SamplerWrapper):
         ok = (prev >= self.gen_start).all(1)
         prev_tok = state.tokens.gather(1, prev.clamp(min=0))
         ended = ok & (prev_tok == self.eos_id).all(1)
-        if not bool(ended.any()):
+        # rows that did not end keep the inner choice: no host read unless the inner sampler
+        # handed over its next output, which ended rows need replaced
+        if sel.next_output is not None and not bool(ended.any()):
             return sel
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
@@ -220,7 +224,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
              temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
              stop_at_eos: bool = True, batch_size: int | None = None,
              min_new_tokens: int = 0, confidence: str = "draw",
-             cache_kv: str | None = None) -> list[Generation]:
+             cache_kv: str | None = None, batch_invariant: bool = False,
+             compile: bool = False) -> list[Generation]:
     """Generate a continuation of each prompt.
 
     Args:
@@ -246,6 +251,10 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             ``"max"``, :class:`~unmask.decode.DecodeConfig`).
         cache_kv: None, ``"prefix"`` or ``"dual"``: Fast-dLLM's block KV cache
             (:class:`~unmask.decode.DecodeConfig`, :mod:`unmask.kv_cache`).
+        batch_invariant: each row's tokens are those it gets decoded alone, bit for bit
+            (the model runs one row at a time; :class:`~unmask.decode.DecodeConfig`).
+        compile: run the model's forward under ``torch.compile`` (CUDA graphs on a GPU;
+            :mod:`unmask.compiled`).
     Returns:
         one :class:`Generation` per prompt, in order.
     """
@@ -264,7 +273,7 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
     sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence,
-                          cache_kv=cache_kv)
+                          cache_kv=cache_kv, batch_invariant=batch_invariant)
     encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
     _check_prompts(model, tokenizer, encoded, gen_length)
 
@@ -276,14 +285,14 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
         return generations(res, tokenizer, prompts[lo:lo + len(res.tokens)], ends, wall)
 
     return decode_batches(model, encoded, sampler, config, seed=seed, batch_size=batch_size,
-                          batch=batch, read=read)
+                          batch=batch, read=read, compile=compile)
 
 
 def decode_batches(model: MaskedModel, encoded: list[list[int]], sampler: Sampler,
                    config: DecodeConfig, *, seed: int, batch_size: int | None,
                    batch: Callable[[list[list[int]]], tuple[torch.Tensor, TextEnds | None]],
-                   read: Callable[[DecodeResult, int, TextEnds | None, float], list[Generation]]
-                   ) -> list[Generation]:
+                   read: Callable[[DecodeResult, int, TextEnds | None, float], list[Generation]],
+                   compile: bool = False) -> list[Generation]:
     """The one path of :func:`generate` and :func:`unmask.infill.infill`: the rows
     ``encoded`` (token ids each) decoded ``batch_size`` at a time (default: all at once).
 
@@ -291,7 +300,15 @@ def decode_batches(model: MaskedModel, encoded: list[list[int]], sampler: Sample
     and how its rows end, :class:`TextEnds`, or None: nothing ends early); row i of the whole
     list decodes with seed ``seed + i``; ``read(res, lo, ends, wall)`` turns the decoded
     chunk starting at row ``lo`` into :class:`Generation` s (``wall`` its seconds).
+    ``compile``: the model's forward under ``torch.compile`` meanwhile
+    (:func:`unmask.compiled.compiled`).
     """
+    require(isinstance(compile, bool), f"compile: must be True or False, got {compile!r}")
+    with compiled(model) if compile else contextlib.nullcontext():
+        return _decode_chunks(model, encoded, sampler, config, seed, batch_size, batch, read)
+
+
+def _decode_chunks(model, encoded, sampler, config, seed, batch_size, batch, read):
     size = batch_size or len(encoded)
     results: list[Generation] = []
     for lo in range(0, len(encoded), size):
@@ -324,6 +341,9 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
     the block length."""
     require(len(prompts) > 0, "prompts: none given")
     require(all(isinstance(p, str) for p in prompts), "prompts: expected strings")
+    for i, p in enumerate(prompts):
+        problem = text_problem(p)
+        require(problem is None, f"prompt {i}: holds {problem}")
     require(is_int(gen_length) and gen_length >= 1,
             f"gen_length: must be an integer >= 1, got {gen_length!r}")
     block = gen_length if block_length is None else block_length
@@ -343,8 +363,8 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
 @dataclass(frozen=True)
 class TextEnds:
     """How the rows of one batch of prompts end (plain data: it travels with a sweep's shards,
-    :class:`unmask.sweep.Run`). With ``stop_at_eos`` a row whose last finished block is all EOS
-    fills the rest with EOS (:class:`StopAtEOS`); the first ``min_new_tokens`` generated
+    :class:`unmask.bench.sweep.Run`). With ``stop_at_eos`` a row whose last finished block is
+    all EOS fills the rest with EOS (:class:`StopAtEOS`); the first ``min_new_tokens`` generated
     positions cannot take an EOS id (:class:`NoEOSBefore`).
 
     eos_ids: the model's EOS ids (none: neither applies); block: the block length;

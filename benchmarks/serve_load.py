@@ -4,7 +4,8 @@
 the one-by-one answer (text and pass count).
 
     PYTHONPATH=src python benchmarks/serve_load.py [--requests 200] [--clients 16] \\
-        [--threads 1] [--max-batch 32] [--batch-wait-ms 20] [--json OUT.json]
+        [--threads 1] [--max-batch 32] [--batch-wait-ms 20] [--samplers SPEC ...] \\
+        [--lengths N ...] [--json OUT.json]
 
 The server is `unmask serve` in a subprocess on 127.0.0.1 (the shipped text MDM, the same
 torch threads as the one-by-one run); the clients are threads of this process, each sending
@@ -35,11 +36,11 @@ WORDS = ["1 + 2", "What is 7+5", "Sum 3 4 9", "12 * 3 =", "9 - 4", "Count 1 2 3"
          "What is 30+12", "2+2="]
 
 
-def make_requests(n: int) -> list[dict]:
+def make_requests(n: int, samplers: list[str], lengths: list[int]) -> list[dict]:
     """``n`` requests: prompt, sampler and length cycling at different rates, temperature
     0.7, seed = index."""
-    return [{"prompt": WORDS[i % len(WORDS)], "sampler": SAMPLERS[(i // 3) % len(SAMPLERS)],
-             "max_tokens": LENGTHS[(i // 2) % len(LENGTHS)], "temperature": 0.7, "seed": i}
+    return [{"prompt": WORDS[i % len(WORDS)], "sampler": samplers[(i // 3) % len(samplers)],
+             "max_tokens": lengths[(i // 2) % len(lengths)], "temperature": 0.7, "seed": i}
             for i in range(n)]
 
 
@@ -70,7 +71,7 @@ def start_server(args) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "unmask", "serve", "--port", str(port), "--threads",
          str(args.threads), "--max-batch", str(args.max_batch), "--batch-wait-ms",
-         str(args.batch_wait_ms), "--max-tokens", str(max(LENGTHS))],
+         str(args.batch_wait_ms), "--max-tokens", str(max(args.lengths))],
         stdout=subprocess.PIPE, text=True, env=env)
     line = proc.stdout.readline()
     if "http://" not in line:
@@ -132,9 +133,11 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--max-batch", type=int, default=32)
     p.add_argument("--batch-wait-ms", type=float, default=20.0)
+    p.add_argument("--samplers", nargs="+", default=SAMPLERS)
+    p.add_argument("--lengths", nargs="+", type=int, default=LENGTHS, help="max_tokens values")
     p.add_argument("--json", default=None)
     args = p.parse_args()
-    reqs = make_requests(args.requests)
+    reqs = make_requests(args.requests, args.samplers, args.lengths)
     base_wall, base = one_by_one(reqs, args.threads)
     base_lat = [base_wall / len(reqs)] * len(reqs)
     proc, port = start_server(args)
@@ -153,7 +156,7 @@ def main() -> None:
             row(f"serve, {args.clients} clients", wall, len(ok), [g[0] for g in ok],
                 [g[1] for g in ok])]
     ratio = rows[1]["req_per_s"] / rows[0]["req_per_s"]
-    print(f"{args.requests} requests, samplers {SAMPLERS}, max_tokens {LENGTHS}, "
+    print(f"{args.requests} requests, samplers {args.samplers}, max_tokens {args.lengths}, "
           f"{len(WORDS)} prompts, temperature 0.7, --threads {args.threads}, max batch "
           f"{args.max_batch}, wait {args.batch_wait_ms:g} ms")
     print(f"{'mode':<24} {'wall s':>8} {'req/s':>8} {'p50 s':>7} {'p95 s':>7} {'passes':>7} "

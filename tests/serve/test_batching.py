@@ -30,7 +30,7 @@ class Recorder:
 
 
 def run(coro):
-    return asyncio.run(coro)
+    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 def test_jobs_with_equal_settings_within_the_window_share_a_call():
@@ -50,10 +50,10 @@ def test_jobs_with_equal_settings_within_the_window_share_a_call():
 def test_a_full_batch_goes_without_waiting_out_the_window():
     async def main():
         rec = Recorder()
-        b = Batcher(rec, max_batch=4, wait_s=30.0, max_rows=64)
+        b = Batcher(rec, max_batch=4, wait_s=3.0, max_rows=64)
         tickets = b.submit([job("a", 2), job("a", 2), job("a")])
-        await asyncio.wait_for(asyncio.gather(*(t.result for t in tickets[:2])), 5)
-        await asyncio.wait_for(tickets[2].result, 40)
+        await asyncio.wait_for(asyncio.gather(*(t.result for t in tickets[:2])), 1.5)
+        await asyncio.wait_for(tickets[2].result, 10)
         return rec.calls
 
     assert run(main())[0] == ["a", "a"]

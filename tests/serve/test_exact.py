@@ -67,3 +67,17 @@ def test_cancelled_rows_leave_and_the_others_decode_as_alone(text_server):
                         min_new_tokens=16, temperature=0.7, seed=9)
     assert res.tokens[1, -16:].tolist() == alone.token_ids and int(res.nfe[1]) == alone.nfe
     assert int(res.nfe[0]) == 4  # one pass per block, then it left
+
+
+def test_batch_invariant_server_answers_as_alone():
+    from conftest import Running
+
+    from unmask.serve.options import ServeOptions
+
+    with Running(ServeOptions(model="text", batch_invariant=True, batch_wait_ms=200,
+                              threads=1)) as server:
+        client = server.client()
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda req: _ask(client, req), REQUESTS[:4]))
+        assert max(c["jobs"] for c in server.batcher.calls) >= 2
+    assert got == [_alone(server.served.model, req) for req in REQUESTS[:4]]

@@ -105,9 +105,16 @@ class Batcher:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            group = await self._gather()
-            if group:
-                await self._decode(group)
+            group = []
+            try:
+                group = await self._gather()
+                if group:
+                    await self._decode(group)
+            except Exception as e:  # noqa: BLE001 - the batcher outlives any one call
+                for t in group:
+                    if not t.result.done():
+                        t.result.set_exception(e)
+                        t.result.exception()
 
     async def _gather(self) -> list[Ticket]:
         """Wait out the oldest job's window (or until its batch is full), then take its
@@ -170,7 +177,8 @@ class Batcher:
                     t.result.set_exception(e)
                     t.result.exception()  # retrieved here: a gone client never reads it
         else:
-            call["passes"] = max((g.nfe for rows in results for g in rows), default=0)
+            call["passes"] = max((getattr(g, "nfe", 0) for rows in results for g in rows),
+                                 default=0)
             for t, rows in zip(group, results, strict=True):
                 if not t.result.done():
                     t.result.set_result(rows)

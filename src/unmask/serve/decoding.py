@@ -102,7 +102,8 @@ def _generate_call(served: ServedModel, jobs: list[Job]) -> Call:
                            min_new_tokens=s.min_new_tokens)
     sampler = _with_steps(parse_sampler(s.sampler), s.steps, s.gen_length // block)
     config = DecodeConfig(temperature=s.temperature, block_size=block, confidence=s.confidence,
-                          cache_kv=served.options.cache_kv)
+                          cache_kv=served.options.cache_kv,
+                          batch_invariant=served.options.batch_invariant)
     return Call(x, ends, sampler, config,
                 lambda res, wall: generations(res, served.tokenizer, texts, ends, wall))
 
@@ -114,7 +115,8 @@ def _infill_call(served: ServedModel, jobs: list[Job]) -> Call:
     x, ends = plan.batch(plan.encoded)
     sampler = _with_steps(parse_sampler(s.sampler), s.steps, 1)
     config = DecodeConfig(temperature=s.temperature, block_size=s.block_length,
-                          confidence=s.confidence)
+                          confidence=s.confidence,
+                          batch_invariant=served.options.batch_invariant)
     return Call(x, ends, sampler, config, lambda res, wall: plan.read(res, 0, ends, wall))
 
 

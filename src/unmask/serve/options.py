@@ -28,7 +28,9 @@ class ServeOptions:
     max_queue_rows: rows waiting or decoding at once; more is answered 429.
     max_body_bytes: the largest request body; more is answered 413.
     chat_template: a Jinja chat template (its text) for a folder whose tokenizer has none.
-    trust_remote_code, dtype, device, cache_kv, threads: as ``unmask generate``.
+    trust_remote_code, dtype, device, cache_kv, batch_invariant, threads: as
+        ``unmask generate`` (``batch_invariant``: each row's pass computed alone, so that a
+        row's tokens are bit for bit those it gets alone on any device; slower).
     """
 
     model: str = "text"
@@ -45,6 +47,7 @@ class ServeOptions:
     dtype: str | None = None
     device: str = "cpu"
     cache_kv: str | None = None
+    batch_invariant: bool = False
     threads: int | None = None
 
     def __post_init__(self):

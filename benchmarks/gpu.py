@@ -28,8 +28,10 @@ skipped):
 - ``dream``: a random Dream-7B-shaped model (Dream's code): unmask against Dream's own
   ``diffusion_generate`` (maskgit_plus, one token a step) at batch 1 and 8.
 
-Needs Fast-dLLM's code folder (``$UNMASK_FASTDLLM`` or ../shared/external/fast-dllm, see
-tests/hf/dllm_models.py); the models are random, so tokens measure agreement, not quality.
+Needs Fast-dLLM's code folder (``$UNMASK_FASTDLLM``, ../shared/external/fast-dllm or
+shared/external/fast-dllm in the repository, see tests/hf/dllm_models.py) and einops (LLaDA's
+code imports it; pure Python); the models are random, so tokens measure agreement, not
+quality. On a machine that reaches no package index, carry both in (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -512,7 +514,10 @@ def _part(run: Run, out: dict, name: str, part, need: float = 30) -> None:
         return
     try:
         out[name] = part()
-    except Exception as e:  # one failed part must not cost the others
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # one failed part must not cost the others (nor a skip:
+        # the model helpers skip, as in the tests, when the reference code or einops is absent)
         out[name] = {"error": f"{type(e).__name__}: {e}"}
         print(f"\n{name} failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",
               flush=True)

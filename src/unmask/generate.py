@@ -87,8 +87,8 @@ def parse_sampler(spec: str | Sampler) -> Sampler:
     if name and name.group() in LLADA_NAMES:
         text = LLADA_NAMES[name.group()] + text[name.end():]
     parsed = parse_spec(text)
-    require(not parsed.corrected, f"sampler: {spec!r}: generate has no corrector; drop "
-                                  "'+corrector'")
+    require(not parsed.corrected, f"sampler: {spec!r}: text decoding (generate, infill) "
+                                  "takes no corrector; drop '+corrector'")
     return parsed.build()
 
 

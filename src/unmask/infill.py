@@ -111,11 +111,29 @@ def encode_text(tokenizer, template: str, index: int = 0, limit: int | None = No
     text = "".join(p if isinstance(p, str) else mask * p for p in pieces)
     ids = [int(i) for i in tokenizer(text)["input_ids"]]
     unk = tokenizer.unk_token_id
-    if unk is not None and unk in ids and tokenizer.unk_token not in text:
+    written = text.count(tokenizer.unk_token) if tokenizer.unk_token else 0
+    if unk is not None and ids.count(unk) > written:  # more than the template writes
         raise UnmaskError(f"template {index}: the tokenizer reads part of it as "
                           f"{tokenizer.unk_token} (outside the model's vocabulary): "
                           f"{_unknown_part(tokenizer, text)!r}")
     return ids
+
+
+def context_change(tokenizer, template: str) -> tuple[str, str] | None:
+    """(a word of ``template``'s given text, the word the tokenizer reads instead), or None
+    when its normaliser keeps every word (an uncased tokenizer lower-cases and drops accents:
+    ``'Sät'`` is read as ``'sat'``, and the filled text shows the context so)."""
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+    if normalizer is None:
+        return None
+    for piece in split_template(template):
+        if isinstance(piece, int):
+            continue
+        for word, read in zip(piece.split(), normalizer.normalize_str(piece).split(),
+                              strict=False):
+            if word != read:
+                return word, read
+    return None
 
 
 def _unknown_part(tokenizer, text: str) -> str:
@@ -125,7 +143,7 @@ def _unknown_part(tokenizer, text: str) -> str:
     except (NotImplementedError, TypeError, ValueError):
         return text[:40]
     for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
-        if tid == tokenizer.unk_token_id:
+        if tid == tokenizer.unk_token_id and text[a:b] != tokenizer.unk_token:
             return text[a:b]
     return text[:40]
 
@@ -240,6 +258,8 @@ def plan_infill(model: MaskedModel | str, templates: str | list[str], *, tokeniz
 def _encoder(model: MaskedModel, tokenizer):
     """templates -> (their ids, ids -> text) for ``model``: residue strings for a protein
     model without a tokenizer, else the text tokenizer's."""
+    require(tokenizer is None or callable(tokenizer), f"tokenizer: expected a transformers "
+                                                      f"tokenizer, got {type(tokenizer).__name__}")
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if reads_residues(model, tokenizer):
         residues = model.residues
@@ -315,5 +335,5 @@ def _filled(res: DecodeResult, templates: list[str], encoded: list[list[int]], t
     return out
 
 
-__all__ = ["MASK_MARK", "InfillPlan", "encode_residues", "encode_text", "infill",
+__all__ = ["MASK_MARK", "InfillPlan", "context_change", "encode_residues", "encode_text", "infill",
            "plan_infill", "reads_residues", "split_template"]

@@ -8,6 +8,7 @@ import json
 from unmask.commands.flags.engine import resolve_device
 from unmask.commands.flags.paths import read_items
 from unmask.commands.flags.sampler import sampler_text
+from unmask.commands.flags.types import flags_for
 from unmask.commands.registry import command
 from unmask.generate import generate
 from unmask.models.auto import load_model
@@ -25,13 +26,15 @@ def generate_cmd(args: argparse.Namespace) -> int:
     model = load_model(args.model, task="text", **options)
     sampler = sampler_text(args)
     gen_length = args.gen_length or getattr(model, "default_gen_length", None) or 128
-    results = generate(model, None, prompts, sampler=sampler, gen_length=gen_length,
-                       block_length=args.block_length, steps=args.steps,
-                       temperature=args.temperature, seed=args.seed, chat_template=args.chat,
-                       stop_at_eos=not args.no_eos_stop, batch_size=args.batch_size,
-                       min_new_tokens=args.min_new_tokens, confidence=args.confidence,
-                       cache_kv=args.cache_kv, batch_invariant=args.batch_invariant,
-                       compile=args.compile)
+    with flags_for("block_length", "gen_length", "steps", "batch_size", "sampler",
+                   "min_new_tokens", "cache_kv"):
+        results = generate(model, None, prompts, sampler=sampler, gen_length=gen_length,
+                           block_length=args.block_length, steps=args.steps,
+                           temperature=args.temperature, seed=args.seed,
+                           chat_template=args.chat, stop_at_eos=not args.no_eos_stop,
+                           batch_size=args.batch_size, min_new_tokens=args.min_new_tokens,
+                           confidence=args.confidence, cache_kv=args.cache_kv,
+                           batch_invariant=args.batch_invariant, compile=args.compile)
     for r in results:
         if args.json:
             print(json.dumps(r.to_json()), flush=True)

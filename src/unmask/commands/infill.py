@@ -4,13 +4,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from unmask.commands.flags.engine import resolve_device
 from unmask.commands.flags.paths import read_items
 from unmask.commands.flags.sampler import sampler_text
+from unmask.commands.flags.types import flags_for
 from unmask.commands.registry import command
-from unmask.infill import infill
+from unmask.infill import context_change, infill
 from unmask.models.auto import load_model
+
+
+def _warn_normalised(model, templates: list[str]) -> None:
+    """One warning line on stderr for the first template whose given text the model's
+    tokenizer reads otherwise (an uncased model lower-cases it)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    for i, template in enumerate(templates if tokenizer is not None else ()):
+        change = context_change(tokenizer, template)
+        if change:
+            print(f"warning: template {i}: the model's tokenizer reads {change[0]!r} as "
+                  f"{change[1]!r} (it normalises text); the filled text shows the context as "
+                  "the model read it", file=sys.stderr)
+            return
 
 
 @command("infill")
@@ -24,10 +39,12 @@ def infill_cmd(args: argparse.Namespace) -> int:
     if args.dtype:
         options["dtype"] = args.dtype
     model = load_model(args.model, **options)
-    results = infill(model, templates, sampler=sampler, block_length=args.block_length,
-                     steps=args.steps, temperature=args.temperature, seed=args.seed,
-                     batch_size=args.batch_size, confidence=args.confidence,
-                     batch_invariant=args.batch_invariant, compile=args.compile)
+    with flags_for("block_length", "steps", "batch_size", "sampler"):
+        results = infill(model, templates, sampler=sampler, block_length=args.block_length,
+                         steps=args.steps, temperature=args.temperature, seed=args.seed,
+                         batch_size=args.batch_size, confidence=args.confidence,
+                         batch_invariant=args.batch_invariant, compile=args.compile)
+    _warn_normalised(model, templates)
     for r in results:
         if args.json:
             row = r.to_json()

@@ -20,7 +20,6 @@ from unmask.commands.flags.paths import (
     claim_folder,
     command_name,
     existing_dir,
-    mark_folder,
 )
 from unmask.commands.flags.training import check_resume_args
 from unmask.commands.registry import command
@@ -93,6 +92,7 @@ def mi_label(args: argparse.Namespace) -> int:
             if value is not None:
                 raise UnmaskError(f"{flag}: applies only to --task text")
         options = {}
+    # a label folder is known by its manifest.json (no marker: the folder format is fixed)
     claim_folder(args.out, "--out", "mi label", own_files=(MANIFEST,))
     engine, device = engine_from_args(args)
     # a Ray worker may run in another folder: it reads the model at its absolute path
@@ -105,7 +105,6 @@ def mi_label(args: argparse.Namespace) -> int:
                             shard_size=args.shard_size, batch_size=args.batch_size,
                             top_k=args.top_k, options=options, engine=engine,
                             log=lambda line: print(line, flush=True))
-    mark_folder(args.out, "mi label")  # (until then its manifest.json says whose it is)
     print(f"{manifest['contexts']} contexts in {len(manifest['shards'])} shards at {args.out} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0
@@ -344,9 +343,7 @@ def mi_fit(args: argparse.Namespace) -> int:
               model_recipe(task, worker_path(args.model), str(device),
                            trust_remote_code=args.trust_remote_code))
     result = fit(model, out, task, budget=budget, options=options, source=source,
-                 engine=engine, model_name=args.model,
-                 # until then labels/manifest.json says whose the folder is
-                 on_labels=lambda folder: mark_folder(folder, "mi fit"),
+                 engine=engine, model_name=args.model, overwrite=args.overwrite,
                  log=lambda line: print(line, flush=True))
     spent = result["budget"]
     print(format_metrics(result))

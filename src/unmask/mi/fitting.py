@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from unmask.errors import require
+from unmask.folders import claim_folder, mark_folder
 from unmask.io import atomic_path, atomic_write_text, json_safe
 from unmask.metrics import held_out_mask
 from unmask.mi.estimator import EstimatorConfig, MIEstimator
@@ -36,6 +37,7 @@ from unmask.mi.estimator_eval import (
     predict,
 )
 from unmask.mi.estimator_train import EstimatorTrainConfig, train_estimator
+from unmask.mi.label_files import MANIFEST, checked_manifest
 from unmask.mi.label_set import LabelSet
 from unmask.mi.labels import write_labels
 from unmask.models.base import MaskedModel
@@ -76,9 +78,14 @@ class FitBudget:
         require(0 < self.held_out < 1, f"held_out: must be in (0, 1), got {self.held_out}")
 
 
+#: how a folder written by :func:`fit` is marked (:mod:`unmask.folders`)
+FIT_COMMAND = "mi fit"
+
+
 def fit(model: MaskedModel, out: str | Path, task: str, *, budget: FitBudget = FitBudget(),
         options: dict | None = None, source=None, engine=None, model_name: str | None = None,
-        on_labels: Callable[[Path], None] | None = None, log=print) -> dict:
+        on_labels: Callable[[Path], None] | None = None, overwrite: bool = False,
+        log=print) -> dict:
     """Label, train and evaluate an MI estimator for ``model`` into ``out`` (see the module).
 
     Args:
@@ -91,15 +98,19 @@ def fit(model: MaskedModel, out: str | Path, task: str, *, budget: FitBudget = F
         engine: where label shards are computed (None: this process).
         model_name: how the estimator's files name the model.
         on_labels: called with ``out`` once the labels are written, before training.
+        overwrite: write into an ``out`` that holds other files (never a model folder:
+            :func:`unmask.folders.claim_folder`); without it such an ``out`` is refused.
         log: one line per labelled shard.
 
     Returns:
         The held-out evaluation (``eval.json``), with ``budget``: the seconds spent, the
         contexts labelled, the training steps and why it stopped.
     """
-    out = Path(out)
+    out = claim_folder(out, "out", FIT_COMMAND, overwrite=overwrite,
+                       own_files=(f"labels/{MANIFEST}",))
     contexts, label_s = _label(model if source is None else source, out / "labels", task,
                                budget, options or {}, engine, log)
+    mark_folder(out, FIT_COMMAND)  # until then labels/manifest.json says whose it is
     if on_labels is not None:
         on_labels(out)
     labels = LabelSet.from_dir(out / "labels")
@@ -123,8 +134,13 @@ def _label(source, out: Path, task: str, budget: FitBudget, options: dict, engin
     """Label shard after shard until the contexts or the seconds run out; (contexts,
     seconds)."""
     t0, done = time.perf_counter(), 0
+    # the first call covers the contexts a former run labelled: each of their shards is
+    # checked against its sha256 and a changed one recomputed (not only the first shard's)
+    kept = (checked_manifest(out / MANIFEST, "labels").get("contexts")
+            if (out / MANIFEST).is_file() else 0)
+    kept = kept if is_int(kept) and kept > 0 else 0
     while done < budget.contexts and (done == 0 or time.perf_counter() - t0 < budget.label_s):
-        goal = min(budget.contexts, done + budget.shard_size)
+        goal = min(budget.contexts, max(done + budget.shard_size, kept))
         manifest = write_labels(source, out, contexts=goal, task=task, seed=budget.seed,
                                 eps=budget.eps, mask_ratio=budget.mask_ratio,
                                 shard_size=budget.shard_size, top_k=budget.top_k,

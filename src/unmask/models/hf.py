@@ -374,7 +374,7 @@ class HFMaskedModel(MaskedModel):
                                   output_loading_info=True, **options)
         except (pickle.UnpicklingError, OSError, ValueError, KeyError, RuntimeError, TypeError,
                 SafetensorError) as e:
-            raise UnmaskError(_load_failure(directory, config, loader, e)) from None
+            raise UnmaskError(load_failure(directory, config, loader, e)) from None
         missing = sorted(info.get("missing_keys") or [])
         if missing:
             raise UnmaskError(f"model: {directory} weights lack {missing[0]!r} that its config "
@@ -415,7 +415,7 @@ def check_unexpected_weights(directory: Path, model: torch.nn.Module, info: dict
                               "declares: num_hidden_layers, ...)")
 
 
-def _load_failure(directory: Path, config, loader, error: BaseException) -> str:
+def load_failure(directory: Path, config, loader, error: BaseException) -> str:
     """One line for a folder transformers could not load; a tensor whose stored shape differs
     from the one its config.json implies is named with both shapes."""
     # transformers 4.x wraps the unpickling error in a ValueError, then an OSError

@@ -14,7 +14,8 @@ skipped):
   pass (each a synchronisation here).
 - ``sudoku``: the shipped Sudoku model on the 1,000 hard puzzles at batch 1000: solved %,
   passes, wall, ms per pass and host reads per pass for sequential, ``lossless``,
-  ``topk:k=7``, MI-guided and verified rows.
+  ``topk:k=7``, MI-guided and verified rows; and the shipped text model's tokens/s at batch
+  1 and 64.
 - ``llada``: a random LLaDA-8B-shaped model (LLaDA's own modelling code, bf16, built in place
   on the device): (1) one batch-1 pass against the weight-read bound (parameter bytes over
   the measured copy bandwidth), eager and under ``torch.compile``; (2) unmask ``generate``
@@ -181,6 +182,32 @@ def section_sudoku(run: Run) -> dict:
     _table(f"shipped Sudoku model, {n} hard puzzles in one batch",
            ["sampler", "solved %", "mean NFE", "passes", "wall s", "ms/pass",
             "host reads/pass"], rows)
+    out["text"] = _shipped_text(run)
+    return out
+
+
+def _shipped_text(run: Run) -> list[dict]:
+    """The shipped text model (``unmask generate``'s default): tokens/s at batch 1 and 64,
+    gen 64 in blocks of 16, confidence and EB."""
+    from unmask.generate import generate
+    from unmask.models.auto import load_model
+
+    model = load_model("text", device=run.device)
+    prompts = [f"Q: {i} + {i + 3}? A:" for i in range(64)]
+    out, rows = [], []
+    for spec in ("confidence", "eb:gamma=0.1"):
+        for batch in (1, 64 if not run.args.dry_run else 4):
+            def call(batch=batch, spec=spec):
+                return generate(model, None, prompts[:batch], sampler=spec, gen_length=64,
+                                block_length=16, stop_at_eos=False)
+            call()  # warm-up
+            wall, gens = run.timed(call)
+            nfe = max(g.nfe for g in gens)
+            out.append({"sampler": spec, "batch": batch, "tok_s": batch * 64 / wall,
+                        "passes": nfe, "ms_per_pass": 1e3 * wall / nfe})
+            rows.append([spec, batch, batch * 64 / wall, nfe, 1e3 * wall / nfe])
+    _table("shipped text model, gen 64, blocks of 16",
+           ["sampler", "batch", "tok/s", "passes", "ms/pass"], rows)
     return out
 
 

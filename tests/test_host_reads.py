@@ -21,8 +21,9 @@ loop_overhead = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(loop_overhead)
 CASES = loop_overhead.cases()
 
-#: samplers whose selection is not yet free of host reads (the MI budget's scan)
-PENDING = {"mi-guided", "mi-oracle"}
+#: mi-oracle probes the model (1 + |M||V| sequences a pass, for analysis): how many probes a
+#: row needs depends on its support, so the probe batches are sized on the host
+PROBING = {"mi-oracle"}
 
 
 @pytest.fixture(scope="module")
@@ -40,22 +41,26 @@ def test_every_registered_sampler_is_counted():
 
 def test_the_loop_reads_the_host_once_a_pass(model):
     """Confidence's selection reads nothing: what it costs is the loop's (one read a pass, the
-    stopping check, plus three once per decode to check the input tokens)."""
+    stopping check, plus four once per decode: three to check the input tokens, one to check
+    the first pass's logits)."""
     assert reads_per_pass(model, CASES["confidence"]) == 1
     x = torch.full((8, model.n), model.mask_id, dtype=torch.long)
     with count_host_reads() as reads:
         res = decode(model, x, "confidence")
     assert int(res.steps.max()) == model.n
-    assert reads.total == model.n + 3
+    assert reads.total == model.n + 4  # + checking the first pass's logits
 
 
 @pytest.mark.parametrize("label", list(CASES))
 def test_no_sampler_adds_more_than_one_read_a_pass(label, model, request):
-    if label in PENDING:
+    if label in PROBING:
         request.applymarker(pytest.mark.xfail(
-            strict=False, reason="the MI budget's scan still reads the host each pass"))
+            strict=True, reason="probing sizes its batches from each row's support"))
     loop = reads_per_pass(model, CASES["confidence"])
-    assert reads_per_pass(model, CASES[label]) <= loop + 1
+    # generate's end-at-EOS wrapper replaces the handed-over next pass of rows it ends with
+    # the model on their own next state: one read more to find them (docs/gpu.md)
+    extra = 2 if label == "eb+verify (stop at EOS)" else 1
+    assert reads_per_pass(model, CASES[label]) <= loop + extra
 
 
 @pytest.mark.parametrize("name", ["confidence", "topk", "threshold", "eb", "factor", "pc"])
@@ -93,7 +98,8 @@ def test_the_counter_counts_value_reads_and_restores_tensor():
         t.sum() + 1  # no read
     assert reads.total == 4
     assert sum(reads.by_site.values()) == 4
-    assert all(site.startswith("test_host_reads.py:") for site in reads.by_site)
+    assert all(site.startswith("test_host_reads.py:") and site.endswith(
+        " test_the_counter_counts_value_reads_and_restores_tensor") for site in reads.by_site)
     assert torch.Tensor.item is original
 
 

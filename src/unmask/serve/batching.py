@@ -4,9 +4,10 @@ requests.
 
 The oldest waiting job opens a window: jobs with its settings join until its batch is full or
 the window is over, ``wait_s`` after that job's arrival or after the last call ended,
-whichever is later (so that clients answered by that call can join the next). Then the settings with the most rows waiting decode (up to ``max_batch``
-rows), unless the oldest job has already been passed over :data:`MAX_PASSED_OVER` times: its
-settings go then. Rows waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
+whichever is later (so that clients answered by that call can join the next). Then the
+settings with the most rows waiting decode (up to ``max_batch`` rows), unless the oldest job
+has already been passed over :data:`MAX_PASSED_OVER` times: its settings go then. Rows
+waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
 """
 
 from __future__ import annotations

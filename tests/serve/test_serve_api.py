@@ -7,7 +7,7 @@ import json
 
 import openai
 import pytest
-from conftest import get, post
+from serve_helpers import get, post
 
 from unmask.generate import generate
 from unmask.infill import infill

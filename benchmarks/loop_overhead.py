@@ -75,7 +75,18 @@ def cases() -> dict:
                                              corrector_hooks(_corrector(m), max_remasks=1))
     for spec in ("threshold:tau=0.7+wino=0.9", "topk:k=2+remdm=0.05"):
         out[spec] = lambda m, s=spec: (parse_spec(s).build(), ())
+    out["eb (stop at EOS)"] = lambda m: (_stop_at_eos(make_sampler("eb"), m), ())
+    out["eb+verify (stop at EOS)"] = lambda m: (_stop_at_eos(Verified(make_sampler("eb")), m),
+                                                ())
     return out
+
+
+def _stop_at_eos(sampler, model):
+    """``sampler`` as ``generate`` wraps it: a row whose last block of 9 is all EOS (here
+    the model's first token) ends."""
+    from unmask.generate import StopAtEOS
+
+    return StopAtEOS(sampler, eos_id=model.real_token_ids[0], block=9, gen_start=0)
 
 
 def masked(model: FixedOutputModel, batch: int, blanks: int | None = None) -> torch.Tensor:
@@ -116,7 +127,7 @@ def time_round_robin(model, builds: dict, batch: int, repeats: int,
     return best
 
 
-def host_reads_per_pass(model, build, batch: int = 64, config=None, sites: bool = False):
+def host_reads_per_pass(model, build, batch: int = 64, config=None):
     """(reads per pass, passes, reads by calling line) of one decode of ``batch`` fully masked
     rows, less the reads a decode makes once: checking the input (counted on a batch with
     nothing to decode) and the first pass's logits (:func:`unmask.models.handle.check_logits`,
@@ -125,11 +136,12 @@ def host_reads_per_pass(model, build, batch: int = 64, config=None, sites: bool 
     x = masked(model, batch)
     with count_host_reads() as once:
         decode(model, torch.zeros_like(x), sampler, config, hooks=hooks)
-    with count_host_reads(sites=sites) as reads:
+    with count_host_reads(sites=True) as reads:
         res = decode(model, x, sampler, config, hooks=hooks, seed=0)
     passes = int(res.steps.max())
-    first_pass_check = 1 if passes else 0
-    return (reads.total - once.total - first_pass_check) / max(passes, 1), passes, reads.by_site
+    # the first pass's check of the model's logits is made once a decode too
+    first = sum(n for site, n in reads.by_site.items() if site.endswith(" check_logits"))
+    return (reads.total - once.total - first) / max(passes, 1), passes, reads.by_site
 
 
 def _row(label: str, r: dict, base: dict, batches: list[int]) -> str:

@@ -48,7 +48,7 @@ def test_the_loop_reads_the_host_once_a_pass(model):
     with count_host_reads() as reads:
         res = decode(model, x, "confidence")
     assert int(res.steps.max()) == model.n
-    assert reads.total == model.n + 4
+    assert reads.total == model.n + 4  # + checking the first pass's logits
 
 
 @pytest.mark.parametrize("label", list(CASES))
@@ -57,7 +57,10 @@ def test_no_sampler_adds_more_than_one_read_a_pass(label, model, request):
         request.applymarker(pytest.mark.xfail(
             strict=True, reason="probing sizes its batches from each row's support"))
     loop = reads_per_pass(model, CASES["confidence"])
-    assert reads_per_pass(model, CASES[label]) <= loop + 1
+    # generate's end-at-EOS wrapper replaces the handed-over next pass of rows it ends with
+    # the model on their own next state: one read more to find them (docs/gpu.md)
+    extra = 2 if label == "eb+verify (stop at EOS)" else 1
+    assert reads_per_pass(model, CASES[label]) <= loop + extra
 
 
 @pytest.mark.parametrize("name", ["confidence", "topk", "threshold", "eb", "factor", "pc"])
@@ -95,7 +98,8 @@ def test_the_counter_counts_value_reads_and_restores_tensor():
         t.sum() + 1  # no read
     assert reads.total == 4
     assert sum(reads.by_site.values()) == 4
-    assert all(site.startswith("test_host_reads.py:") for site in reads.by_site)
+    assert all(site.startswith("test_host_reads.py:") and site.endswith(
+        " test_the_counter_counts_value_reads_and_restores_tensor") for site in reads.by_site)
     assert torch.Tensor.item is original
 
 

@@ -17,6 +17,13 @@ import argparse
 import json
 from pathlib import Path
 
+from unmask.samplers.base import parse_param_value
+
+
+def params_of(label: str) -> dict:
+    """The parameters of a row labelled ``NAME K=V ...`` (benches that record no params)."""
+    return {k: parse_param_value(v) for k, v in (w.split("=", 1) for w in label.split()[1:])}
+
 
 def rows_of(files: str) -> tuple[float, dict[str, dict]]:
     """(sequential accuracy in %, {params key: row}) of one set's files."""
@@ -27,8 +34,9 @@ def rows_of(files: str) -> tuple[float, dict[str, dict]]:
             if row["name"] == "confidence":
                 sequential = 100 * accuracy
             elif row["name"] == "mi-guided" and not row.get("verified"):
-                key = json.dumps(row["params"], sort_keys=True)
-                rows[key] = {"params": row["params"], "accuracy": 100 * accuracy,
+                params = row.get("params") or params_of(row["label"])
+                key = json.dumps(params, sort_keys=True)
+                rows[key] = {"params": params, "accuracy": 100 * accuracy,
                              "passes": row["nfe"]}
     if sequential is None:
         raise SystemExit(f"error: no sequential (confidence) row in {files}")

@@ -30,8 +30,8 @@ READS = ("item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index
 class HostReads:
     """Host reads made inside :func:`count_host_reads`.
 
-    total: how many; by_site: how many per calling line (``file:line``, the first frame
-    outside torch), for finding them.
+    total: how many; by_site: how many per calling line (``file:line function``, the first
+    frame outside torch), for finding them.
     """
 
     total: int = 0
@@ -45,7 +45,7 @@ class HostReads:
 def _caller() -> str:
     for frame in reversed(traceback.extract_stack()[:-2]):
         if "/torch/" not in frame.filename:
-            return f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
+            return f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} {frame.name}"
     return "?"
 
 

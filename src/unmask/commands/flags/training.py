@@ -12,7 +12,6 @@ from unmask.commands.flags.paths import TRAINING_RUN_FILES, claim_folder, comman
 from unmask.commands.flags.threads import add_threads_arg
 from unmask.commands.flags.types import add_seed_arg
 from unmask.errors import UnmaskError
-from unmask.io import parse_json
 from unmask.validation import (
     field_hints,
     field_problem,
@@ -92,6 +91,8 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
     initialisation); return (architecture overrides from ``--model-config``, the
     :class:`TrainConfig` of :func:`training_config`)."""
     import torch
+
+    from unmask.io import parse_json
 
     claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
                  own_files=TRAINING_RUN_FILES)

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import importlib.util
 import math
+import re
 from pathlib import Path
 
 from unmask.errors import UnmaskError
@@ -24,22 +25,23 @@ from unmask.validation import (  # noqa: F401  (the argument types, re-exported)
 
 
 @functools.cache
-def _source(module: str) -> ast.Module:
-    """The syntax tree of ``module``'s source, read without importing it (its package is)."""
+def _source(module: str) -> list[str]:
+    """The lines of ``module``'s source, read without importing it (its package is)."""
     spec = importlib.util.find_spec(module)
-    return ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return Path(spec.origin).read_text(encoding="utf-8").splitlines()
 
 
 def _named(where: str) -> ast.AST:
-    """The top-level statement ``"module:NAME"`` names (a class, a function, an assignment)."""
+    """The top-level statement ``"module:NAME"`` names (a class, a function, an assignment),
+    parsed alone: its lines run from the one that names it to the next top-level line."""
     module, name = where.split(":")
-    for node in _source(module).body:
-        if getattr(node, "name", None) == name:
-            return node
-        targets = [t.id for t in getattr(node, "targets", [getattr(node, "target", None)])
-                   if isinstance(t, ast.Name)]
-        if name in targets:
-            return node
+    lines = _source(module)
+    head = re.compile(rf"(class|def)\s+{name}\b|{name}\s*[:=]")
+    for i, line in enumerate(lines):
+        if head.match(line):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j][:1] not in
+                        ("", " ", "\t", ")", "]", "}", "#")), len(lines))
+            return ast.parse("\n".join(lines[i:end])).body[0]
     raise KeyError(f"{module} has no top-level {name!r}")
 
 

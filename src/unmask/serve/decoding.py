@@ -18,7 +18,7 @@ from typing import ClassVar
 import torch
 
 from unmask.decode import DecodeConfig, decode
-from unmask.generate import Generation, _with_steps, generations, parse_sampler, prompt_batch
+from unmask.generate import Generation, generations, parse_sampler, prompt_batch, with_steps
 from unmask.hooks import Hook
 from unmask.infill import plan_infill
 from unmask.samplers.base import Selection, StepState
@@ -100,7 +100,7 @@ def _generate_call(served: ServedModel, jobs: list[Job]) -> Call:
     block = s.block_length or s.gen_length
     x, ends = prompt_batch(served.model, rows, block, s.gen_length,
                            min_new_tokens=s.min_new_tokens)
-    sampler = _with_steps(parse_sampler(s.sampler), s.steps, s.gen_length // block)
+    sampler = with_steps(parse_sampler(s.sampler), s.steps, s.gen_length // block)
     config = DecodeConfig(temperature=s.temperature, block_size=block, confidence=s.confidence,
                           cache_kv=served.options.cache_kv,
                           batch_invariant=served.options.batch_invariant)
@@ -113,7 +113,7 @@ def _infill_call(served: ServedModel, jobs: list[Job]) -> Call:
     plan = plan_infill(served.model, [t for job in jobs for t in job.texts],
                        block_length=s.block_length)
     x, ends = plan.batch(plan.encoded)
-    sampler = _with_steps(parse_sampler(s.sampler), s.steps, 1)
+    sampler = with_steps(parse_sampler(s.sampler), s.steps, 1)
     config = DecodeConfig(temperature=s.temperature, block_size=s.block_length,
                           confidence=s.confidence,
                           batch_invariant=served.options.batch_invariant)

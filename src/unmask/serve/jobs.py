@@ -21,10 +21,10 @@ from unmask.generate import (
     LLADA_NAMES,
     _check_lengths,
     _check_prompts,
-    _with_steps,
     encode_prompt,
     parse_sampler,
     prompt_batch,
+    with_steps,
 )
 from unmask.infill import plan_infill
 from unmask.models.auto import load_model
@@ -163,7 +163,7 @@ class ServedModel:
         spec = self.sampler(d)
         block = _check_lengths([p for p, _ in prompts], gen_length, d.block_length, None,
                                d.min_new_tokens)
-        _with_steps(parse_sampler(spec), d.steps, gen_length // block)
+        with_steps(parse_sampler(spec), d.steps, gen_length // block)
         DecodeConfig(temperature=d.temperature, block_size=block, confidence=d.confidence,
                      cache_kv=self.options.cache_kv)
         _check_prompts(self.model, self.tokenizer, [ids for _, ids in prompts], gen_length)
@@ -185,7 +185,7 @@ class ServedModel:
                 f"template: give 1 to {self.options.max_n} templates, got {len(templates)}")
         seed = check_seed(seed)
         spec = self.sampler(d)
-        _with_steps(parse_sampler(spec), d.steps, 1)
+        with_steps(parse_sampler(spec), d.steps, 1)
         DecodeConfig(temperature=d.temperature, block_size=d.block_length,
                      confidence=d.confidence)
         jobs = []

@@ -1,6 +1,4 @@
-"""Servers on loopback ports for the `unmask serve` tests, each on a uvicorn thread of this
-process, and small HTTP helpers (the `openai` client is what the tests talk through; raw
-requests only where it cannot send what is tested)."""
+"""Servers on loopback ports for the `unmask serve` tests (:mod:`serve_helpers`)."""
 
 import os
 import sys
@@ -14,9 +12,10 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("openai")
 pytest.importorskip("transformers")
+sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "hf"))
 
-from serving import CHAT_TEMPLATE, Running, get, post  # noqa: E402,F401
+from serve_helpers import CHAT_TEMPLATE, Running  # noqa: E402
 
 from unmask.serve.options import ServeOptions  # noqa: E402
 

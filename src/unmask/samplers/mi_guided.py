@@ -178,8 +178,10 @@ RECOMMENDED_FILE = "recommended.json"
 class _BudgetedMISampler(Sampler):
     """Shared fields and rule of the MI-guided samplers; subclasses supply the MI matrix.
 
-    A field left unset (None) takes the estimator's recommended setting where the estimator
-    has one (:meth:`apply_recommended`, at :meth:`prepare`), else :data:`RULE_DEFAULTS`.
+    A sampler given none of the rule's settings (plain ``mi-guided``) decodes with the
+    estimator's recommended setting where the estimator has one (:meth:`apply_recommended`, at
+    :meth:`prepare`); a sampler given any of them takes :data:`RULE_DEFAULTS` for the others,
+    so a spelled-out spec decodes alike with every estimator.
     """
 
     gamma: float | None = None
@@ -199,10 +201,13 @@ class _BudgetedMISampler(Sampler):
 
     def apply_recommended(self, params: dict) -> None:
         """Give every field the caller left unset its value in ``params`` (a recommended
-        setting), else :data:`RULE_DEFAULTS`; then check the rule's settings."""
+        setting, used only when the caller set none of the rule's fields), else
+        :data:`RULE_DEFAULTS`; then check the rule's settings."""
         unknown = sorted(set(params) - set(RULE_DEFAULTS))
         require(not unknown, f"recommended setting: unknown parameter {unknown[:1]}; accepted: "
                              f"{', '.join(RULE_DEFAULTS)}")
+        if len(self._unset) < len(RULE_DEFAULTS):
+            params = {}  # a spelled-out rule: the documented defaults for the rest
         for key in self._unset:
             setattr(self, key, params.get(key, RULE_DEFAULTS[key]))
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")

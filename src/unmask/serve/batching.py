@@ -3,10 +3,11 @@ one call, up to ``max_batch`` rows, on one decode thread, while the event loop k
 requests.
 
 The oldest waiting job opens a window: jobs with its settings join until its batch is full or
-the window since that job's arrival is over (a job that waited through another batch's decode
-goes at once). Then the settings with the most rows waiting decode (up to ``max_batch``
-rows), unless the oldest job has already been passed over :data:`MAX_PASSED_OVER` times: its
-settings go then. Rows waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
+the window is over, ``wait_s`` after that job's arrival or after the last call ended,
+whichever is later (so that clients answered by that call can join the next). Then the
+settings with the most rows waiting decode (up to ``max_batch`` rows), unless the oldest job
+has already been passed over :data:`MAX_PASSED_OVER` times: its settings go then. Rows
+waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Batcher:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="unmask-decode")
+        self._free_since = 0.0  # event-loop time the last call ended
 
     def submit(self, jobs: list[Job], blocks: asyncio.Queue | None = None) -> list[Ticket]:
         """Queue ``jobs`` (all or none: :class:`Busy` when their rows do not fit); call from
@@ -121,7 +123,7 @@ class Batcher:
         batch from the queue."""
         loop = asyncio.get_running_loop()
         key = self.pending[0].job.settings
-        deadline = self.pending[0].arrived + self.wait_s
+        deadline = max(self.pending[0].arrived, self._free_since) + self.wait_s
         while self._rows(key) < self.max_batch and (left := deadline - loop.time()) > 0:
             self._wake.clear()
             try:
@@ -183,6 +185,7 @@ class Batcher:
                 if not t.result.done():
                     t.result.set_result(rows)
         finally:
+            self._free_since = loop.time()
             self.rows_held -= call["rows"]
             self.totals["decode_calls"] += 1
             self.totals["rows_decoded"] += call["rows"]

@@ -1,6 +1,6 @@
-"""What the `unmask serve` tests share besides their fixtures: the chat template of folders
-without one, a server on a loopback port (:class:`Running`) and raw HTTP helpers. A module of
-its own, not the conftest, so that tests import it by a name no other folder uses."""
+"""Helpers of the `unmask serve` tests: a served model on a loopback port (a uvicorn thread
+of this process) and small HTTP helpers (the `openai` client is what the tests talk
+through; raw requests only where it cannot send what is tested)."""
 
 import http.client
 import json
@@ -69,3 +69,5 @@ def get(port: int, path: str) -> tuple[int, dict]:
         return resp.status, json.loads(resp.read())
     finally:
         conn.close()
+
+

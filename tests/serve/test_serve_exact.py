@@ -70,7 +70,7 @@ def test_cancelled_rows_leave_and_the_others_decode_as_alone(text_server):
 
 
 def test_batch_invariant_server_answers_as_alone():
-    from serving import Running
+    from serve_helpers import Running
 
     from unmask.serve.options import ServeOptions
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from serving import Running, get, post
+from serve_helpers import Running, get, post
 
 from unmask.serve.options import ServeOptions
 
@@ -40,7 +40,7 @@ BASES = {
 @pytest.fixture(scope="module")
 def small_server():
     """Small limits, so that a valid random request decodes fast."""
-    from serving import CHAT_TEMPLATE
+    from serve_helpers import CHAT_TEMPLATE
 
     with Running(ServeOptions(model="text", chat_template=CHAT_TEMPLATE, max_tokens=8,
                               max_n=2, max_batch=4, batch_wait_ms=0, threads=1,

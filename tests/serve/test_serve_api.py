@@ -7,7 +7,7 @@ import json
 
 import openai
 import pytest
-from serving import get, post
+from serve_helpers import get, post
 
 from unmask.generate import generate
 from unmask.infill import infill
@@ -182,7 +182,7 @@ def test_infill_on_the_protein_model_equals_infill(protein_server):
 
 def test_infill_refuses_bad_templates(protein_server, text_server):
     for template, needle in (("MKV", "holds no <mask>"), ("MK<mask:0>", "integer >= 1"),
-                             ("mkv<mask>", "amino acids")):
+                             ("mkv<mask>", "is not one of the 20 residues")):
         status, out, _ = post(protein_server.port, "/v1/infill",
                               {"model": "protein", "template": template})
         assert status == 400 and needle in out["error"]["message"]

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
-from test_exact import REQUESTS, _alone, _ask
+from test_serve_exact import REQUESTS, _alone, _ask
 
 from unmask.models.auto import load_model
 from unmask.serve.options import ServeOptions

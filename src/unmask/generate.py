@@ -271,12 +271,12 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             f"prompts: expected a string or a list of strings, got {type(prompts).__name__}")
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     require(is_int(seed), f"seed: must be an integer, got {seed!r}")
-    block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
+    block = check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
     sampler = with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence,
                           cache_kv=cache_kv, batch_invariant=batch_invariant)
     encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
-    _check_prompts(model, tokenizer, encoded, gen_length)
+    check_prompts(model, tokenizer, encoded, gen_length)
     layout = PromptLayout(model, tokenizer, prompts, encoded, block, gen_length, stop_at_eos,
                           min_new_tokens)
     return decode_batches(layout, sampler, config, seed=seed, batch_size=batch_size,
@@ -356,7 +356,7 @@ def _decode_chunks(layout: Layout, sampler: Sampler, config: DecodeConfig, seed:
     return results
 
 
-def _check_prompts(model: MaskedModel, tokenizer, encoded: list[list[int]], gen_length: int
+def check_prompts(model: MaskedModel, tokenizer, encoded: list[list[int]], gen_length: int
                    ) -> None:
     """Refuse a prompt (token ids) that holds the mask token (generate never fills inside a
     prompt: that is :func:`unmask.infill.infill`) or leaves no room for ``gen_length``."""
@@ -370,7 +370,7 @@ def _check_prompts(model: MaskedModel, tokenizer, encoded: list[list[int]], gen_
                 f"max_length {model.max_length}")
 
 
-def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_tokens
+def check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_tokens
                    ) -> int:
     """Check :func:`generate`'s prompts and lengths (one line naming what is wrong); returns
     the block length."""

@@ -94,8 +94,7 @@ def encode_residues(template: str, residues: ResidueAlphabet, index: int = 0,
         for ch in piece:
             k = residues.letters.find(ch) if len(ch) == 1 else -1
             require(k >= 0, f"template {index}: {ch!r} at position {len(ids)} is not one of "
-                            f"the {len(residues.letters)} residues ({residues.letters}) or "
-                            "<mask>")
+                            f"the {len(residues.letters)} {residues.what} or <mask>")
             ids.append(k)
     return ids
 

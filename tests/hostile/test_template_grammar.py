@@ -144,7 +144,7 @@ def test_any_bench_row_value_plots_or_is_one_line(run, tmp_path_factory, key, va
                                             ("the \ud800 cat", "lone surrogate"),
                                             ("the \x00 cat", "NUL")])
 def test_a_prompt_that_is_not_text_is_one_line(prompt, needle):
-    from unmask.generate import _check_lengths
+    from unmask.generate import check_lengths
 
     with pytest.raises(UnmaskError, match=needle):
-        _check_lengths(["fine", prompt], 4, None, None, 0)
+        check_lengths(["fine", prompt], 4, None, None, 0)

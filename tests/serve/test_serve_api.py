@@ -182,7 +182,7 @@ def test_infill_on_the_protein_model_equals_infill(protein_server):
 
 def test_infill_refuses_bad_templates(protein_server, text_server):
     for template, needle in (("MKV", "holds no <mask>"), ("MK<mask:0>", "integer >= 1"),
-                             ("mkv<mask>", "is not one of the 20 residues")):
+                             ("mkv<mask>", "is not one of the 20 standard amino acids")):
         status, out, _ = post(protein_server.port, "/v1/infill",
                               {"model": "protein", "template": template})
         assert status == 400 and needle in out["error"]["message"]

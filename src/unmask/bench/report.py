@@ -109,9 +109,9 @@ def _check_row(path: Path, r: dict) -> None:
 def _unique_labels(rows: list[dict]) -> None:
     """Label the rows of a file with several task parts ``PART LABEL`` and, where a label
     recurs at several temperatures, ``LABEL T=t`` (in place)."""
-    parts = {r.get("task") for r in rows}
+    parts = {json.dumps(r.get("task")) for r in rows}
     for r in rows:
-        if len(parts) > 1:
+        if len(parts) > 1 and r.get("task") is not None:  # a row without one keeps its label
             r["label"], r["name"] = f"{r['task']} {r['label']}", f"{r['task']} {r['name']}"
     temps = {r.get("temperature") for r in rows}
     if len(temps) > 1:

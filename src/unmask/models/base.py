@@ -103,12 +103,14 @@ class ResidueAlphabet:
     """The one-letter residues a model reads as token ids ``0 .. len(letters) - 1``: its
     templates and outputs are residue strings (proteins), not text through a tokenizer.
 
-    letters: the residues in id order; mask_id, pad_id: its MASK and PAD ids.
+    letters: the residues in id order; mask_id, pad_id: its MASK and PAD ids; what: what
+    the letters are, in refusals ("the 20 standard amino acids ...").
     """
 
     letters: str
     mask_id: int
     pad_id: int
+    what: str = "residues"
 
 
 class MaskedModel(nn.Module):

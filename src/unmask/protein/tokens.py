@@ -19,7 +19,8 @@ AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 MASK_ID = 20
 PAD_ID = 21
 #: what a protein model reads residue templates with (:func:`unmask.infill.infill`)
-PROTEIN_RESIDUES = ResidueAlphabet(AMINO_ACIDS, MASK_ID, PAD_ID)
+PROTEIN_RESIDUES = ResidueAlphabet(AMINO_ACIDS, MASK_ID, PAD_ID,
+                                  "standard amino acids (upper case)")
 VOCAB_SIZE = 22
 MAX_LENGTH = 100
 

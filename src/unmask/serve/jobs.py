@@ -19,8 +19,8 @@ from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError, require
 from unmask.generate import (
     LLADA_NAMES,
-    _check_lengths,
-    _check_prompts,
+    check_lengths,
+    check_prompts,
     encode_prompt,
     parse_sampler,
     prompt_batch,
@@ -161,12 +161,12 @@ class ServedModel:
                 f"{self.options.max_n} rows per request")
         seed = check_seed(seed)
         spec = self.sampler(d)
-        block = _check_lengths([p for p, _ in prompts], gen_length, d.block_length, None,
+        block = check_lengths([p for p, _ in prompts], gen_length, d.block_length, None,
                                d.min_new_tokens)
         with_steps(parse_sampler(spec), d.steps, gen_length // block)
         DecodeConfig(temperature=d.temperature, block_size=block, confidence=d.confidence,
                      cache_kv=self.options.cache_kv)
-        _check_prompts(self.model, self.tokenizer, [ids for _, ids in prompts], gen_length)
+        check_prompts(self.model, self.tokenizer, [ids for _, ids in prompts], gen_length)
         jobs = []
         for p, (text, ids) in enumerate(prompts):
             x, _ = prompt_batch(self.model, [ids], block, gen_length,

@@ -7,7 +7,13 @@ import argparse
 from unmask.commands.flags.engine import add_device_arg
 from unmask.commands.flags.sampler import add_sampler_arg
 from unmask.commands.flags.threads import add_threads_arg
-from unmask.commands.flags.types import add_confidence_arg, add_pass_args, add_seed_arg
+from unmask.commands.flags.types import (
+    add_cache_kv_arg,
+    add_confidence_arg,
+    add_folder_model_args,
+    add_pass_args,
+    add_seed_arg,
+)
 from unmask.validation import finite_float, non_negative_int, positive_int
 
 
@@ -37,12 +43,8 @@ def generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-new-tokens", type=non_negative_int, default=0, metavar="N",
                    help="the first N generated positions cannot be EOS (at most --gen-length;"
                         " default 0)")
-    p.add_argument("--cache-kv", choices=["prefix", "dual"], default=None,
-                   help="Fast-dLLM's block KV cache (folders whose code takes "
-                        "past_key_values, e.g. LLaDA's); approximate, see docs/models.md")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="run modelling code shipped inside the model folder (only from there)")
-    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
+    add_cache_kv_arg(p)
+    add_folder_model_args(p)
     add_pass_args(p)
     add_threads_arg(p)
     p.add_argument("--json", action="store_true", help="one JSON object per prompt")

@@ -9,7 +9,7 @@ from pathlib import Path
 from unmask.commands.flags.engine import add_device_arg, add_engine_args
 from unmask.commands.flags.threads import add_threads_arg, threads_int
 from unmask.commands.flags.training import add_resume_args
-from unmask.commands.flags.types import add_seed_arg
+from unmask.commands.flags.types import add_seed_arg, add_trust_arg
 from unmask.validation import finite_float, non_negative_int, positive_int, seed_int
 
 
@@ -61,8 +61,7 @@ def label(p: argparse.ArgumentParser) -> None:
                    help="--task text: context length in tokens, special tokens included "
                         "(default 64)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="run modelling code shipped inside the model folder (only from there)")
+    add_trust_arg(p)
     p.add_argument("--threads", type=threads_int, default=None, metavar="N",
                    help="CPU threads of torch and numba (per worker with --engine ray; "
                         "default: torch's default, which follows OMP_NUM_THREADS)")
@@ -187,8 +186,7 @@ def fit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shard-size", type=positive_int, default=32, help="contexts per shard")
     p.add_argument("--held-out", type=finite_float(0.0, 1.0, open_low=True), default=0.1)
     add_seed_arg(p)
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="run modelling code shipped inside the model folder (only from there)")
+    add_trust_arg(p)
     p.add_argument("--overwrite", action="store_true",
                    help="write into an OUT that holds other files (never into a model folder)")
     p.add_argument("--threads", type=threads_int, default=None, metavar="N",

@@ -7,6 +7,7 @@ import argparse
 from unmask.commands.flags.engine import add_device_arg
 from unmask.commands.flags.sampler import add_sampler_arg
 from unmask.commands.flags.threads import add_threads_arg
+from unmask.commands.flags.types import add_cache_kv_arg, add_folder_model_args
 from unmask.validation import finite_float, positive_int
 
 
@@ -36,15 +37,11 @@ def serve(p: argparse.ArgumentParser) -> None:
                    help="the model id clients give (default: the model folder's name)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="a Jinja chat template for a folder whose tokenizer has none")
-    p.add_argument("--cache-kv", choices=["prefix", "dual"], default=None,
-                   help="Fast-dLLM's block KV cache (folders whose code takes "
-                        "past_key_values); approximate, see docs/models.md")
+    add_cache_kv_arg(p)
     p.add_argument("--batch-invariant", action="store_true",
                    help="compute each row's pass alone, so that batched answers equal answers "
                         "alone bit for bit on any device (slower; see docs/gpu.md)")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="run modelling code shipped inside the model folder (only from there)")
-    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
+    add_folder_model_args(p)
     add_device_arg(p)
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: uvicorn in this process (default); ray: Ray Serve replicas "

@@ -122,3 +122,22 @@ def add_pass_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action="store_true",
                    help="run the model under torch.compile (CUDA graphs on a GPU; the first "
                         "passes of each shape compile)")
+
+
+def add_trust_arg(p: argparse.ArgumentParser) -> None:
+    """``--trust-remote-code``, for commands that load any model folder."""
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="run modelling code shipped inside the model folder (only from there)")
+
+
+def add_folder_model_args(p: argparse.ArgumentParser) -> None:
+    """``--trust-remote-code`` and ``--dtype``: how a transformers model folder loads."""
+    add_trust_arg(p)
+    p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
+
+
+def add_cache_kv_arg(p: argparse.ArgumentParser) -> None:
+    """``--cache-kv``: Fast-dLLM's block KV cache (:class:`~unmask.decode.DecodeConfig`)."""
+    p.add_argument("--cache-kv", choices=["prefix", "dual"], default=None,
+                   help="Fast-dLLM's block KV cache (folders whose code takes "
+                        "past_key_values, e.g. LLaDA's); approximate, see docs/models.md")

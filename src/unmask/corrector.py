@@ -37,8 +37,10 @@ from torch import nn
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError, require
 from unmask.frozen_head import FrozenHead, frozen_features, load_frozen_head, mixer_blocks
+from unmask.io import atomic_path
 from unmask.metrics import held_out_mask, roc_auc
 from unmask.models.base import MaskedModel, ModelOutput
+from unmask.parallel.shard_store import content_digest
 from unmask.probs import entropy_from_log_probs
 from unmask.samplers import make_sampler
 from unmask.training.loop import LoopConfig, fit
@@ -166,9 +168,6 @@ class DecodedStates:
 def save_decoded_states(path: str | Path, key: dict, states: DecodedStates) -> None:
     """Write the states file :func:`load_decoded_states` reads, with the sha256 of its
     tensors and key, atomically."""
-    from unmask.io import atomic_path
-    from unmask.parallel.shard_store import content_digest
-
     tensors = vars(states)
     digest = content_digest(tensors, {"key": json.dumps(key, sort_keys=True)})
     with atomic_path(path) as tmp:
@@ -182,8 +181,6 @@ def load_decoded_states(path: str | Path, what: str = "states", *,
     ``weights_only=True``, checked against its sha256 (``digest_required=False``: a file
     without one is accepted, as written before files had one); :class:`UnmaskError` naming
     ``what`` when it is not such a file."""
-    from unmask.parallel.shard_store import content_digest
-
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
         key, states = saved["key"], saved["states"]

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from unmask.errors import UnmaskError
+from unmask.io import atomic_write_text
 
 
 def folder_problem(path: str | Path) -> str | None:
@@ -117,8 +118,6 @@ def claim_folder(path: str | Path, what: str, command: str, *, overwrite: bool |
 def mark_folder(path: str | Path, command: str) -> Path:
     """Create the folder ``path`` if needed and record ``command`` as its writer
     (:data:`RUN_MARKER`, written atomically), after :func:`claim_folder`."""
-    from unmask.io import atomic_write_text
-
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if run_marker(path) != command:

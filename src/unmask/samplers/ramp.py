@@ -27,7 +27,6 @@ import torch
 
 from unmask.errors import require
 from unmask.samplers.base import (
-    Sampler,
     Selection,
     StepState,
     check_scan_order,

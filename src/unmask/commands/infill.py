@@ -40,6 +40,10 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=finite_float(0.0), default=0.0)
     add_confidence_arg(p)
     add_seed_arg(p)
+    p.add_argument("--samples", type=positive_int, default=1, metavar="N",
+                   help="draws per template (default 1): draw s of template t decodes with "
+                        "seed SEED + t*N + s, so the draws take seeds in order (give "
+                        "--temperature > 0 for different draws)")
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="templates per batch (all)")
     p.add_argument("--trust-remote-code", action="store_true",
@@ -77,6 +81,7 @@ def read_templates(path: str) -> list[str]:
 @arguments(_args)
 def infill_cmd(args: argparse.Namespace) -> int:
     templates = args.template if args.template is not None else read_templates(args.file)
+    templates = [t for t in templates for _ in range(args.samples)]
     if args.preset and args.sampler:
         raise UnmaskError("--preset: give --sampler or --preset, not both")
     options = {"device": resolve_device(args.device)}
@@ -89,10 +94,12 @@ def infill_cmd(args: argparse.Namespace) -> int:
     results = infill(model, templates, sampler=sampler, block_length=args.block_length,
                      steps=args.steps, temperature=args.temperature, seed=args.seed,
                      batch_size=args.batch_size, confidence=args.confidence)
-    for r in results:
+    for i, r in enumerate(results):
         if args.json:
             row = r.to_json()
-            print(json.dumps({"template": row.pop("prompt"), **row}), flush=True)
+            draw = {} if args.samples == 1 else {"sample": i % args.samples,
+                                                 "seed": args.seed + i}
+            print(json.dumps({"template": row.pop("prompt"), **draw, **row}), flush=True)
         else:
             print(f"{r.text}\n  [nfe {r.nfe}, {r.tokens_per_forward:.2f} tokens/forward, "
                   f"{r.wall_s:.2f} s]", flush=True)

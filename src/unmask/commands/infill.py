@@ -13,7 +13,7 @@ from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError, require
 from unmask.infill import infill
 from unmask.models.auto import load_model
-from unmask.presets import PRESETS, preset_sampler
+from unmask.presets import PRESETS, model_preset_sampler
 from unmask.validation import finite_float, positive_int
 
 
@@ -90,7 +90,8 @@ def infill_cmd(args: argparse.Namespace) -> int:
     if args.dtype:
         options["dtype"] = args.dtype
     model = load_model(args.model, **options)
-    sampler = preset_sampler(args.preset) if args.preset else (args.sampler or "confidence")
+    sampler = (model_preset_sampler(args.preset, args.model) if args.preset
+               else (args.sampler or "confidence"))
     results = infill(model, templates, sampler=sampler, block_length=args.block_length,
                      steps=args.steps, temperature=args.temperature, seed=args.seed,
                      batch_size=args.batch_size, confidence=args.confidence)

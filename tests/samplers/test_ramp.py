@@ -5,7 +5,7 @@ import torch
 
 from unmask import DecodeConfig, UnmaskError, Verified, decode, make_sampler
 from unmask.models.toy import ExactJointMDM
-from unmask.samplers.ramp import Ramp, ramp_cap
+from unmask.samplers.ramp import Ramp, entropy_prefix, ramp_cap
 from unmask.samplers.spec import parse_spec
 
 
@@ -20,6 +20,40 @@ def test_the_cap_grows_with_what_is_known():
     known = torch.tensor([0, 1, 3, 4, 7, 8, 100])
     assert ramp_cap(known, 0.25, 1).tolist() == [1, 1, 1, 1, 1, 2, 25]
     assert ramp_cap(known, 0.5, 2).tolist() == [2, 2, 2, 2, 3, 4, 50]
+
+
+def test_the_entropy_budget_keeps_the_longest_prefix_within_it():
+    """Scan order by score: positions 2, 0, 3 (1 not chosen); entropies 0.5, 0.2, 0.4:
+    charges sum - max along the prefix 0, 0.2, 0.6."""
+    entropy = torch.tensor([[0.2, 9.0, 0.5, 0.4]] * 3)
+    scores = torch.tensor([[0.8, 0.99, 0.9, 0.1]] * 3)
+    chosen = torch.tensor([[True, False, True, True]] * 3)
+    keep = entropy_prefix(entropy, scores, chosen, torch.tensor([0.0, 0.3, 0.6]))
+    assert keep.tolist() == [[False, False, True, False], [True, False, True, False],
+                             [True, False, True, True]]
+
+
+def test_the_entropy_ramp_starts_sequential_and_widens_with_the_context():
+    """Budget rate * known nats: nothing known -> one position; later the inner sampler's
+    confident positions go together. On a joint of 8 independent near-deterministic
+    positions (entropy ~0.06 nats each) and rate 0.1: pass 1 reveals 1 (budget 0), pass 2
+    reveals 2 (budget 0.1: the second position charged 0.06, the third 0.12), pass 3 with 3
+    known reveals 5 (0.3 nats: 4 charged 0.24)..."""
+    p = torch.tensor([0.99, 0.01])
+    joint = p
+    for _ in range(7):
+        joint = torch.einsum("...i,j->...ij", joint, p)
+    model = ExactJointMDM(joint)
+    x = torch.full((1, 8), model.mask_id)
+    res = decode(model, x, Ramp(make_sampler("topk", k=8), rate=0.1, budget="entropy"),
+                 DecodeConfig(), seed=0)
+    h = float(-(p * p.log()).sum())
+    known, want = 0, []
+    while known < 8:
+        take = min(1 + int(known * 0.1 / h + 1e-9), 8 - known)  # the first uncharged, h each
+        want.append(take)
+        known += take
+    assert per_pass(res) == want == [1, 2, 5]
 
 
 def test_from_nothing_the_passes_follow_the_cap_exactly(toy):
@@ -93,6 +127,7 @@ def test_the_spec_modifier_builds_it_around_the_sampler_and_under_verify():
     ("eb+ramp=0.2,min=1.5", "min must be an integer >= 1"),
     ("eb+ramp=0.2,order=random", "order"),
     ("eb+ramp=0.2,speed=3", "unknown option"),
+    ("eb+ramp=0.2,budget=time", "budget must be one of count, entropy"),
     ("lookum+ramp=0.2", "evaluates its next state itself"),
 ])
 def test_bad_modifier_options_are_refused(spec, message):

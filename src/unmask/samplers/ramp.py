@@ -42,7 +42,6 @@ from unmask.samplers.spec import register_wrapper
 from unmask.samplers.wrapper import SamplerWrapper
 from unmask.validation import is_int
 
-
 BUDGETS = ("count", "entropy")
 
 
@@ -75,8 +74,9 @@ class Ramp(SamplerWrapper):
     rate: cap growth per known token (> 0; nats per known token with ``budget='entropy'``);
     min: the cap with nothing known (>= 1; count budget only); order: 'confidence'
     (descending proposal probability) or 'entropy' (ascending), the order in which the cut
-    keeps positions; budget: 'count' (positions) or 'entropy' (nats, EB's bound). The inner sampler's tokens and entropies are kept; an
-    inner sampler that evaluates its own next state cannot be cut (that state would be wrong).
+    keeps positions; budget: 'count' (positions) or 'entropy' (nats, EB's bound). The inner
+    sampler's tokens and entropies are kept; an inner sampler that evaluates its own next
+    state cannot be cut (that state would be wrong).
     """
 
     rate: float = 0.25

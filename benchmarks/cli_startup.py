@@ -1,7 +1,7 @@
 """How fast the command line answers: ``unmask --help`` (and ``--version``, a mistyped
-command, ``unmask sudoku --help``) against ``python -c pass``, each a fresh interpreter, timed
-in interleaved rounds, with the command that imports torch (``unmask generate --help``) beside
-them for scale.
+command, ``unmask sudoku --help``) and the ``--help`` of leaf commands against ``python -c
+pass``, each a fresh interpreter, timed in interleaved rounds, with a bench's ``--help`` (its
+flags are its task's BenchTask, whose module imports torch) beside them for scale.
 
     python benchmarks/cli_startup.py [--rounds 5]
 
@@ -26,6 +26,11 @@ CASES = {
     "unmask sudok (typo)": ["-m", "unmask", "sudok"],
     "unmask sudoku --help": ["-m", "unmask", "sudoku", "--help"],
     "unmask generate --help": ["-m", "unmask", "generate", "--help"],
+    "unmask sudoku solve --help": ["-m", "unmask", "sudoku", "solve", "--help"],
+    "unmask mi fit --help": ["-m", "unmask", "mi", "fit", "--help"],
+    "unmask results plot --help": ["-m", "unmask", "results", "plot", "--help"],
+    "unmask protein train --help": ["-m", "unmask", "protein", "train", "--help"],
+    "unmask sudoku bench --help": ["-m", "unmask", "sudoku", "bench", "--help"],
 }
 
 
@@ -46,10 +51,10 @@ def main() -> None:
         for name, argv in CASES.items():
             times[name].append(seconds(argv))
     base = statistics.median(times["python -c pass"])
-    print(f"{'command':<26}{'median s':>10}{'min s':>9}{'x python -c pass':>18}")
+    print(f"{'command':<30}{'median s':>10}{'min s':>9}{'x python -c pass':>18}")
     for name, t in times.items():
         med = statistics.median(t)
-        print(f"{name:<26}{med:>10.3f}{min(t):>9.3f}{med / base:>18.1f}")
+        print(f"{name:<30}{med:>10.3f}{min(t):>9.3f}{med / base:>18.1f}")
 
 
 if __name__ == "__main__":

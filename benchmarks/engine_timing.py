@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from unmask.workers import Engine
+from unmask.parallel.workers import Engine
 
 
 class Timed(Engine):

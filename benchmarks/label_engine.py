@@ -21,10 +21,9 @@ from pathlib import Path
 import torch
 from engine_timing import Timed
 
+from unmask.bench.recipe import ModelRecipe, model_recipe, write_labels
 from unmask.mi.label_files import read_labels
-from unmask.mi.labels import write_labels
-from unmask.recipe import ModelRecipe, model_recipe
-from unmask.workers import Engine, LocalEngine, RayEngine
+from unmask.parallel.workers import Engine, LocalEngine, RayEngine
 
 
 def run(engine: Engine, loader: ModelRecipe, out: Path, args) -> dict:

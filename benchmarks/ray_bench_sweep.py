@@ -19,12 +19,12 @@ import time
 import torch
 from engine_timing import Timed
 
-from unmask.bench import BenchEntry
+from unmask.bench.recipe import ModelRecipe
 from unmask.models.auto import load_model
-from unmask.sudoku.bench import bench_sudoku
+from unmask.parallel.workers import LocalEngine, RayEngine
+from unmask.samplers.spec import SamplerSpec
+from unmask.sudoku.bench import run_bench as bench_sudoku
 from unmask.sudoku.datasets import set_puzzles
-from unmask.sweep import ModelRecipe
-from unmask.workers import LocalEngine, RayEngine
 
 WALL = {"wall_s", "puzzles_per_s", "wall_per_solved"}
 SPECS = ["confidence", "topk:k=5", "eb:gamma=0.1,order=confidence",
@@ -46,7 +46,7 @@ def main() -> None:
     model = load_model(args.model, task="sudoku")
     recipe = ModelRecipe(args.model, task="sudoku", bf16=model.autocast_bf16)
     puzzles = set_puzzles(args.set)[:args.puzzles]
-    entries = [BenchEntry.parse(s) for s in args.samplers]
+    entries = [SamplerSpec.parse(s) for s in args.samplers]
     shards = len(entries) * -(-len(puzzles) // args.batch_size)
     runs = []
     engines = [LocalEngine()] + [RayEngine(n, cpus_per_worker=args.threads)

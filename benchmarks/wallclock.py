@@ -27,7 +27,9 @@ import time
 
 import torch
 
-from unmask.bench import BenchRow, add_rate_metrics, aup, render_table
+from unmask.bench.contract import BenchRow
+from unmask.bench.rows import add_rate_metrics, aup
+from unmask.bench.table import render_table
 from unmask.decode import DecodeConfig, decode
 from unmask.models.auto import load_model
 from unmask.samplers import make_sampler

@@ -10,7 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from unmask.cli import COMMANDS, GROUPS, build_parser
+from unmask.cli import build_parser
+from unmask.commands.registry import COMMAND_MODULES, GROUPS
 from unmask.io import atomic_write_text
 
 INTRO = """# CLI reference
@@ -58,8 +59,8 @@ def render() -> str:
     os.environ["COLUMNS"] = "100"  # argparse wraps help at the terminal's width
     parser = build_parser()
     rows, sections = [], []
-    for path in sorted(COMMANDS):
-        help_text = COMMANDS[path][0].replace("%%", "%")
+    for path in sorted(COMMAND_MODULES):
+        help_text = COMMAND_MODULES[path][1].replace("%%", "%")
         rows.append(f"| `unmask {' '.join(path)}` | {help_text} |")
         p = parser
         for word in path:
@@ -67,7 +68,7 @@ def render() -> str:
         p.prog = f"unmask {' '.join(path)}"
         sections.append(f"## `unmask {' '.join(path)}`\n\n```\n{p.format_help().rstrip()}\n```\n")
     groups = "".join(f"- `{g}`: {text}\n" for g, text in GROUPS.items()
-                     if any(path[0] == g for path in COMMANDS))
+                     if any(path[0] == g for path in COMMAND_MODULES))
     return (INTRO.format(table="\n".join(rows)) + "\nNouns:\n\n" + groups + "\n"
             + "\n".join(sections))
 

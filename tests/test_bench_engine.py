@@ -15,23 +15,25 @@ import torch
 
 import unmask
 from unmask import UnmaskError
-from unmask.bench import BenchEntry, BenchRow
+from unmask.bench.contract import BenchRow
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.sweep import Run, shards_of, sweep
 from unmask.cli import main
 from unmask.corrector import Corrector, CorrectorConfig
 from unmask.decode import DecodeConfig, decode
 from unmask.hooks import corrector_hooks
-from unmask.image.bench import run_image_bench
+from unmask.image.bench import run_bench as run_image_bench
 from unmask.image.classifier import DigitClassifier
 from unmask.image.model import load_digits_model
 from unmask.models import MDMTransformer
 from unmask.models.auto import load_model
 from unmask.models.toy import ExactJointMDM
-from unmask.shard_store import parse_shard
+from unmask.parallel.shard_store import parse_shard
+from unmask.parallel.workers import Engine, LocalEngine, RayEngine
+from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku import grid_to_tokens, load_set
-from unmask.sudoku.bench import bench_sudoku
+from unmask.sudoku.bench import run_bench as bench_sudoku
 from unmask.sudoku.train import sudoku_model_config
-from unmask.sweep import ModelRecipe, Run, shards_of, sweep
-from unmask.workers import Engine, LocalEngine, RayEngine
 
 SRC = str(Path(unmask.__file__).resolve().parents[1])
 WALL = {"wall_s", "puzzles_per_s", "wall_per_solved", "proteins_per_s", "ms_per_step"}
@@ -103,7 +105,7 @@ def _file_rows(rows: list[dict]) -> list[dict]:
 
 
 def _bench(model, puzzles, **kw):
-    entries = [BenchEntry.parse(s) for s in SPECS]
+    entries = [SamplerSpec.parse(s) for s in SPECS]
     return bench_sudoku(model, puzzles, entries, seed=3, batch_size=2,
                         config=DecodeConfig(temperature=0.7), **kw)
 
@@ -114,7 +116,7 @@ def test_the_local_sweep_is_the_loop_over_entries_and_chunks(tiny, puzzles):
     model = tiny[0]
     x = grid_to_tokens(puzzles)
     cfg = DecodeConfig(temperature=1.0)
-    entries = [BenchEntry.parse(s) for s in SPECS]
+    entries = [SamplerSpec.parse(s) for s in SPECS]
     done = []
     results = sweep([Run(e, x, cfg, seed=11) for e in entries], model, batch_size=2,
                     progress=done.append)
@@ -137,7 +139,7 @@ def test_item_seeds_do_not_depend_on_the_split():
     differ from each other (each item has its own seed) and not with the shard size."""
     model = ExactJointMDM(n=6, v=3, seed=2)
     x = torch.full((8, 6), model.mask_id, dtype=torch.long)
-    runs = [Run(BenchEntry.parse("topk:k=2"), x, DecodeConfig(temperature=1.0), seed=40)]
+    runs = [Run(SamplerSpec.parse("topk:k=2"), x, DecodeConfig(temperature=1.0), seed=40)]
     tokens = [sweep(runs, model, batch_size=b)[0][0].tokens for b in (1, 3, 8)]
     assert len({tuple(t.tolist()) for t in tokens[0]}) > 1
     assert torch.equal(tokens[0], tokens[1]) and torch.equal(tokens[0], tokens[2])
@@ -147,7 +149,7 @@ def test_workers_load_the_model_by_recipe_and_rows_come_back_in_order(tiny, puzz
     local = _bench(tiny[0], puzzles)
     remote = _bench(tiny[0], puzzles, engine=Reversed(),
                     recipe=ModelRecipe(str(tiny[1]), task="sudoku"))
-    assert [r.label for r in remote] == [e.label for e in map(BenchEntry.parse, SPECS)]
+    assert [r.label for r in remote] == [e.label for e in map(SamplerSpec.parse, SPECS)]
     assert _rows(remote) == _rows(local)
 
 
@@ -156,7 +158,7 @@ def test_image_bench_workers_load_the_digits_model_by_its_loader(digits):
     rows match the local engine's (every run, two temperatures, in order)."""
     model = load_digits_model(digits / "mdm")
     clf = DigitClassifier.from_pretrained(digits / "clf")
-    entries = [BenchEntry.parse(s) for s in ("confidence", "topk:k=16", "topk:k=64+verify")]
+    entries = [SamplerSpec.parse(s) for s in ("confidence", "topk:k=16", "topk:k=64+verify")]
 
     def bench(**kw):
         rows, _, samples = run_image_bench(model, clf, entries, n=6, temperatures=(0.0, 1.0),
@@ -190,7 +192,7 @@ class Killed(LocalEngine):
 
 
 def _cached_runs(model, x, seed=5):
-    return [Run(BenchEntry.parse(s), x, DecodeConfig(temperature=0.7), seed) for s in SPECS]
+    return [Run(SamplerSpec.parse(s), x, DecodeConfig(temperature=0.7), seed) for s in SPECS]
 
 
 def _same(got, want, seconds=True):
@@ -230,7 +232,7 @@ def test_a_killed_sweep_resumes_from_its_cache_and_gives_the_same_results(tiny, 
 def test_cache_keeps_no_corrected_shard_without_a_recipe_and_refuses_a_foreign_file(
         tiny, puzzles, tmp_path):
     model, x = tiny[0], grid_to_tokens(puzzles[:2])
-    runs = [Run(BenchEntry.parse("topk:k=5+corrector"), x)]
+    runs = [Run(SamplerSpec.parse("topk:k=5+corrector"), x)]
     hooks = corrector_hooks(Corrector(CorrectorConfig.for_model(model, d=8, n_heads=2,
                                                                 layers=1)).eval())
     sweep(runs, model, hooks=hooks, cache=tmp_path / "c")
@@ -291,13 +293,14 @@ def test_reasoning_bench_on_an_engine_gives_solve_problem_by_problem(tmp_path):
     """Every batch of problems is a sweep run: on a non-local engine the rows equal the local
     ones, and each problem's outcome and passes are those of :func:`solve`'s batches."""
     pytest.importorskip("reasoning_gym")
-    from unmask.reasoning.bench import run_reasoning_bench, solve
+    from unmask.reasoning.bench import run_bench as run_reasoning_bench
+    from unmask.reasoning.bench import solve
     from unmask.reasoning.tasks import get_tasks
 
     path = _text_folder(tmp_path)
     model = load_model(path, task="text")
-    tasks, entries = get_tasks(["chain_sum", "countdown"]), [BenchEntry.parse("confidence"),
-                                                             BenchEntry.parse("topk:k=4")]
+    tasks, entries = get_tasks(["chain_sum", "countdown"]), [SamplerSpec.parse("confidence"),
+                                                             SamplerSpec.parse("topk:k=4")]
     local = run_reasoning_bench(model, tasks, entries, limit=34, temperatures=(1.0,))
     remote = run_reasoning_bench(model, tasks, entries, limit=34, temperatures=(1.0,),
                                  engine=Reversed(), recipe=ModelRecipe(str(path), task="text"))
@@ -320,7 +323,7 @@ def test_a_worker_with_other_weights_or_no_recipe_is_refused(tiny, puzzles, tmp_
         _bench(tiny[0], puzzles, engine=Reversed(), recipe=ModelRecipe(str(other)))
     with pytest.raises(UnmaskError, match="^recipe: the reversed engine's workers load"):
         _bench(tiny[0], puzzles, engine=Reversed())
-    corrected = [BenchEntry.parse("topk:k=5+corrector")]
+    corrected = [SamplerSpec.parse("topk:k=5+corrector")]
     with pytest.raises(UnmaskError, match="topk k=5 \\+corrector: no corrector to decode"):
         bench_sudoku(tiny[0], puzzles, corrected, engine=Reversed(),
                      recipe=ModelRecipe(str(tiny[1])))  # a recipe without a corrector
@@ -330,7 +333,7 @@ def test_paths_for_workers_are_absolute_and_labels_unchanged(tiny, tmp_path, mon
     monkeypatch.chdir(tmp_path)
     (tmp_path / "est").mkdir()
     (tmp_path / "model").mkdir()
-    entry = BenchEntry.parse("mi-guided:gamma=0.3,estimator=est")
+    entry = SamplerSpec.parse("mi-guided:gamma=0.3,estimator=est")
     x = torch.full((1, 81), 10, dtype=torch.long)
     (shard,) = shards_of([Run(entry, x)], 4)
     assert shard.entry.params["estimator"] == str(tmp_path / "est")

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from unmask.bench import BenchRow, add_rate_metrics, aup
+from unmask.bench.contract import BenchRow
+from unmask.bench.rows import add_rate_metrics, aup
 
 
 def _row(tpf, solved):

@@ -2,15 +2,10 @@
 
 import pytest
 
-from unmask.bench import (
-    BenchRow,
-    add_nfe_vs_sequential,
-    add_paired_vs,
-    paired_counts,
-    pareto_front,
-    plot_family,
-    render_table,
-)
+from unmask.bench.contract import BenchRow
+from unmask.bench.plot import pareto_front, plot_family
+from unmask.bench.rows import add_nfe_vs_sequential, add_paired_vs, paired_counts
+from unmask.bench.table import render_table
 
 
 def _rows(*pairs) -> list[BenchRow]:
@@ -82,7 +77,7 @@ def test_render_table_keeps_every_column_when_output_is_not_a_terminal(capsys):
 def test_pareto_plot_zoom_and_guides(tmp_path, monkeypatch):
     import matplotlib.figure
 
-    from unmask.bench import pareto_plot
+    from unmask.bench.plot import pareto_plot
 
     seen = {}
     save = matplotlib.figure.Figure.savefig
@@ -118,7 +113,7 @@ def test_pareto_plot_zoom_and_guides(tmp_path, monkeypatch):
 def test_pareto_plot_legend_of_many_rows_leaves_the_axes_clear(tmp_path, monkeypatch):
     import matplotlib.figure
 
-    from unmask.bench import pareto_plot
+    from unmask.bench.plot import pareto_plot
 
     seen = {}
     save = matplotlib.figure.Figure.savefig

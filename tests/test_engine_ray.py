@@ -19,8 +19,8 @@ from unmask.errors import require
 from unmask.mi.label_files import read_labels
 from unmask.mi.labels import write_labels
 from unmask.models import MDMTransformer
+from unmask.parallel.workers import LocalEngine, RayEngine, make_engine
 from unmask.sudoku.train import sudoku_model_config
-from unmask.workers import LocalEngine, RayEngine, make_engine
 
 SRC = str(Path(unmask.__file__).resolve().parents[1])
 LABELS = dict(contexts=6, shard_size=2, seed=5, eps=1e-3, batch_size=512)

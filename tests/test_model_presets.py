@@ -3,13 +3,13 @@
 import pytest
 
 from unmask import UnmaskError
-from unmask.presets import MODEL_PRESETS, PRESETS, model_preset, model_preset_sampler
+from unmask.presets import MODEL_PRESETS, PRESETS, model_preset, model_preset_spec
 from unmask.samplers.ramp import Ramp
 from unmask.samplers.spec import parse_spec
 
 
 def test_antiberty_fast_is_the_ramped_rule_and_other_models_keep_the_general_presets():
-    fast = model_preset_sampler("fast", "antiberty")
+    fast = parse_spec(model_preset_spec("fast", "antiberty")).build()
     assert isinstance(fast, Ramp) and fast.rate == 0.25
     for model in (None, "sudoku", "protein", object()):
         assert model_preset("fast", model) == PRESETS["fast"]

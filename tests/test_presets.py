@@ -4,12 +4,18 @@ import pytest
 import torch
 
 from unmask import decode
-from unmask.bench import timed_decode
+from unmask.bench.sweep import timed_decode
+from unmask.commands.flags.sampler import preset_entry
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
-from unmask.presets import PRESETS, preset_entry, preset_sampler, preset_spec
+from unmask.presets import PRESETS, preset_spec
 from unmask.samplers.spec import parse_spec
 from unmask.samplers.verified import Verified
+
+
+def preset_sampler(name: str):
+    """A fresh sampler of preset ``name``: its spec, built."""
+    return parse_spec(preset_spec(name)).build()
 
 
 def test_the_three_presets_exist_and_parse():

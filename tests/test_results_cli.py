@@ -1,4 +1,4 @@
-"""`unmask results plot|pool` and `unmask.report`: pooled numbers, pictures, bad input."""
+"""`unmask results plot|pool` and `unmask.bench.report`: pooled numbers, pictures, bad input."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from unmask.bench.report import plot_bench, pool_bench, pooled_rows
 from unmask.cli import main
 from unmask.errors import UnmaskError
-from unmask.report import plot_bench, pool_bench, pooled_rows
 
 pytest.importorskip("matplotlib")
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from unmask.bench import BenchEntry
+from unmask.bench.cache import RESULT_FIELDS, ShardCache
+from unmask.bench.sweep import Run, sweep
 from unmask.cli import main
 from unmask.decode import DecodeConfig
 from unmask.models import MDMTransformer
-from unmask.shard_store import ShardError, ShardStore, parse_shard, shard_bytes
+from unmask.parallel.shard_store import ShardError, ShardStore, parse_shard, shard_bytes
+from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku import grid_to_tokens, load_set
 from unmask.sudoku.train import sudoku_model_config
-from unmask.sweep import Run, sweep
-from unmask.sweep_cache import RESULT_FIELDS, ShardCache
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +77,7 @@ def test_a_shard_checks_its_bytes_shapes_and_metadata():
 
 
 def _runs(x):
-    return [Run(BenchEntry.parse(s), x, DecodeConfig(), 3) for s in
+    return [Run(SamplerSpec.parse(s), x, DecodeConfig(), 3) for s in
             ("confidence", "eb:gamma=1.0,order=confidence+verify=0.01,prefixes=doubling")]
 
 
@@ -114,12 +114,12 @@ def test_the_cache_key_is_the_whole_spec(tiny, tmp_path):
     scheme, max_draft) or in a hook modifier are different shards."""
     model, x = tiny[0], grid_to_tokens(load_set("medium")[0][:2])
     cache = ShardCache(tmp_path / "c", model.fingerprint(), "cpu")
-    from unmask.sweep import shards_of
+    from unmask.bench.sweep import shards_of
 
     specs = ["eb:gamma=1.0+verify=0.01", "eb:gamma=1.0+verify=0.01,prefixes=doubling",
              "eb:gamma=1.0+verify=0.01,max_draft=4", "eb:gamma=1.0",
              "eb:gamma=1.0+remdm=0.05", "eb:gamma=1.0+remdm=0.05,strategy=cap"]
-    keys = {cache.key(shards_of([Run(BenchEntry.parse(s), x)], 2)[0]) for s in specs}
+    keys = {cache.key(shards_of([Run(SamplerSpec.parse(s), x)], 2)[0]) for s in specs}
     assert len(keys) == len(specs)
 
 

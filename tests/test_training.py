@@ -11,7 +11,7 @@ from unmask.training import LoopConfig, TrainConfig, masked_cross_entropy, train
 
 def mdm_config(*, bf16=True, seed=0, device="cpu", **loop) -> TrainConfig:
     """A TrainConfig whose loop is the MDM commands' (their fixed settings, these defaults)."""
-    from unmask.commands.training_flags import FIXED_LOOP
+    from unmask.commands.flags.training import FIXED_LOOP
 
     loop = {"batch_size": 128, "lr": 1e-3, "warmup_steps": 500, "eval_every": 1000,
             "metric": "accuracy", **FIXED_LOOP, **loop}

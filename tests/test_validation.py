@@ -153,7 +153,7 @@ def test_every_sampler_built_directly_is_typed_like_make_sampler():
 
 
 def test_config_overrides_check_types_and_name_unknown_fields():
-    from unmask.commands.training_flags import check_config_overrides
+    from unmask.commands.flags.training import check_config_overrides
 
     check_config_overrides({"n_layers": 2, "dropout": 0, "real_token_ids": [1, 2]}, "--mc")
     cases = [({"d_model": "128"}, "--mc: d_model must be int, got a string '128'"),
@@ -204,7 +204,7 @@ def _tiny_transformer():
     ("unmask.arithmetic.format:EquationFormat", (), dict(a_digits=True), "a_digits"),
     ("unmask.reasoning.train:TextModelConfig", (), dict(layers=True),
      "layers: must be an integer >= 1, got True"),
-    ("unmask.workers:RayEngine", (2,), dict(cpus_per_worker=True),
+    ("unmask.parallel.workers:RayEngine", (2,), dict(cpus_per_worker=True),
      "cpus_per_worker: must be an integer >= 1, got True"),
     ("unmask.mi.labels:write_labels", (None, "unused"), dict(contexts=True),
      "contexts: must be an integer >= 1, got True"),
@@ -214,8 +214,9 @@ def _tiny_transformer():
      "shard_size: must be >= 1, got True"),
     ("unmask.mi.labels:write_labels", (None, "unused"), dict(contexts=1, top_k=True),
      "top_k: must be None or an integer >= 1, got True"),
-    ("unmask.sweep:shards_of", ([], True), {}, "batch_size: must be an integer >= 1, got True"),
-    ("unmask.reasoning.bench:run_reasoning_bench", (None, [], []), dict(limit=True),
+    ("unmask.bench.sweep:shards_of", ([], True), {},
+     "batch_size: must be an integer >= 1, got True"),
+    ("unmask.reasoning.bench:run_bench", (None, [], []), dict(limit=True),
      "limit: must be an integer >= 1, got True"),
 ])
 def test_a_bool_is_no_count(where, args, kwargs, message):

@@ -173,7 +173,7 @@ def test_bench_spec_suffix():
     e = parse_spec("mi-guided:gamma=1.0,order=confidence+verify=0.01")
     assert e.verified and e.verify == 0.01 and e.params["gamma"] == 1.0
     assert e.label == "mi-guided gamma=1.0 order=confidence +verify=0.01"
-    from unmask.bench import plot_family
+    from unmask.bench.plot import plot_family
 
     assert plot_family({"name": "eb", "label": "eb gamma=1.0 +verify=0.01", "verified": True,
                         "verify_tolerance": 0.01}) == "eb +verify"

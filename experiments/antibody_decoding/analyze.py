@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from unmask.antibody.bench import paired_recovery
-from unmask.bench import BenchRow
+from unmask.bench.contract import BenchRow
 
 
 def paired(row: dict, ref: dict) -> tuple[float, float] | None:

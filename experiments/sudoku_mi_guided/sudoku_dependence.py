@@ -32,13 +32,13 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from unmask.bench import BenchEntry
 from unmask.models.auto import load_model
 from unmask.samplers.base import Selection, scan_order_scores
 from unmask.samplers.eb import EBSampler
 from unmask.samplers.mi_guided import MIGuidedSampler
+from unmask.samplers.spec import SamplerSpec
 from unmask.samplers.verified import Verified
-from unmask.sudoku.bench import bench_sudoku
+from unmask.sudoku.bench import run_bench as bench_sudoku
 from unmask.sudoku.datasets import set_puzzles
 
 
@@ -97,7 +97,7 @@ for _name, _cls in LOCAL_SAMPLERS.items():
     _cls.name = _name
 
 
-class LocalEntry(BenchEntry):
+class LocalEntry(SamplerSpec):
     """A bench entry that builds the rules above by name, and registered samplers otherwise."""
 
     def build(self):

@@ -22,9 +22,9 @@ import argparse
 import numpy as np
 import torch
 
-from unmask.bench import BenchEntry
 from unmask.decode import decode
 from unmask.models.auto import load_model
+from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku.datasets import load_set
 from unmask.sudoku.solver import is_valid_solution
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
@@ -73,7 +73,7 @@ def main() -> None:
     puzzles, solutions = load_set("hard")
     puzzles, solutions = puzzles[:args.limit], solutions[:args.limit]
     given = grid_to_tokens(puzzles)
-    first_stage = RevealConfidence(BenchEntry.parse(args.first).build(), *given.shape)
+    first_stage = RevealConfidence(SamplerSpec.parse(args.first).build(), *given.shape)
     res = decode(model, given, first_stage)
     solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
     print(f"{len(puzzles)} hard puzzles; first stage {args.first}: {100 * solved.mean():.1f}% "
@@ -101,7 +101,7 @@ def main() -> None:
         again = (first_stage.confidence < tau) & (given == model.mask_id)
         tokens = res.tokens.clone()
         tokens[again] = model.mask_id
-        res2 = decode(model, tokens, BenchEntry.parse(args.second).build())
+        res2 = decode(model, tokens, SamplerSpec.parse(args.second).build())
         solved2 = is_valid_solution(tokens_to_grid(res2.tokens), puzzles)
         print(f"re-mask cells revealed below p={tau}: {again.sum(1).double().mean():.1f} per "
               f"board; after {args.second}: {100 * solved2.mean():.1f}% at "

@@ -2,7 +2,8 @@
 
 Commands are registered by name (:mod:`unmask.commands.registry`): ``unmask --help``,
 ``--version``, ``unmask NOUN --help`` and a mistyped command answer before any command module
-(or torch) is imported; the module of the command named is imported to parse its arguments.
+(or torch) is imported; the flags module of the command named (``unmask.commands.flags``) is
+imported to parse its arguments, and its command module to run it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import sys
 
 from unmask import __version__
-from unmask.commands.registry import COMMAND_MODULES, COMMANDS, GROUPS, load_commands
+from unmask.commands.registry import COMMAND_MODULES, GROUPS, flags_of, run_of
 from unmask.errors import UnmaskError
 
 
@@ -22,16 +23,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(paths=None) -> argparse.ArgumentParser:
-    """The parser of every command, with the arguments of the commands ``paths`` (their
+    """The parser of every command, with the flags of the commands ``paths`` (their flags
     modules imported; None: every command); the others are listed by name and help only."""
-    load_commands(paths)
+    paths = set(COMMAND_MODULES if paths is None else paths)
     parser = _Parser(prog="unmask", description="Dependency-aware decoding of masked "
                      "diffusion models.")
     parser.add_argument("--version", action="version", version=f"unmask {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): sub}
-    for path in sorted({*COMMAND_MODULES, *COMMANDS}, key=len):
-        help_text = COMMANDS[path][0] if path in COMMANDS else COMMAND_MODULES[path][1]
+    for path in sorted(COMMAND_MODULES, key=len):
+        help_text = COMMAND_MODULES[path][1]
         parent = groups.get(path[:-1])
         if parent is None:
             text = GROUPS.get(path[-2], f"{path[-2]} commands")
@@ -41,9 +42,9 @@ def build_parser(paths=None) -> argparse.ArgumentParser:
         # help strings are %-formatted by argparse, descriptions are printed as they are
         p = parent.add_parser(path[-1], help=help_text,
                               description=help_text.replace("%%", "%"))
-        if path in COMMANDS:
-            COMMANDS[path][1](p)
-            p.set_defaults(_run=COMMANDS[path][2])
+        if path in paths:
+            flags_of(path)(p)
+            p.set_defaults(_command=path)
     return parser
 
 
@@ -63,13 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a bad argument (2, already printed)
         return e.code if isinstance(e.code, int) else 2
-    from unmask.commands.threads import apply_threads, thread_counts
+    from unmask.commands.flags.threads import apply_threads, thread_counts
 
     before = thread_counts()
     try:
         if hasattr(args, "threads"):  # before any work: numba's pool must not reset torch's
             apply_threads(args.threads)
-        return int(args._run(args) or 0)
+        return int(run_of(args._command)(args) or 0)
     except UnmaskError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ that a decoder really visits (:func:`decoded_states`), labelled against the know
 from __future__ import annotations
 
 import functools
+import json
 import math
 import pickle
 from collections.abc import Callable, Sequence
@@ -162,18 +163,41 @@ class DecodedStates:
     groups: torch.Tensor
 
 
-def load_decoded_states(path: str | Path, what: str = "states"
-                        ) -> tuple[dict, DecodedStates]:
+def save_decoded_states(path: str | Path, key: dict, states: DecodedStates) -> None:
+    """Write the states file :func:`load_decoded_states` reads, with the sha256 of its
+    tensors and key, atomically."""
+    from unmask.io import atomic_path
+    from unmask.parallel.shard_store import content_digest
+
+    tensors = vars(states)
+    digest = content_digest(tensors, {"key": json.dumps(key, sort_keys=True)})
+    with atomic_path(path) as tmp:
+        torch.save({"key": key, "states": tensors, "sha256": digest}, tmp)
+
+
+def load_decoded_states(path: str | Path, what: str = "states", *,
+                        digest_required: bool = True) -> tuple[dict, DecodedStates]:
     """The states file ``unmask corrector train`` keeps (OUT/states.pt): its key (the model's
     fingerprint, the puzzle pool's size and seed, the samplers) and the states. Read with
-    ``weights_only=True``; :class:`UnmaskError` naming ``what`` when it is not such a file."""
+    ``weights_only=True``, checked against its sha256 (``digest_required=False``: a file
+    without one is accepted, as written before files had one); :class:`UnmaskError` naming
+    ``what`` when it is not such a file."""
+    from unmask.parallel.shard_store import content_digest
+
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
-        return saved["key"], DecodedStates(**saved["states"])
+        key, states = saved["key"], saved["states"]
+        digest = content_digest(states, {"key": json.dumps(key, sort_keys=True)})
+        legacy = not digest_required and "sha256" not in saved  # written before digests
+        require(saved.get("sha256") == digest or legacy,
+                f"{what}: {path} does not match its sha256 (changed or corrupted)")
+        return key, DecodedStates(**states)
     except pickle.UnpicklingError:
         raise UnmaskError(f"{what}: {path} is not a states file of tensors and plain data "
                           "(refused, nothing in it was run)") from None
-    except (OSError, RuntimeError, EOFError, KeyError, TypeError, ValueError) as e:
+    except UnmaskError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a damaged zip or pickle fails in many ways
         raise UnmaskError(f"{what}: {path} is not a states file of `unmask corrector train` "
                           f"({type(e).__name__})") from None
 

@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from unmask.errors import UnmaskError
-from unmask.io import atomic_path, atomic_write_text
+from unmask.io import atomic_path, atomic_write_text, parse_json
 from unmask.models.base import MaskedModel, ModelOutput, weights_fingerprint
 from unmask.models.transformer import Block, TransformerConfig
 from unmask.pretrained import PRETRAINED_DIR
@@ -113,7 +113,7 @@ class FrozenHead(nn.Module):
             raise UnmaskError(f"{cls.KIND}: {directory} has no {CONFIG_FILE} + "
                               f"{cls.WEIGHTS_FILE}")
         try:
-            meta = json.loads(cfg_path.read_text())
+            meta = parse_json(cfg_path.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise UnmaskError(f"{cls.KIND}: {cfg_path} is not JSON ({type(e).__name__})"
                               ) from None

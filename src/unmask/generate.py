@@ -36,7 +36,7 @@ from unmask.samplers.base import (
 )
 from unmask.samplers.spec import parse_spec
 from unmask.samplers.wrapper import SamplerWrapper
-from unmask.validation import is_int
+from unmask.validation import is_int, text_problem
 
 #: the remasking names of LLaDA / dLLM codebases -> our samplers
 LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
@@ -324,6 +324,9 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
     the block length."""
     require(len(prompts) > 0, "prompts: none given")
     require(all(isinstance(p, str) for p in prompts), "prompts: expected strings")
+    for i, p in enumerate(prompts):
+        problem = text_problem(p)
+        require(problem is None, f"prompt {i}: holds {problem}")
     require(is_int(gen_length) and gen_length >= 1,
             f"gen_length: must be an integer >= 1, got {gen_length!r}")
     block = gen_length if block_length is None else block_length
@@ -343,8 +346,8 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
 @dataclass(frozen=True)
 class TextEnds:
     """How the rows of one batch of prompts end (plain data: it travels with a sweep's shards,
-    :class:`unmask.sweep.Run`). With ``stop_at_eos`` a row whose last finished block is all EOS
-    fills the rest with EOS (:class:`StopAtEOS`); the first ``min_new_tokens`` generated
+    :class:`unmask.bench.sweep.Run`). With ``stop_at_eos`` a row whose last finished block is
+    all EOS fills the rest with EOS (:class:`StopAtEOS`); the first ``min_new_tokens`` generated
     positions cannot take an EOS id (:class:`NoEOSBefore`).
 
     eos_ids: the model's EOS ids (none: neither applies); block: the block length;

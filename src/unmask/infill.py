@@ -43,25 +43,35 @@ from unmask.models.transformer import MDMTransformer
 from unmask.protein.model import check_protein_model
 from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID
 from unmask.samplers.base import Sampler
-from unmask.validation import is_int
+from unmask.validation import is_int, text_problem
 
 #: ``<mask>`` or ``<mask:N>`` (what follows the colon is checked to be an integer >= 1)
 MASK_MARK = re.compile(r"<mask(?::([^>]*))?>")
+#: the count of ``<mask:N>``: ASCII digits only (``²`` and ``①`` are digits to Python)
+_COUNT = re.compile(r"[0-9]+")
 _RESIDUE = {a: i for i, a in enumerate(AMINO_ACIDS)}
 
 
-def split_template(template: str, index: int = 0) -> list[str | int]:
+def split_template(template: str, index: int = 0, limit: int | None = None
+                   ) -> list[str | int]:
     """The pieces of ``template``: given text (str) and runs of masked positions (int, their
-    count), in order; ``index`` names the template in errors."""
+    count), in order; ``index`` names the template in errors, ``limit`` (the model's
+    max_length) bounds the masked positions before anything is built."""
     require(isinstance(template, str), f"template {index}: expected a string, got "
                                        f"{type(template).__name__}")
+    problem = text_problem(template)
+    require(problem is None, f"template {index}: holds {problem}")
     pieces: list[str | int] = []
-    at = 0
+    at, total = 0, 0
     for m in MASK_MARK.finditer(template):
         count = m.group(1)
-        n = 1 if count is None else int(count) if count.strip().isdigit() else 0
+        n = 1 if count is None else int(count) if _COUNT.fullmatch(count.strip()) else 0
         require(n >= 1, f"template {index}: {m.group()!r}: the count after 'mask:' must be an "
-                        "integer >= 1")
+                        "integer >= 1 (digits 0-9)")
+        total += n
+        require(limit is None or total <= limit,
+                f"template {index}: {total} masked positions exceed the model's max_length "
+                f"{limit}")
         pieces += [template[at:m.start()], n]
         at = m.end()
     pieces.append(template[at:])
@@ -77,10 +87,11 @@ def is_protein_model(model: MaskedModel) -> bool:
     return True
 
 
-def encode_residues(template: str, index: int = 0) -> list[int]:
-    """The protein ids of a residue template (MASK where masked)."""
+def encode_residues(template: str, index: int = 0, limit: int | None = None) -> list[int]:
+    """The protein ids of a residue template (MASK where masked; ``limit``: as
+    :func:`split_template`)."""
     ids: list[int] = []
-    for piece in split_template(template, index):
+    for piece in split_template(template, index, limit):
         if isinstance(piece, int):
             ids += [MASK_ID] * piece
             continue
@@ -91,12 +102,14 @@ def encode_residues(template: str, index: int = 0) -> list[int]:
     return ids
 
 
-def encode_text(tokenizer, template: str, index: int = 0) -> list[int]:
+def encode_text(tokenizer, template: str, index: int = 0, limit: int | None = None
+                ) -> list[int]:
     """The token ids of a text template: each ``<mask>`` / ``<mask:N>`` written as the
-    tokenizer's mask token, the whole tokenised once (special tokens added)."""
-    mask = tokenizer.mask_token
+    tokenizer's mask token, the whole tokenised once (special tokens added; ``limit``: as
+    :func:`split_template`)."""
+    mask = getattr(tokenizer, "mask_token", None)
     require(isinstance(mask, str), "tokenizer: it has no mask token")
-    pieces = split_template(template, index)
+    pieces = split_template(template, index, limit)
     text = "".join(p if isinstance(p, str) else mask * p for p in pieces)
     ids = [int(i) for i in tokenizer(text)["input_ids"]]
     unk = tokenizer.unk_token_id
@@ -155,7 +168,7 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
 @dataclasses.dataclass
 class InfillPlan:
     """Templates ready to decode, for callers that run the decodes themselves (a bench on an
-    engine, :mod:`unmask.sweep`); :func:`infill` is ``decode_batches`` over it.
+    engine, :mod:`unmask.bench.sweep`); :func:`infill` is ``decode_batches`` over it.
 
     Attributes:
         model: the model the templates were encoded for.
@@ -226,7 +239,7 @@ def _encoder(model: MaskedModel, tokenizer):
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if _reads_residues(model, tokenizer):
         def encode(i, t):
-            return encode_residues(t, i)
+            return encode_residues(t, i, model.max_length)
 
         def to_text(ids):
             return "".join(AMINO_ACIDS[i] for i in ids)
@@ -236,7 +249,7 @@ def _encoder(model: MaskedModel, tokenizer):
                                        "model has neither")
 
         def encode(i, t):
-            return encode_text(tokenizer, t, i)
+            return encode_text(tokenizer, t, i, model.max_length)
 
         def to_text(ids):
             return tokenizer.decode(ids, skip_special_tokens=True,

@@ -95,6 +95,17 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def parse_json(text: str | bytes, **options):
+    """``json.loads(text, **options)``, with a text nested too deep for the parser (Python's
+    recursion limit) raised as :class:`json.JSONDecodeError` like any other malformed text,
+    so every reader's one-line refusal covers it."""
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text if isinstance(text, str)
+                                   else "", 0) from None
+
+
 def json_safe(value):
     """``value`` with every NaN or infinite float (and 0-d tensor/array) as None: JSON has
     no NaN, and a metric without data (a constant column, no pairs) is undefined."""

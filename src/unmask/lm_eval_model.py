@@ -106,8 +106,20 @@ class UnmaskLM(LM):
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
         """``--model_args`` text plus lm-eval's own settings (``batch_size``, ``device``, ...);
-        a key given in both is read from ``--model_args``."""
-        args = simple_parse_args_string(arg_string)
+        a key given in both is read from ``--model_args``; a key given twice in
+        ``--model_args`` is refused."""
+        keys = [item.split("=", 1)[0].strip() for item in arg_string.split(",") if item.strip()]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        require(not twice, f"model_args: {twice[0] if twice else ''} given twice")
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
+        """``arg_dict`` (``--model_args`` as lm-eval parsed it, or a caller's dict) plus
+        lm-eval's own settings: a key given in both is read from ``arg_dict`` (lm-eval's
+        default would pass it twice); ``pretrained`` is required."""
+        require(isinstance(arg_dict, dict), "model_args: expected key=value pairs")
+        args = dict(arg_dict)
         for key, value in (additional_config or {}).items():
             if value is not None and key not in args:
                 args[key] = value

@@ -9,6 +9,10 @@ Sudoku model are in ``experiments/wallclock/README.md``.
 * ``lossless``: the parallel rule whose accuracy stays at sequential decoding's while taking
   the least wall-clock time: EB-Sampler at a small error budget (one sequence per pass).
 * ``fast``: the most accurate rule at about an eighth of sequential decoding's passes.
+
+A preset decodes as ``parse_spec(preset_spec(name)).build()``
+(:func:`unmask.samplers.spec.parse_spec`); this module imports no sampler, so the command line
+lists the presets without importing torch.
 """
 
 from __future__ import annotations
@@ -16,8 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unmask.errors import UnmaskError
-from unmask.samplers.base import Sampler
-from unmask.samplers.spec import SamplerSpec, parse_spec
 
 
 @dataclass(frozen=True)
@@ -27,11 +29,6 @@ class Preset:
 
     spec: str
     doc: str
-
-    @property
-    def text(self) -> str:
-        """The spec (for tables and help)."""
-        return self.spec
 
 
 PRESETS: dict[str, Preset] = {
@@ -57,19 +54,6 @@ def preset_spec(name: str) -> str:
     return preset(name).spec
 
 
-def preset_entry(name: str) -> SamplerSpec:
-    """Preset ``name`` as a bench entry: its spec, labelled with the spec's label and
-    ``preset=NAME``."""
-    spec = parse_spec(preset_spec(name))
-    spec.label = f"{spec.label} preset={name}"
-    return spec
-
-
-def preset_sampler(name: str) -> Sampler:
-    """A fresh sampler of preset ``name`` (its spec built)."""
-    return parse_spec(preset_spec(name)).build()
-
-
 # ---------------------------------------------------------------- presets of one model
 # A model whose own measurements pick another configuration for a preset name overrides it
 # here, by the name ``--model`` takes; every other model keeps :data:`PRESETS`.
@@ -93,6 +77,6 @@ def model_preset(name: str, model: object = None) -> Preset:
     return own[name] if name in own else preset(name)
 
 
-def model_preset_sampler(name: str, model: object = None) -> Sampler:
-    """A fresh sampler of preset ``name`` for ``model`` (:func:`model_preset`)."""
-    return parse_spec(model_preset(name, model).spec).build()
+def model_preset_spec(name: str, model: object = None) -> str:
+    """The sampler spec of preset ``name`` for ``model`` (:func:`model_preset`)."""
+    return model_preset(name, model).spec

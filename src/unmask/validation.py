@@ -18,19 +18,40 @@ import argparse
 import dataclasses
 import math
 import numbers
+import sys
 import types
 import typing
-
-import numpy as np
 
 from unmask.errors import UnmaskError
 
 # ------------------------------------------------------------------ predicates
 
 
+_NOT_TEXT = __import__("re").compile("[\x00\ud800-\udfff]")
+
+
+def text_problem(text: str) -> str | None:
+    """What keeps ``text`` from being plain text (None: nothing): a byte that was not UTF-8
+    (a command line decodes one as a surrogate escape), a lone surrogate (JSON's
+    ``"\\ud800"``), or a NUL character, with its position."""
+    m = _NOT_TEXT.search(text)
+    if m is None:
+        return None
+    ch, at = m.group(), m.start()
+    if ch == "\x00":
+        return f"a NUL character at position {at}"
+    if "\udc80" <= ch <= "\udcff":
+        return f"a byte that is not UTF-8 (0x{ord(ch) - 0xdc00:02x}) at position {at}"
+    return f"a lone surrogate (U+{ord(ch):04X}) at position {at}, which is not text"
+
+
 def is_bool(value) -> bool:
-    """``True``/``False``, numpy's too."""
-    return isinstance(value, (bool, np.bool_))
+    """``True``/``False``, numpy's too (a numpy bool exists only once numpy is imported, so
+    this module does not import it)."""
+    if isinstance(value, bool):
+        return True
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.bool_)
 
 
 def is_int(value) -> bool:

@@ -40,7 +40,8 @@ def test_conversion_writes_one_safetensors_folder_without_the_heads(model, cache
     (folder,) = [p for p in cache.iterdir()]  # the temporary folder is gone
     assert folder.name == f"antiberty-0.1.3-{antiberty.WEIGHTS_SHA256[:12]}"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+        antiberty.MANIFEST]
     from safetensors import safe_open
 
     with safe_open(str(folder / "model.safetensors"), "pt") as f:

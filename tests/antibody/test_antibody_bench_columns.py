@@ -14,7 +14,7 @@ from unmask.antibody.bench import (  # noqa: E402
     setting_cases,
 )
 from unmask.antibody.settings import HEAVY_LENGTHS  # noqa: E402
-from unmask.bench import BenchRow  # noqa: E402
+from unmask.bench.contract import BenchRow  # noqa: E402
 
 
 def row(label, heavy, pll):

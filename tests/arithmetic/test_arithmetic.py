@@ -147,7 +147,8 @@ def test_bench_verified_rows_draft_every_position(tiny_model_dir, tmp_path):
 
 
 def test_bench_rates_and_aup_of_the_shipped_model(tmp_path, capsys):
-    from unmask.bench import BenchRow, aup
+    from unmask.bench.contract import BenchRow
+    from unmask.bench.rows import aup
 
     out = tmp_path / "bench.json"
     assert main(["arithmetic", "bench", "--limit", "6", "--tasks", "product", "--samplers",

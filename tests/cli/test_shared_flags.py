@@ -3,7 +3,7 @@
 import pytest
 
 from unmask import UnmaskError
-from unmask.commands.sampler_flags import bench_entries
+from unmask.commands.flags.sampler import bench_entries
 
 
 def test_bench_entries_parse_specs_fall_back_to_defaults_and_route_the_estimator():
@@ -52,7 +52,7 @@ def test_folder_flags_give_one_reason_as_an_argument_type_or_a_command_error(tmp
     same reasons, in the same words."""
     import argparse
 
-    from unmask.commands.paths import folder_problem, folder_to_keep, output_folder
+    from unmask.commands.flags.paths import folder_problem, folder_to_keep, output_folder
 
     a_file = tmp_path / "f"
     a_file.write_text("")

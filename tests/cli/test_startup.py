@@ -56,20 +56,87 @@ def test_help_version_and_bad_commands_do_not_import_torch(argv, rc, needle):
 def test_a_command_imports_its_own_module_only():
     got = probe(["generate", "--help"])
     assert got["rc"] == 0 and "--sampler" in got["out"]
-    assert [m for m in got["heavy"] if m.startswith("unmask.commands.")] == [
-        "unmask.commands.arg_types", "unmask.commands.engine_flags", "unmask.commands.generate",
-        "unmask.commands.paths", "unmask.commands.threads"]
+    assert [m for m in got["heavy"] if not m.startswith("unmask.commands.flags")] == []
 
 
-def test_the_registry_names_every_command_of_every_module_with_its_help():
-    """A command module's commands are all in COMMAND_MODULES, under that module, with the
-    help the module gives (the table is what --help lists before importing anything)."""
+LEAVES_PROBE = """
+import contextlib, io, json, sys
+from unmask.cli import build_parser
+from unmask.commands.registry import COMMAND_MODULES
+paths = list(COMMAND_MODULES)
+with contextlib.redirect_stdout(io.StringIO()):
+    build_parser(paths)  # every such leaf's flags added
+print(json.dumps({"n": len(paths), "heavy": sorted(m for m in sys.modules if m.split(".")[0] in
+                  ("torch", "numpy", "numba") or m.startswith("unmask.commands.")
+                  and not m.startswith(("unmask.commands.flags", "unmask.commands.registry")))}))
+"""
+
+
+def test_every_leaf_parser_builds_without_torch_numpy_or_its_command_module():
+    """Building the parser of every leaf command (all their flags added, as --help does)
+    imports neither torch, numpy nor numba, nor any command module (only the flags
+    modules)."""
+    done = subprocess.run([sys.executable, "-c", LEAVES_PROBE],
+                          capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["n"] == 24 and got["heavy"] == []
+
+
+@pytest.mark.parametrize("noun", ["antibody", "arithmetic", "image", "protein", "reasoning",
+                                  "sudoku"])
+def test_a_bench_runs_the_task_its_flags_were_declared_by(noun):
+    """``unmask NOUN bench`` parses with the declared bench's flags and runs the bench:
+    the bench is that declaration's subclass, so both have the same flags and defaults."""
+    import importlib
+
+    declared = importlib.import_module(f"unmask.{noun}.bench_task").DECLARED
+    task = importlib.import_module(f"unmask.{noun}.bench").BENCH_TASK
+    assert isinstance(task, type(declared)) and type(task) is not type(declared)
+    assert task.name == declared.name == noun
+
+
+@pytest.mark.parametrize("where, name", [("unmask.decode:DecodeConfig", "temperature"),
+                                         ("unmask.hooks:corrector_hooks", "threshold"),
+                                         ("unmask.hooks:corrector_hooks", "max_remasks"),
+                                         ("unmask.reasoning.train:ReasoningData", "pool")])
+def test_a_default_read_from_source_is_the_imported_one(where, name):
+    import dataclasses
+    import importlib
+    import inspect
+
+    from unmask.commands.flags.types import default_of
+
+    module, attr = where.split(":")
+    target = getattr(importlib.import_module(module), attr)
+    if dataclasses.is_dataclass(target):
+        want = next(f.default for f in dataclasses.fields(target) if f.name == name)
+    else:
+        want = inspect.signature(target).parameters[name].default
+    assert default_of(where, name) == want
+
+
+def test_a_constant_read_from_source_is_the_imported_one():
+    from unmask.bench.report import X_AXES
+    from unmask.commands.flags.types import literal_of
+    from unmask.decode import CONFIDENCE
+
+    assert literal_of("unmask.decode:CONFIDENCE") == CONFIDENCE
+    assert literal_of("unmask.bench.report:X_AXES") == X_AXES
+
+
+def test_the_registry_names_every_command_with_its_flags_and_run():
+    """Every command module's commands are in COMMAND_MODULES, under that module; every
+    entry has its flags function (``VERB`` in ``unmask.commands.flags.<module>``) and its
+    registered run."""
     import unmask.commands as package
-    from unmask.commands.registry import COMMAND_MODULES, COMMANDS, load_commands
+    from unmask.commands.registry import COMMAND_MODULES, RUNS, flags_of, run_of
 
-    load_commands()
+    for path in COMMAND_MODULES:
+        assert callable(flags_of(path)) and callable(run_of(path)), path
     for mod in pkgutil.iter_modules(package.__path__):  # modules the table may have missed
         __import__(f"unmask.commands.{mod.name}")
-    assert set(COMMANDS) == set(COMMAND_MODULES)
-    for path, (help_text, _, run) in COMMANDS.items():
-        assert COMMAND_MODULES[path] == (run.__module__.rsplit(".", 1)[1], help_text), path
+    assert set(RUNS) == set(COMMAND_MODULES)
+    for path, run in RUNS.items():
+        assert COMMAND_MODULES[path][0] == run.__module__.rsplit(".", 1)[1], path

@@ -211,7 +211,7 @@ def test_train_a_corrector_then_bench_with_it(tiny_model_dir, tmp_path, capsys, 
     plain, corrected = data["rows"]
     assert corrected["label"] == "topk k=9 +corrector"
     assert (plain["corrected"], corrected["corrected"]) == (False, True)
-    from unmask.bench import plot_family
+    from unmask.bench.plot import plot_family
 
     assert (plot_family(plain), plot_family(corrected)) == ("topk", "topk +corrector")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
@@ -262,7 +262,7 @@ def test_bench_and_solve_verify_a_sampler(tiny_model_dir, tmp_path, capsys):
     seq, plain, verified = data["rows"]
     assert verified["label"] == "topk k=9 +verify"
     assert (plain["verified"], verified["verified"]) == (False, True)
-    from unmask.bench import plot_family
+    from unmask.bench.plot import plot_family
 
     assert plot_family(verified) == "topk +verify"
     assert plain["rejected"] == 0

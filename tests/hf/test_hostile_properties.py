@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from unmask.errors import UnmaskError
@@ -97,3 +97,93 @@ def test_json_round_trip_of_the_tested_folder(folder):
     """The folder the properties run against loads as it is (the properties are not vacuous)."""
     meta = json.loads((folder / "config.json").read_text())
     assert check_remote_code(folder, meta, trust_remote_code=True)
+
+
+def _bert_folder(root, layers: int, seed: int):
+    import torch
+    import transformers
+
+    cfg = transformers.BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=layers,
+                                  num_attention_heads=2, intermediate_size=16,
+                                  max_position_embeddings=16, mask_token_id=4)
+    torch.manual_seed(seed)
+    transformers.BertForMaskedLM(cfg).save_pretrained(str(root))
+    return root
+
+
+def _esm_folder(root, layers: int, seed: int):
+    import torch
+    import transformers
+
+    cfg = transformers.EsmConfig(vocab_size=33, hidden_size=8, intermediate_size=16,
+                                 num_hidden_layers=layers, num_attention_heads=2,
+                                 max_position_embeddings=40, pad_token_id=1, mask_token_id=32,
+                                 position_embedding_type="absolute")
+    torch.manual_seed(seed)
+    transformers.EsmForMaskedLM(cfg).save_pretrained(str(root))
+    return root
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["bert", "esm"]), stored=st.integers(1, 3),
+       declared=st.integers(1, 3), seed=st.integers(0, 3))
+@example(kind="bert", stored=2, declared=1, seed=0)
+@example(kind="esm", stored=3, declared=2, seed=0)
+def test_weights_holding_more_or_less_than_the_config_are_one_line(
+        tmp_path_factory, kind, stored, declared, seed):
+    """Weights of ``stored`` layers under a config declaring ``declared``: they load only
+    when the two agree; more layers than declared is refused as fewer is (never a truncated
+    model with exit 0)."""
+    from unmask.models.auto import load_model
+
+    folder = (_bert_folder if kind == "bert" else _esm_folder)(
+        tmp_path_factory.mktemp(kind) / "m", stored, seed)
+    meta = json.loads((folder / "config.json").read_text())
+    meta["num_hidden_layers"] = declared
+    (folder / "config.json").write_text(json.dumps(meta))
+    try:
+        model = load_model(folder)
+    except UnmaskError as e:
+        assert "\n" not in str(e) and str(e).startswith("model: ")
+        assert declared != stored
+        if declared < stored and kind == "bert":  # (ESM's contact head changes shape too)
+            assert f"layer.{declared}." in str(e) and "does not imply" in str(e)
+        return
+    assert declared == stored
+    assert model is not None
+
+
+@SETTINGS
+@given(args=st.dictionaries(st.sampled_from(["pretrained", "batch_size", "device", "seed",
+                                             "gen_length", "dtype"]),
+                            st.sampled_from(["1", "2", "cpu", "auto", "", "x"]) | st.integers(
+                                -1, 4) | st.none(), max_size=4),
+       extra=st.dictionaries(st.sampled_from(["batch_size", "device", "max_batch_size"]),
+                             st.sampled_from([None, 1, "auto", "cpu", "cuda"]), max_size=3))
+def test_lm_eval_builds_the_model_from_any_arg_obj_or_one_line(tmp_path_factory, args, extra):
+    """lm-eval's command line calls ``create_from_arg_obj``: no ``pretrained``, a key in both
+    dicts (``device``, ``batch_size``) end in one line, never a TypeError."""
+    pytest.importorskip("lm_eval")
+    from unmask.lm_eval_model import UnmaskLM
+
+    if "pretrained" in args:
+        args["pretrained"] = str(tmp_path_factory.mktemp("none") / "missing")
+    with pytest.raises(UnmaskError) as e:  # no model at that path: refused at the latest there
+        UnmaskLM.create_from_arg_obj(args, extra)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(("model_args: ", "model: ", "device: ", "dtype: "))
+    if "pretrained" not in args:
+        assert "pretrained=DIR" in line or line.startswith("model_args: ")
+
+
+def test_lm_eval_arg_obj_with_keys_in_both_places(llada_dir):
+    pytest.importorskip("lm_eval")
+    from unmask.lm_eval_model import UnmaskLM
+
+    lm = UnmaskLM.create_from_arg_obj(
+        {"pretrained": str(llada_dir), "trust_remote_code": True, "batch_size": 2,
+         "device": "cpu", "gen_length": 4}, {"batch_size": 1, "device": "cpu"})
+    assert lm.batch_size == 2 and lm.gen_length == 4
+    with pytest.raises(UnmaskError, match="model_args: gen_length given twice"):
+        UnmaskLM.create_from_arg_string(f"pretrained={llada_dir},gen_length=4,gen_length=8")

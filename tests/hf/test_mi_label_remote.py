@@ -1,9 +1,9 @@
 """``unmask mi label --trust-remote-code``: a folder that runs its own modelling code."""
 
+from unmask.bench.recipe import model_recipe
 from unmask.cli import main
 from unmask.commands import mi as mi_command
 from unmask.mi.label_files import read_labels
-from unmask.recipe import model_recipe
 
 CORPUS = "the cat sat on the mat . a big red dog ran on the moon and the sun . " * 4
 

@@ -7,6 +7,8 @@ import json
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from .conftest import files_in
 
@@ -132,3 +134,47 @@ def test_a_folder_named_like_a_shipped_model_does_not_replace_it(run, tmp_path,
     r = run("sudoku", "solve", "." * 80 + "1", "--model", "sudoku", "--json",
             "--sampler", "topk:k=81")
     assert r.code == 0, r.err
+
+
+def _poison(folder, name_index: int, at: float, value: float) -> str:
+    """Set one number of one tensor of ``folder``'s weights to ``value``; the tensor's name."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    state = load_file(str(path))
+    name = sorted(k for k, v in state.items() if v.is_floating_point())[name_index % len(
+        [v for v in state.values() if v.is_floating_point()])]
+    flat = state[name].reshape(-1)
+    flat[min(int(at * flat.numel()), flat.numel() - 1)] = value
+    save_file(state, str(path))
+    return name
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name_index=st.integers(0, 50), at=st.floats(0, 1),
+       value=st.sampled_from([float("nan"), float("inf"), -float("inf"), 3e38, -3e38]))
+def test_weights_that_are_not_numbers_are_refused_naming_the_model(
+        run, tiny_model, tmp_path_factory, nearly_solved, name_index, at, value):
+    """A NaN, an infinity or a huge value anywhere in the weights: the decode either runs on
+    finite logits or is refused in one line naming the model (never a sampler's
+    RuntimeError)."""
+    folder = shutil.copytree(tiny_model, tmp_path_factory.mktemp("poison") / "m")
+    _poison(folder, name_index, at, value)
+    r = run("sudoku", "solve", nearly_solved[0], "--model", folder, "--threads", 1)
+    if not r.ok_or_refused():
+        line = r.refused("not finite numbers")
+        assert str(folder) in line
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 3e38])
+def test_a_poisoned_final_layer_is_refused(run, tiny_model, tmp_path, nearly_solved, value):
+    folder = shutil.copytree(tiny_model, tmp_path / "m")
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(folder / "model.safetensors"))
+    state["ln_f.bias"][0] = value  # reaches every logit of every position
+    save_file(state, str(folder / "model.safetensors"))
+    line = run("sudoku", "solve", nearly_solved[0], "--model", folder).refused(
+        "not finite numbers")
+    assert str(folder) in line

@@ -84,7 +84,7 @@ def test_a_read_only_folder_is_refused(run, place):
 
 
 def test_the_same_file_for_two_outputs_is_refused(run, place):
-    from unmask.commands.paths import distinct_outputs
+    from unmask.commands.flags.paths import distinct_outputs
     from unmask.errors import UnmaskError
 
     run("sudoku", "bench", "--limit", "1", "--json", place / "x.json", "--plot",

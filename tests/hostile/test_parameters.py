@@ -182,7 +182,7 @@ def test_threads_reach_torch_and_numba_and_numba_leaves_torch_alone(tmp_path):
     it was, with and without --threads."""
     script = (
         "import torch, numba\n"
-        "from unmask.commands.threads import apply_threads\n"
+        "from unmask.commands.flags.threads import apply_threads\n"
         "from unmask.sudoku.parse import parse_puzzle\n"
         "n = int(sys.argv[1]) if len(sys.argv) > 1 else None\n"
         "apply_threads(n)\n"

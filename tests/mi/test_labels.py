@@ -390,7 +390,7 @@ def _reshape_listed(out: Path, file: str) -> None:
     catch it."""
     from safetensors import safe_open
 
-    from unmask.shard_store import shard_bytes
+    from unmask.parallel.shard_store import shard_bytes
 
     with safe_open(str(out / file), framework="pt") as f:
         meta = {k: v for k, v in (f.metadata() or {}).items() if k != "content_sha256"}

@@ -8,9 +8,9 @@ import torch
 from unmask import UnmaskError
 from unmask.cli import main
 from unmask.mi.labels import write_labels
-from unmask.mi.maps import parse_cell, peer_mask, plot_mi_maps, structure_score
 from unmask.models import MDMTransformer
 from unmask.sudoku.datasets import load_set
+from unmask.sudoku.maps import parse_cell, peer_mask, plot_mi_maps, structure_score
 from unmask.sudoku.parse import to_string
 from unmask.sudoku.train import sudoku_model_config
 

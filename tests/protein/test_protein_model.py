@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from unmask import UnmaskError
-from unmask.bench import BenchRow, aup
+from unmask.bench.contract import BenchRow
+from unmask.bench.rows import aup
 from unmask.cli import main
 from unmask.decode import decode
 from unmask.models import MDMTransformer, TransformerConfig

@@ -11,8 +11,10 @@ from unmask.reasoning.bench import (
     SELECT_SEED,
     aup_by_temperature,
     pool_rows,
-    run_reasoning_bench,
     solve,
+)
+from unmask.reasoning.bench import (
+    run_bench as run_reasoning_bench,
 )
 from unmask.reasoning.tasks import TASKS, get_tasks
 from unmask.reasoning.tokenizer import char_tokenizer

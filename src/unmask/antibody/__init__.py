@@ -10,34 +10,32 @@ their truth, and the metrics of filled sequences.
     residue_recovery([g.text for g in filled], cases).mean()
 """
 
-from unmask.antibody.data import (
-    CDRS,
-    HELD_OUT_FRACTION,
-    REGIONS,
-    SOURCE,
-    SPECIES,
-    HeavyChain,
-    load_heavy_chains,
-    split_of,
-    training_corpus,
-)
-from unmask.antibody.metrics import (
-    composition_jsd,
-    mean_pairwise_identity,
-    pseudo_perplexity,
-    residue_recovery,
-)
-from unmask.antibody.settings import (
-    InfillCase,
-    cdr_infilling,
-    length_distribution,
-    make_template,
-    random_masking,
-    unconditional,
-)
+from unmask.lazy import lazy_exports
 
-__all__ = ["CDRS", "HELD_OUT_FRACTION", "REGIONS", "SOURCE", "SPECIES", "HeavyChain",
-           "InfillCase", "cdr_infilling", "composition_jsd", "length_distribution",
-           "load_heavy_chains", "make_template", "mean_pairwise_identity",
-           "pseudo_perplexity", "random_masking", "residue_recovery", "split_of",
-           "training_corpus", "unconditional"]
+#: public name -> the submodule defining it (imported when the name is first read)
+_EXPORTS = {
+    "CDRS": "data",
+    "HELD_OUT_FRACTION": "data",
+    "REGIONS": "data",
+    "SOURCE": "data",
+    "SPECIES": "data",
+    "HeavyChain": "data",
+    "load_heavy_chains": "data",
+    "split_of": "data",
+    "training_corpus": "data",
+    "composition_jsd": "metrics",
+    "mean_pairwise_identity": "metrics",
+    "pseudo_perplexity": "metrics",
+    "residue_recovery": "metrics",
+    "InfillCase": "settings",
+    "cdr_infilling": "settings",
+    "length_distribution": "settings",
+    "make_template": "settings",
+    "random_masking": "settings",
+    "unconditional": "settings",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["CDRS", "HELD_OUT_FRACTION", "HeavyChain", "InfillCase", "REGIONS", "SOURCE", "SPECIES",
+           "cdr_infilling", "composition_jsd", "length_distribution", "load_heavy_chains",
+           "make_template", "mean_pairwise_identity", "pseudo_perplexity", "random_masking",
+           "residue_recovery", "split_of", "training_corpus", "unconditional"]

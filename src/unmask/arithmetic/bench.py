@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import torch
 
+from unmask.arithmetic.bench_task import ArithmeticBenchTask
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.arithmetic.train import TASKS, format_of, task_inputs, training_batch
-from unmask.bench import (
-    BenchContext,
-    BenchResult,
-    BenchRow,
-    BenchTask,
-    add_rate_metrics,
-    aup,
-    pareto_plot,
-    wide_console,
-)
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow
+from unmask.bench.plot import pareto_plot
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.rows import add_rate_metrics, aup
+from unmask.bench.sweep import Run, Warmup, sweep
+from unmask.bench.table import wide_console
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError, require
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
+from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
-from unmask.recipe import ModelRecipe
 from unmask.samplers.pc import frequency_table
 from unmask.samplers.spec import SamplerSpec
-from unmask.sweep import Run, Warmup, sweep
-from unmask.workers import Engine
 
 
 def default_entries(fmt: EquationFormat) -> list[SamplerSpec]:
@@ -63,17 +58,17 @@ def run_bench(model: MaskedModel, fmt: EquationFormat, entries: list[SamplerSpec
               engine: Engine | None = None, recipe: ModelRecipe | None = None,
               cache=None) -> list[BenchRow]:
     """Decode ``prompts`` inputs of every task with every entry; one
-    :class:`unmask.bench.BenchRow` per pair.
+    :class:`unmask.bench.contract.BenchRow` per pair.
 
     Each (task, entry) pair is one shard, decoded on ``engine`` (default: this process): see
-    :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
+    :func:`unmask.bench.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
     ``model``, and whose ``cache`` folder keeps finished shards.
 
     'generate' samples at ``generate_temperature`` (at 0 every row would be the same);
     the conditional tasks decode at temperature 0. Per pair, the shared fields: label,
     name, accuracy (well formed and the equation holds), mean nfe (model calls), mean
     sequences evaluated per row, wall seconds, n_items (``prompts``) and
-    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
+    :func:`unmask.bench.rows.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
     wall_per_solved (per correct equation); the columns: task, sampler (the label), params,
     verified, verify_tolerance, temperature, prompts, solved_each, well_formed, mean
     cumulative entropy (nats), mean steps, ms per batched step (wall time over the loop's
@@ -129,7 +124,7 @@ def _number(value: float | None, spec: str) -> str:
 
 
 def aup_by_task(rows: list[BenchRow]) -> dict[str, float | None]:
-    """The AUP (:func:`unmask.bench.aup`) of each task's rows."""
+    """The AUP (:func:`unmask.bench.rows.aup`) of each task's rows."""
     tasks = dict.fromkeys(r.columns["task"] for r in rows)
     return {task: aup([r for r in rows if r.columns["task"] == task]) for task in tasks}
 
@@ -161,22 +156,10 @@ def print_tables(rows: list[dict], scores: dict[str, float | None], source: str)
                   f"acc % vs tokens per pass, d3LLM)")
 
 
-class ArithmeticBench(BenchTask):
+class ArithmeticBench(ArithmeticBenchTask):
     """Every sampler on the multiplication model's tasks: accuracy against forward passes;
     the temperature is that of unconditional generation (the conditional tasks decode at
     0)."""
-
-    name = "arithmetic"
-    default_model = "arithmetic"
-    default_limit = 500
-    items = "inputs per task"
-    default_temperatures = "1.0"
-    aliases = {"--prompts": "--limit", "--temperature": "--temperatures"}
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--tasks", default="generate,product,factors",
-                       help="comma-separated: generate, product (factors given), factors "
-                            "(product given)")
 
     def check(self, args) -> None:
         tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())

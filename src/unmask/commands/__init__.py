@@ -1,4 +1,4 @@
 """CLI subcommands, one module per noun (``unmask sudoku ...`` in :mod:`unmask.commands.sudoku`,
 ``unmask mi ...`` in :mod:`unmask.commands.mi`, ...), registered by name in
-:data:`unmask.commands.registry.COMMAND_MODULES` and imported when their command runs
-(:func:`unmask.commands.registry.load_commands`)."""
+:data:`unmask.commands.registry.COMMAND_MODULES`; their flags are in
+:mod:`unmask.commands.flags` (imported to parse), the command module is imported to run."""

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
-from unmask.commands.registry import arguments, command
+from unmask.commands.flags.bench import bench_task, run_bench_command
+from unmask.commands.registry import command
 
 
-@command("antibody", "bench", help="benchmark every sampler on antibody heavy chains: CDR "
-                                   "infilling, random masking, generation")
-@arguments(bench_arguments("antibody"))
+@command("antibody", "bench")
 def bench_antibody(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("antibody"), args)
+    return run_bench_command(bench_task("antibody"), args)

@@ -11,26 +11,14 @@ from unmask.arithmetic.train import (
     training_batch,
     training_metrics,
 )
-from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
-from unmask.commands.registry import arguments, command
-from unmask.commands.training_flags import add_training_args, training_setup
+from unmask.commands.flags.bench import bench_task, run_bench_command
+from unmask.commands.flags.training import training_setup
+from unmask.commands.registry import command
 from unmask.models.transformer import MDMTransformer
 from unmask.training import train
-from unmask.validation import positive_int
 
 
-def _train_args(p: argparse.ArgumentParser) -> None:
-    add_training_args(p, out="runs/arithmetic", steps=30_000, batch_size=256, lr=2e-3,
-                      warmup=500, eval_every=1000)
-    p.add_argument("--a-digits", type=positive_int, default=2, help="width of the first factor")
-    p.add_argument("--b-digits", type=positive_int, default=1,
-                   help="width of the second factor")
-    p.add_argument("--eval-prompts", type=positive_int, default=256,
-                   help="prompts per direction")
-
-
-@command("arithmetic", "train", help="train the multiplication MDM (checkpoints, --resume)")
-@arguments(_train_args)
+@command("arithmetic", "train")
 def train_arithmetic(args: argparse.Namespace) -> int:
 
 
@@ -49,8 +37,6 @@ def train_arithmetic(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("arithmetic", "bench", help="benchmark every sampler on multiplication: accuracy, NFE, "
-                                     "sequences, entropy")
-@arguments(bench_arguments("arithmetic"))
+@command("arithmetic", "bench")
 def bench_arithmetic(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("arithmetic"), args)
+    return run_bench_command(bench_task("arithmetic"), args)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from unmask.commands.arg_types import add_seed_arg
-from unmask.commands.paths import output_folder
-from unmask.commands.registry import arguments, command
-from unmask.commands.sampler_flags import bench_entries
-from unmask.commands.threads import add_threads_arg
-from unmask.commands.training_flags import add_resume_args, check_resume_args
+from unmask.commands.flags.corrector import DEFAULT_STATE_SAMPLERS
+from unmask.commands.flags.paths import TRAINING_RUN_FILES, claim_folder, command_name
+from unmask.commands.flags.sampler import bench_entries
+from unmask.commands.flags.training import check_resume_args
+from unmask.commands.registry import command
 from unmask.corrector import (
     Corrector,
     CorrectorConfig,
@@ -18,54 +17,18 @@ from unmask.corrector import (
     compute_corrector_features,
     decoded_states,
     load_decoded_states,
+    save_decoded_states,
     train_corrector,
 )
 from unmask.errors import UnmaskError
-from unmask.io import atomic_path
 from unmask.models.auto import check_task, load_model
 from unmask.pretrained import describe_source
 from unmask.progress import progress_bar
 from unmask.sudoku.tokens import grid_to_tokens
 from unmask.sudoku.train import SudokuPool
-from unmask.validation import finite_float, positive_int, seed_int
-
-DEFAULT_STATE_SAMPLERS = ["eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=confidence",
-                          "topk:k=4", "topk:k=7"]
 
 
-def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="runs/corrector",
-                   help="run folder (best/, history.jsonl, states.pt: the decoded states, "
-                        "reused by a rerun with the same data); default runs/corrector")
-    p.add_argument("--model", default=None,
-                   help="shipped Sudoku model name or model folder (default: the shipped one)")
-    p.add_argument("--puzzles", type=positive_int, default=4000,
-                   help="generated training puzzles to decode (never a test-set solution)")
-    p.add_argument("--pool-seed", type=seed_int, default=5000,
-                   help="seed of the generated puzzles")
-    p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
-                   help="samplers whose decoding states are the training data, each on its "
-                        f"share of the puzzles (default: {' '.join(DEFAULT_STATE_SAMPLERS)})")
-    p.add_argument("--epochs", type=positive_int, default=30)
-    p.add_argument("--patience", type=positive_int, default=4,
-                   help="epochs without a lower held-out loss before stopping")
-    p.add_argument("--batch-size", type=positive_int, default=64)
-    p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=2e-3)
-    p.add_argument("--d", type=positive_int, default=64, help="width of the head")
-    p.add_argument("--layers", type=positive_int, default=2,
-                   help="transformer blocks of the head")
-    p.add_argument("--held-out", type=finite_float(0.0, 1.0, open_low=True), default=0.1,
-                   help="share of puzzles held out")
-    add_seed_arg(p)
-    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=None,
-                   help="stop after this many seconds")
-    add_threads_arg(p)
-    add_resume_args(p)
-
-
-@command("corrector", "train",
-         help="train the corrector (finds wrong decoded tokens) on the states a decoder visits")
-@arguments(_train_args)
+@command("corrector", "train")
 def train_corrector_cmd(args: argparse.Namespace) -> int:
     import time
 
@@ -74,7 +37,8 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
     check_resume_args(args)
     if args.puzzles < 10:
         raise UnmaskError(f"--puzzles: need at least 10, got {args.puzzles}")
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
+                 own_files=(*TRAINING_RUN_FILES, "states.pt"))
     specs = bench_entries(args.samplers, DEFAULT_STATE_SAMPLERS)
     model = load_model(args.model or "sudoku", task="sudoku")
     # the corrector is trained on Sudoku states (known answers)
@@ -105,8 +69,7 @@ def train_corrector_cmd(args: argparse.Namespace) -> int:
             states = decoded_states(model, grid_to_tokens(pool.puzzles),
                                     grid_to_tokens(pool.solutions),
                                     [(e.name, e.params) for e in specs], progress=update)
-        with atomic_path(cache) as tmp:
-            torch.save({"key": key, "states": vars(states)}, tmp)
+        save_decoded_states(cache, key, states)
     with progress_bar(len(states.tokens), "features") as update:
         feats = compute_corrector_features(model, corrector, states.tokens, progress=update)
     print(f"{len(states.tokens):,} states of {args.puzzles:,} puzzles "

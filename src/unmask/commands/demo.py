@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 import time
 
-from unmask.bench import verify_suffix
-from unmask.commands.registry import arguments, command
-from unmask.commands.threads import add_threads_arg
+from unmask.commands.registry import command
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError
 from unmask.models import ExactJointMDM
 from unmask.models.auto import load_model
 from unmask.pretrained import describe_source
 from unmask.samplers import make_sampler
+from unmask.samplers.spec import verify_suffix
 from unmask.samplers.verified import Verified
 from unmask.sudoku.datasets import load_set
 from unmask.sudoku.mdm_solver import solve_puzzles
-from unmask.validation import positive_int
 
 #: (sampler, params, verify tolerance or None: ``Verified(tolerance=)``)
 DEMO_SAMPLERS = [
@@ -36,14 +34,7 @@ def _label(params: dict, tolerance: float | None) -> str:
     return text if tolerance is None else f"{text} {verify_suffix(tolerance)}"
 
 
-def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--puzzles", type=positive_int, default=100,
-                   help="hard puzzles to solve (default %(default)s)")
-    add_threads_arg(p)
-
-
-@command("demo", help="solve hard Sudokus with several samplers on the shipped model")
-@arguments(_demo_args)
+@command("demo")
 def demo(args: argparse.Namespace) -> int:
     import sys
 

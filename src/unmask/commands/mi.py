@@ -27,14 +27,26 @@ import shutil
 import time
 from pathlib import Path
 
-from unmask.commands.arg_types import add_seed_arg
-from unmask.commands.engine_flags import add_device_arg, add_engine_args, engine_from_args
-from unmask.commands.paths import existing_dir, output_folder
-from unmask.commands.registry import arguments, command
-from unmask.commands.threads import add_threads_arg, threads_int
-from unmask.commands.training_flags import add_resume_args, check_resume_args
+from unmask.bench.recipe import model_recipe
+from unmask.commands.flags.engine import engine_from_args
+from unmask.commands.flags.paths import (
+    TRAINING_RUN_FILES,
+    claim_folder,
+    command_name,
+    existing_dir,
+    mark_folder,
+)
+from unmask.commands.flags.training import check_resume_args
+from unmask.commands.registry import command
 from unmask.errors import UnmaskError, require
-from unmask.io import IMAGE_SUFFIXES, atomic_write_text, json_safe, json_text, output_path
+from unmask.io import (
+    IMAGE_SUFFIXES,
+    atomic_path,
+    atomic_write_text,
+    json_safe,
+    json_text,
+    output_path,
+)
 from unmask.metrics import held_out_mask
 from unmask.mi.estimator import EstimatorConfig, MIEstimator, estimate_mi, load_estimator
 from unmask.mi.estimator_eval import (
@@ -49,19 +61,18 @@ from unmask.mi.estimator_train import (
     planned_steps,
     train_estimator,
 )
+from unmask.mi.label_files import MANIFEST
 from unmask.mi.label_set import LabelSet
-from unmask.mi.labels import get_task, task_names, write_labels
-from unmask.mi.maps import cell_name, parse_cell, plot_mi_maps
+from unmask.mi.labels import get_task, write_labels
 from unmask.mi.probe import perturbation_mi
 from unmask.models.auto import check_task, load_model, task_family
 from unmask.models.base import MaskedModel
+from unmask.parallel.workers import worker_path
 from unmask.progress import progress_bar
-from unmask.recipe import model_recipe
+from unmask.sudoku.maps import cell_name, parse_cell, plot_mi_maps
 from unmask.sudoku.parse import parse_puzzle
 from unmask.sudoku.tokens import grid_to_tokens
 from unmask.text.labels import text_options
-from unmask.validation import finite_float, non_negative_int, positive_int, seed_int
-from unmask.workers import worker_path
 
 
 def parse_ratio_range(text: str) -> tuple[float, float]:
@@ -75,46 +86,7 @@ def parse_ratio_range(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _label_args(p: argparse.ArgumentParser) -> None:
-
-    p.add_argument("--model", default=None,
-                   help="model folder or shipped name (default: the task's shipped model)")
-    p.add_argument("--task", default="sudoku", choices=task_names(),
-                   help="where contexts come from (default sudoku)")
-    p.add_argument("--contexts", type=positive_int, required=True,
-                   help="number of contexts to label")
-    p.add_argument("--mask-ratio", default="0.05:1.0", metavar="LO:HI",
-                   help="share of masked cells, uniform in [LO, HI) (default 0.05:1.0)")
-    p.add_argument("--out", required=True, help="label folder (created; resumable)")
-    p.add_argument("--shard-size", type=positive_int, default=256, help="contexts per shard")
-    add_seed_arg(p, help="context seed (default 0)")
-    # 1e-3 keeps the measured max |error| near 1e-3 nats (benchmarks/probe_mi.py), far below
-    # what an estimator resolves, while skipping most probes of confident positions
-    p.add_argument("--eps", type=float, default=1e-3,
-                   help="skip probes with p_i(v) < EPS (default 1e-3; 0 = exact)")
-    p.add_argument("--top-k", type=positive_int, default=None, metavar="K",
-                   help="probe at most the K most likely tokens per masked position (default: "
-                        "no cap); bounds a context's cost by 1 + |M| K at any vocabulary size")
-    p.add_argument("--batch-size", type=positive_int, default=4096,
-                   help="at most this many sequences per model call (fewer at large "
-                        "vocabularies: a call holds at most 2^24 logits)")
-    p.add_argument("--text", default=None, metavar="FILE",
-                   help="--task text: the UTF-8 corpus contexts are cut from")
-    p.add_argument("--length", type=positive_int, default=None, metavar="N",
-                   help="--task text: context length in tokens, special tokens included "
-                        "(default 64)")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast inference (CPU)")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="run modelling code shipped inside the model folder (only from there)")
-    p.add_argument("--threads", type=threads_int, default=None, metavar="N",
-                   help="CPU threads of torch and numba (per worker with --engine ray; "
-                        "default: torch's default, which follows OMP_NUM_THREADS)")
-    add_engine_args(p)
-    add_device_arg(p)
-
-
-@command("mi", "label", help="write ground-truth pairwise MI labels (perturbation probing)")
-@arguments(_label_args)
+@command("mi", "label")
 def mi_label(args: argparse.Namespace) -> int:
     import math
     import time
@@ -138,7 +110,7 @@ def mi_label(args: argparse.Namespace) -> int:
             if value is not None:
                 raise UnmaskError(f"{flag}: applies only to --task text")
         options = {}
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", "mi label", own_files=(MANIFEST,))
     engine, device = engine_from_args(args)
     # a Ray worker may run in another folder: it reads the model at its absolute path
     model_arg = args.model if args.engine == "local" else worker_path(args.model)
@@ -150,6 +122,7 @@ def mi_label(args: argparse.Namespace) -> int:
                             shard_size=args.shard_size, batch_size=args.batch_size,
                             top_k=args.top_k, options=options, engine=engine,
                             log=lambda line: print(line, flush=True))
+    mark_folder(args.out, "mi label")  # (until then its manifest.json says whose it is)
     print(f"{manifest['contexts']} contexts in {len(manifest['shards'])} shards at {args.out} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0
@@ -167,78 +140,15 @@ def _load_labels(path: str, model_arg: str | None):
     return labels, model, task
 
 
-def _layer_list(text: str) -> tuple[int, ...]:
-    """'2,4,6' -> (2, 4, 6): hidden-layer indices for --extra-layers."""
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated layer indices such as 2,4,6, got {text!r}") from None
 
-
-def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--labels", required=True, help="label folder written by `unmask mi label`")
-    p.add_argument("--out", required=True, help="run folder (checkpoint.pt, best/, history)")
-    p.add_argument("--model", default=None,
-                   help="model folder or shipped name the labels were probed on "
-                        "(default: the shipped model of the labels' task)")
-    add_resume_args(p)
-    p.add_argument("--epochs", type=positive_int, default=200, help="at most this many epochs")
-    p.add_argument("--batch-size", type=positive_int, default=16)
-    p.add_argument("--lr", type=finite_float(0.0, open_low=True), default=5e-3)
-    p.add_argument("--patience", type=positive_int, default=15,
-                   help="held-out evaluations without improvement before stopping")
-    p.add_argument("--eval-every", type=non_negative_int, default=0,
-                   help="steps between held-out evaluations (0 = every epoch)")
-    p.add_argument("--held-out", type=finite_float(0.0, 1.0, open_low=True), default=0.1,
-                   help="share of puzzles held out")
-    p.add_argument("--split-seed", type=seed_int, default=0)
-    add_seed_arg(p)
-    p.add_argument("--layer", type=non_negative_int, default=None,
-                   help="hidden layer to read (0 = embeddings; default: the final hidden states)")
-    p.add_argument("--extra-layers", type=_layer_list, default=(), metavar="L1,L2,...",
-                   help="further hidden layers whose states are concatenated to the features")
-    p.add_argument("--d", type=positive_int, default=64, help="estimator width")
-    p.add_argument("--mixer-layers", type=non_negative_int, default=1)
-    p.add_argument("--pair-hidden", type=positive_int, default=8, help="pair MLP units")
-    p.add_argument("--pair-rank", type=positive_int, default=16,
-                   help="rank of each unit's bilinear form")
-    p.add_argument("--two-hop", type=non_negative_int, default=0, metavar="H",
-                   help="compose the first H pair units over the masked positions between a "
-                        "pair (dependence through a third position); default 0")
-    p.add_argument("--pair-prior", action="store_true",
-                   help="learn a prior per pair of positions (for fixed-meaning positions such "
-                        "as Sudoku cells)")
-    p.add_argument("--augment", type=non_negative_int, default=0,
-                   help="symmetry copies of each training context (tasks with a known symmetry "
-                        "group, e.g. Sudoku); held-out contexts are never moved")
-    p.add_argument("--marginals", action="store_true",
-                   help="also read the model's marginals (probabilities and entropy) of the "
-                        "same pass (no gain on the Sudoku labels so far)")
-    p.add_argument("--entropy-gate", action="store_true",
-                   help="bound each pair by the smaller marginal entropy of its two cells: "
-                        "MI = sigmoid(score) * min(H_i, H_j) (reads the marginals)")
-    p.add_argument("--loss-scale", choices=("nats", "sqrt", "log"), default="nats",
-                   help="compare MI in nats, as its square root or as log(1 + MI / 0.05) in "
-                        "the squared error (sqrt weighs errors on weak pairs more, log counts "
-                        "errors on strong pairs relative to their value; predictions stay in "
-                        "nats)")
-    p.add_argument("--rank-weight", type=finite_float(0.0), default=0.0,
-                   help="add this weight times a within-context ranking loss (default 0: MSE "
-                        "only)")
-    p.add_argument("--max-time", type=finite_float(0.0, open_low=True), default=None,
-                   help="stop after this many seconds")
-    add_threads_arg(p)
-
-
-@command("mi", "train", help="train the neural MI estimator on ground-truth labels")
-@arguments(_train_args)
+@command("mi", "train")
 def train_mi_estimator(args: argparse.Namespace) -> int:
     import time
 
     import torch
 
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
+                 own_files=TRAINING_RUN_FILES)
     check_resume_args(args)
     labels, model, task = _load_labels(args.labels, args.model)
     est_cfg = EstimatorConfig(hidden_size=model.hidden_size, layer=args.layer,
@@ -281,23 +191,6 @@ def train_mi_estimator(args: argparse.Namespace) -> int:
           f"{res['best_loss']:.5g} at step {res['best_step']}; estimator: {args.out}/best "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0
-
-
-def _eval_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--labels", required=True, help="label folder written by `unmask mi label`")
-    p.add_argument("--estimator", default=None,
-                   help="estimator folder or shipped name (default: the shipped Sudoku one)")
-    p.add_argument("--model", default=None,
-                   help="model folder or shipped name (default: the shipped model of the "
-                        "labels' task)")
-    p.add_argument("--split", choices=("auto", "held-out", "all"), default="auto",
-                   help="contexts to score: the estimator's held-out split, all, or auto (the "
-                        "held-out split when these are its training labels, else all)")
-    p.add_argument("--cost-batch", type=positive_int, default=256,
-                   help="batch size of the cost measurement")
-    p.add_argument("--json", action="store_true",
-                   help="print the metrics as one JSON object (undefined values as null)")
-    add_threads_arg(p)
 
 
 def select_contexts(labels, estimator, split: str):
@@ -367,8 +260,7 @@ def format_metrics(result: dict) -> str:
     return "\n".join(lines)
 
 
-@command("mi", "eval", help="score the MI estimator against ground-truth labels, and its cost")
-@arguments(_eval_args)
+@command("mi", "eval")
 def mi_eval(args: argparse.Namespace) -> int:
 
     labels, model, _ = _load_labels(args.labels, args.model)
@@ -394,32 +286,10 @@ def mi_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _map_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("puzzle", metavar="PUZZLE",
-                   help="81 characters, digits with 0 or . for blanks (as in `sudoku solve`)")
-    p.add_argument("--cell", default=None, metavar="R,C",
-                   help="cell whose MI is drawn on the board, 1-based (default: the blank cell "
-                        "with the largest total MI)")
-    p.add_argument("--source", default="gt", metavar="gt|estimator|gt,estimator",
-                   help="ground truth by probing, the estimator, or both side by side")
-    p.add_argument("--out", required=True, help="image file (.png, .pdf or .svg)")
-    p.add_argument("--model", default=None,
-                   help="model folder or shipped name (default: the shipped Sudoku model)")
-    p.add_argument("--estimator", default=None,
-                   help="estimator folder or shipped name (default: the shipped Sudoku one)")
-    p.add_argument("--eps", type=finite_float(0.0, 1.0), default=1e-4,
-                   help="ground truth: skip probes with p_i(v) < EPS (0 = exact)")
-    p.add_argument("--json", action="store_true",
-                   help="print the structure scores as JSON (undefined values as null)")
-    add_threads_arg(p)
-
-
 SOURCES = ("gt", "estimator")
 
 
-@command("mi", "map", help="draw the pairwise MI map of a Sudoku puzzle (ground truth and/or "
-                           "estimator) with its structure score")
-@arguments(_map_args)
+@command("mi", "map")
 def mi_map(args: argparse.Namespace) -> int:
 
     sources = [s.strip() for s in args.source.split(",") if s.strip()]
@@ -460,39 +330,6 @@ def mi_map(args: argparse.Namespace) -> int:
               f"{100 * s['chance_share']:.1f}%, {s['pairs']} pairs)")
     print(f"map of {cell_name(cell)}: {out}")
     return 0
-
-
-def _fit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True,
-                   help="model name or folder (antiberty, a transformers masked LM, protein, "
-                        "an ESM folder, sudoku)")
-    p.add_argument("--corpus", default=None, metavar="FILE",
-                   help="text models: the UTF-8 corpus contexts are cut from (residue strings "
-                        "for AntiBERTy); other models use their task's own contexts")
-    p.add_argument("--out", required=True,
-                   help="folder: the estimator (read by mi-guided:estimator=OUT), its labels "
-                        "and training run; rerunning resumes the labels")
-    p.add_argument("--length", type=positive_int, default=64,
-                   help="text models: context length in tokens, special tokens included")
-    p.add_argument("--contexts", type=positive_int, default=1024,
-                   help="label at most this many contexts (default 1024)")
-    p.add_argument("--label-s", type=finite_float(0.0, open_low=True), default=600.0,
-                   help="stop labelling after the shard that passes this many seconds")
-    p.add_argument("--train-s", type=finite_float(0.0, open_low=True), default=300.0,
-                   help="stop training after this many seconds")
-    p.add_argument("--mask-ratio", default="0.1:0.9", metavar="LO:HI")
-    p.add_argument("--top-k", type=positive_int, default=8, metavar="K",
-                   help="probe at most the K most likely tokens per masked position")
-    p.add_argument("--eps", type=finite_float(0.0, 1.0), default=1e-3)
-    p.add_argument("--shard-size", type=positive_int, default=32, help="contexts per shard")
-    p.add_argument("--held-out", type=finite_float(0.0, 1.0, open_low=True), default=0.1)
-    add_seed_arg(p)
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="run modelling code shipped inside the model folder (only from there)")
-    p.add_argument("--threads", type=threads_int, default=None, metavar="N",
-                   help="CPU threads of torch (per worker with --engine ray)")
-    add_engine_args(p)
-    add_device_arg(p)
 
 
 def model_task(model: MaskedModel, corpus: str | None) -> str:
@@ -561,16 +398,16 @@ def _fit_evaluate(model: MaskedModel, estimator: MIEstimator, labels: LabelSet, 
     return result
 
 
-@command("mi", "fit", help="label, train and evaluate an MI estimator for any model within a "
-                           "CPU budget (read by mi-guided:estimator=OUT)")
-@arguments(_fit_args)
+@command("mi", "fit")
 def mi_fit(args: argparse.Namespace) -> int:
-    out = output_folder(args.out, "--out")
+    out = claim_folder(args.out, "--out", "mi fit", overwrite=args.overwrite,
+                       own_files=(f"labels/{MANIFEST}",))
     parse_ratio_range(args.mask_ratio)
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
     task = model_task(model, args.corpus)
     options = text_options(args.corpus, args.length) if task == "text" else {}
     contexts, label_s = _fit_labels(args, model, task, options, out / "labels")
+    mark_folder(out, "mi fit")  # (until then labels/manifest.json says whose it is)
     labels = LabelSet.from_dir(out / "labels")
     labels.check_model(model)
     if (out / "train").exists():  # the training run is cheap: always a fresh one
@@ -581,7 +418,8 @@ def mi_fit(args: argparse.Namespace) -> int:
                         "contexts": contexts, **{k: train[k] for k in ("steps", "stopped",
                                                                       "best_step")}}
     for name in ("config.json", MIEstimator.WEIGHTS_FILE):
-        shutil.copyfile(out / "train" / "best" / name, out / name)
+        with atomic_path(out / name) as tmp:
+            shutil.copyfile(out / "train" / "best" / name, tmp)
     atomic_write_text(out / "eval.json", json.dumps(json_safe(result), indent=1) + "\n")
     print(format_metrics(result))
     print(f"estimator: {out} (mi-guided:estimator={out}); labels {label_s:.0f} s, training "

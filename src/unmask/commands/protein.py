@@ -6,26 +6,15 @@ import argparse
 import json
 from pathlib import Path
 
-from unmask.commands import arg_types
-from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
-from unmask.commands.registry import arguments, command
-from unmask.commands.training_flags import add_training_args, training_setup
+from unmask.commands.flags.bench import bench_task, run_bench_command
+from unmask.commands.flags.training import training_setup
+from unmask.commands.registry import command
 from unmask.errors import UnmaskError
 from unmask.io import atomic_write_text
-from unmask.protein.bench import add_split_args
 from unmask.protein.data import model_split, split_record, training_batch
 from unmask.protein.model import ProteinMDM, protein_model_config
 from unmask.protein.train import heldout_eval_set, masked_loss
 from unmask.training import train
-from unmask.validation import positive_int
-
-
-def _train_args(p: argparse.ArgumentParser) -> None:
-    add_training_args(p, out="runs/protein", steps=2400, batch_size=64, lr=1.5e-3, warmup=200,
-                      eval_every=200)
-    add_split_args(p, arg_types)
-    p.add_argument("--eval-size", type=positive_int, default=512,
-                   help="held-out crops per evaluation")
 
 
 def split_from_args(args: argparse.Namespace, model_dir: str | Path | None = None):
@@ -33,8 +22,7 @@ def split_from_args(args: argparse.Namespace, model_dir: str | Path | None = Non
     return model_split(args.fasta, args.heldout_fraction, args.split_seed, model_dir)
 
 
-@command("protein", "train", help="train the protein MDM (checkpoints, --resume)")
-@arguments(_train_args)
+@command("protein", "train")
 def train_protein(args: argparse.Namespace) -> int:
 
 
@@ -73,8 +61,6 @@ def train_protein(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("protein", "bench", help="composition JSD vs forward passes for every sampler on protein "
-                                  "generation")
-@arguments(bench_arguments("protein"))
+@command("protein", "bench")
 def bench_protein(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("protein"), args)
+    return run_bench_command(bench_task("protein"), args)

@@ -1,14 +1,15 @@
 """The registry of ``unmask`` subcommands, by name: :data:`COMMAND_MODULES` says which module
 defines each command and its one-line help, so that ``unmask --help``, ``unmask NOUN --help``
 and a mistyped command answer without importing any command module (nor torch); a module is
-imported when its command runs. Each command module registers its ``run(args)`` under its name
-path with :func:`command`, its arguments with :func:`arguments`."""
+imported when its command runs. A command's flags are added by ``VERB(parser)`` in
+``unmask.commands.flags.<module>`` (:func:`flags_of`); its module registers its ``run(args)``
+under its name path with :func:`command` (:func:`run_of`)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 #: name path -> (module under unmask.commands, help); one line per command
 COMMAND_MODULES: dict[tuple[str, ...], tuple[str, str]] = {
@@ -38,9 +39,9 @@ COMMAND_MODULES: dict[tuple[str, ...], tuple[str, str]] = {
     ("sudoku", "train"): ("sudoku", "train the Sudoku MDM (checkpoints every few minutes)"),
 }
 
-#: name path (e.g. ("sudoku", "train")) -> (help, add_arguments, run), for the commands whose
-#: modules are loaded (:func:`load_commands`)
-COMMANDS: dict[tuple[str, ...], tuple[str, Callable, Callable]] = {}
+#: name path (e.g. ("sudoku", "train")) -> run(args), for the commands whose modules are
+#: loaded (:func:`run_of`)
+RUNS: dict[tuple[str, ...], Callable] = {}
 
 #: help of each noun (the first word of ``unmask NOUN VERB``)
 GROUPS = {
@@ -56,26 +57,27 @@ GROUPS = {
 }
 
 
-def load_commands(paths: Iterable[tuple[str, ...]] | None = None) -> None:
-    """Import the modules of the commands ``paths`` (None: every command), registering them
-    in :data:`COMMANDS`."""
-    for path in COMMAND_MODULES if paths is None else paths:
-        importlib.import_module(f"unmask.commands.{COMMAND_MODULES[path][0]}")
+def flags_of(path: tuple[str, ...]) -> Callable[[argparse.ArgumentParser], None]:
+    """The function adding the flags of command ``path``: ``VERB`` (``-`` read as ``_``) of
+    ``unmask.commands.flags.<module>``; only that flags module is imported."""
+    module = importlib.import_module(f"unmask.commands.flags.{COMMAND_MODULES[path][0]}")
+    return getattr(module, path[-1].replace("-", "_"))
 
 
-def command(*path: str, help: str):
-    """Register ``run(args)`` as a subcommand; ``add_arguments(parser)`` is set via .args."""
+def run_of(path: tuple[str, ...]) -> Callable:
+    """The ``run(args)`` of command ``path``, its command module imported."""
+    importlib.import_module(f"unmask.commands.{COMMAND_MODULES[path][0]}")
+    return RUNS[path]
+
+
+def command(*path: str):
+    """Register ``run(args)`` as the command ``path`` (its help is in
+    :data:`COMMAND_MODULES`, its flags in ``unmask.commands.flags``)."""
+    if path not in COMMAND_MODULES:
+        raise RuntimeError(f"command {' '.join(path)!r} is not in COMMAND_MODULES")
 
     def wrap(run: Callable) -> Callable:
-        COMMANDS[path] = (help, getattr(run, "_add_args", lambda p: None), run)
-        return run
-
-    return wrap
-
-
-def arguments(add: Callable[[argparse.ArgumentParser], None]):
-    def wrap(run: Callable) -> Callable:
-        run._add_args = add
+        RUNS[path] = run
         return run
 
     return wrap

@@ -10,13 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from unmask.commands.arg_types import add_seed_arg, default_of
-from unmask.commands.bench_command import bench_arguments, bench_task, run_bench
-from unmask.commands.corrector_flags import add_corrector_args, corrector_from_args
-from unmask.commands.registry import arguments, command
-from unmask.commands.sampler_flags import add_sampler_arg, entry_from_args
-from unmask.commands.threads import add_threads_arg
-from unmask.commands.training_flags import add_training_args, training_setup
+from unmask.commands.flags.bench import bench_task, run_bench_command
+from unmask.commands.flags.corrector import corrector_from_args
+from unmask.commands.flags.sampler import entry_from_args
+from unmask.commands.flags.training import training_setup
+from unmask.commands.registry import command
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
 from unmask.models.auto import check_task, load_model
@@ -35,29 +33,6 @@ from unmask.sudoku.train import (
     sudoku_model_config,
 )
 from unmask.training import train
-from unmask.validation import finite_float, positive_int
-
-
-def _solve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("puzzles", nargs="*", metavar="PUZZLE",
-                   help="81 characters, digits with 0 or . for blanks")
-    p.add_argument("--file", metavar="PATH",
-                   help="a UTF-8 file of puzzles, one per line (or 9-line grids); - reads "
-                        "standard input")
-    add_sampler_arg(p)
-    p.add_argument("--model", default=None,
-                   help="shipped model name or model folder (default: the shipped one)")
-    p.add_argument("--temperature", type=finite_float(0.0),
-                   default=default_of(DecodeConfig, "temperature"),
-                   help="token temperature (default %(default)s: the argmax)")
-    add_seed_arg(p)
-    p.add_argument("--batch-size", type=positive_int, default=500,
-                   help="puzzles per decode call; results are printed batch by batch "
-                        "(default %(default)s)")
-    add_corrector_args(p)
-    add_threads_arg(p)
-    p.add_argument("--json", action="store_true",
-                   help="one JSON object per puzzle per line, written as each batch finishes")
 
 
 def read_puzzle_args(texts: list[str], file: str | None):
@@ -79,8 +54,7 @@ def read_puzzle_args(texts: list[str], file: str | None):
     return np.stack(items).astype(np.int8)
 
 
-@command("sudoku", "solve", help="solve Sudoku puzzles with the MDM and a sampler")
-@arguments(_solve_args)
+@command("sudoku", "solve")
 def solve(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -128,39 +102,9 @@ def solve(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("sudoku", "bench", help="solved %% vs forward passes for every sampler on Sudoku")
-@arguments(bench_arguments("sudoku"))
+@command("sudoku", "bench")
 def bench_sudoku(args: argparse.Namespace) -> int:
-    return run_bench(bench_task("sudoku"), args)
-
-
-def _train_sudoku_args(p: argparse.ArgumentParser) -> None:
-    add_training_args(p, out="runs/sudoku", steps=40_000, batch_size=128, lr=1e-3, warmup=500,
-                      eval_every=1000)
-    p.add_argument("--init-from", default=None, metavar="MODEL",
-                   help="start from these weights (e.g. 'sudoku', the shipped model) with a "
-                        "fresh optimiser: how a later run continues the shipped model")
-    p.add_argument("--deepen", type=positive_int, default=1, metavar="K",
-                   help="with --init-from: K times the layers, each new layer a copy of the "
-                        "one before it that starts as the identity (the same function to "
-                        "begin with); resume such a run with --model-config "
-                        "'{\"n_layers\": L}'")
-    p.add_argument("--self-condition", action="store_true",
-                   help="the model also reads the previous pass's predictions (with "
-                        "--init-from: added as a map that starts at zero, the same function "
-                        "to begin with); resume such a run with --resume --self-condition")
-    p.add_argument("--pool", type=positive_int, default=100_000,
-                   help="generated training puzzles")
-    p.add_argument("--puzzle-fraction", type=finite_float(0.0, 1.0), default=0.5,
-                   help="share of samples masked like a puzzle (the rest uniformly)")
-    p.add_argument("--eval-puzzles", type=positive_int, default=100,
-                   help="hard puzzles per evaluation")
-    p.add_argument("--decoder-states", default=None, metavar="STATES.pt",
-                   help="also learn from the states a decoder visited (the states.pt that "
-                        "`unmask corrector train` keeps), wrong tokens back at MASK: a "
-                        "fine-tune on the decoder's own state distribution")
-    p.add_argument("--states-fraction", type=finite_float(), default=0.5,
-                   help="with --decoder-states: share of each batch drawn from them")
+    return run_bench_command(bench_task("sudoku"), args)
 
 
 def _initial_model(args: argparse.Namespace, overrides: dict):
@@ -186,8 +130,7 @@ def _initial_model(args: argparse.Namespace, overrides: dict):
     return model, origin
 
 
-@command("sudoku", "train", help="train the Sudoku MDM (checkpoints every few minutes)")
-@arguments(_train_sudoku_args)
+@command("sudoku", "train")
 def train_sudoku(args: argparse.Namespace) -> int:
 
     overrides, cfg = training_setup(args)

@@ -8,17 +8,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from unmask.bench import (
-    BenchContext,
-    BenchEntry,
-    BenchResult,
-    BenchRow,
-    BenchTask,
-    add_rate_metrics,
-    wide_console,
-)
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.rows import add_rate_metrics
+from unmask.bench.sweep import Run, Warmup, sweep
+from unmask.bench.table import wide_console
 from unmask.decode import DecodeConfig
 from unmask.errors import require
+from unmask.image.bench_task import ImageBenchTask
 from unmask.image.classifier import DigitClassifier
 from unmask.image.data import (
     N_CLASSES,
@@ -34,24 +31,14 @@ from unmask.image.metrics import gaussian_stats, paired_fid_difference, sample_m
 from unmask.image.model import load_digits_model
 from unmask.io import atomic_path, output_path
 from unmask.models.transformer import MDMTransformer
+from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source, model_folder
-from unmask.recipe import ModelRecipe
 from unmask.samplers.pc import frequency_table
-from unmask.sweep import Run, Warmup, sweep
+from unmask.samplers.spec import SamplerSpec
 from unmask.validation import is_int
-from unmask.workers import Engine
-
-#: every registered sampler at its usual settings (mi-guided needs an MI estimator, and there
-#: is none for digits), fixed-count parallel decoding at 4 and 8 pixels per pass, and every
-#: pixel drafted at once with its passes verified
-DEFAULT_SPECS = [
-    "confidence", "entropy", "margin", "uniform", "pc", "klass", "eb:gamma=0.1",
-    "threshold:tau=0.9", "topk:k=4", "topk:k=8", "topk:k=64+verify", "info-gain",
-    "info-gain:bypass=0.9", "lookum",
-]
 
 
-def with_frequencies(entries: list[BenchEntry], frequencies: torch.Tensor) -> list[BenchEntry]:
+def with_frequencies(entries: list[SamplerSpec], frequencies: torch.Tensor) -> list[SamplerSpec]:
     """``entries`` with ``frequencies`` (the training pixels' grey-level frequencies) given to
     every ``pc`` entry without its own table."""
     for e in entries:
@@ -87,8 +74,8 @@ def real_reference(model: MDMTransformer, classifier: DigitClassifier, n: int,
     return reference, out
 
 
-def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
-                    entries: list[BenchEntry], n: int = 500,
+def run_bench(model: MDMTransformer, classifier: DigitClassifier,
+                    entries: list[SamplerSpec], n: int = 500,
                     temperatures: tuple[float, ...] = (1.0,), seed: int = 0,
                     rounds: int = 200, progress=None, confidence: str = "draw",
                     engine: Engine | None = None, recipe: ModelRecipe | None = None,
@@ -96,13 +83,13 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     """Decode ``n`` class-conditional digits (classes 0..9 in turn) with every entry at every
     temperature (``confidence``: :class:`~unmask.decode.DecodeConfig`; rows decoded with
     ``"max"`` say so in their label), one run per (temperature, entry) on ``engine``
-    (:func:`unmask.sweep.sweep`; ``recipe`` tells a Ray engine's workers how to load the
+    (:func:`unmask.bench.sweep.sweep`; ``recipe`` tells a Ray engine's workers how to load the
     model, e.g. ``ModelRecipe(path, loader=load_digits_model)``; ``cache`` a folder of
     finished shards).
 
-    Returns (rows, real, samples): one :class:`unmask.bench.BenchRow` per (entry,
+    Returns (rows, real, samples): one :class:`unmask.bench.contract.BenchRow` per (entry,
     temperature), its accuracy the class accuracy, with mean nfe, mean sequences evaluated,
-    wall seconds, n_items (``n``), :func:`unmask.bench.add_rate_metrics`' rates, and the
+    wall seconds, n_items (``n``), :func:`unmask.bench.rows.add_rate_metrics`' rates, and the
     columns fid, inception_score, class_accuracy (each with a bootstrap ``_se`` over the
     samples), ``fid_vs_first`` (its FID minus the first row's at the same temperature, with
     the paired bootstrap error ``fid_vs_first_se``:
@@ -146,9 +133,9 @@ def run_image_bench(model: MDMTransformer, classifier: DigitClassifier,
     return rows, real, samples
 
 
-def _row(label: str, entry: BenchEntry, res, wall: float, temperature: float,
+def _row(label: str, entry: SamplerSpec, res, wall: float, temperature: float,
          confidence: str, metrics: dict) -> BenchRow:
-    """One (entry, temperature) row of :func:`run_image_bench`: the samples' ``metrics``
+    """One (entry, temperature) row of :func:`run_bench`: the samples' ``metrics``
     and what decoding them cost."""
     nfe, n = res.nfe.double(), len(res.nfe)
     return BenchRow(
@@ -217,30 +204,9 @@ def print_table(rows: list[dict], real: dict, title: str) -> None:
     wide_console(table).print(table)
 
 
-class ImageBench(BenchTask):
+class ImageBench(ImageBenchTask):
     """Every sampler on class-conditional digits: FID, IS-style score and class accuracy of
     the samples against forward passes; the accuracy is the class accuracy."""
-
-    name = "image"
-    default_specs = DEFAULT_SPECS
-    default_model = "image"
-    default_limit = 500
-    min_limit = 2
-    items = "samples per sampler (classes in turn)"
-    default_temperatures = "1.0"
-    all_temperatures = True
-    accuracy_label = "class accuracy %"
-    aliases = {"--n": "--limit"}
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--classifier", default="digit_classifier",
-                       help="shipped classifier name or a classifier folder (the metrics' "
-                            "features)")
-        types.add_confidence_arg(p)
-        p.add_argument("--rounds", type=types.int_at_least(2), default=200,
-                       help="bootstrap resamples")
-        p.add_argument("--grid", default=None, metavar="F.png",
-                       help="write a PNG with one row of samples per sampler")
 
     def check(self, args) -> None:
         args.grid = output_path(args.grid, "--grid", (".png",))
@@ -252,14 +218,14 @@ class ImageBench(BenchTask):
         return ModelRecipe(str(model_folder(args.model, "image")), loader=load_digits_model,
                            device=device.type)
 
-    def entries(self, model, specs, parse) -> list[BenchEntry]:
+    def entries(self, model, specs, parse) -> list[SamplerSpec]:
         return with_frequencies(super().entries(model, specs, parse), frequencies_of(model))
 
     def run(self, ctx: BenchContext) -> BenchResult:
         args = ctx.args
         folder = model_folder(args.classifier, "digit_classifier")
         classifier = DigitClassifier.from_pretrained(folder)
-        rows, real, samples = run_image_bench(
+        rows, real, samples = run_bench(
             ctx.model, classifier, ctx.entries, ctx.limit, ctx.temperatures, ctx.seed,
             args.rounds, confidence=args.confidence, **ctx.sweep)
         header = {"model": describe_source(model_folder(args.model, "image")),

@@ -16,7 +16,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from unmask.errors import UnmaskError, require
-from unmask.io import atomic_path, atomic_write_text
+from unmask.io import atomic_path, atomic_write_text, parse_json
 from unmask.training import LoopConfig, TrainConfig, fit
 from unmask.validation import is_int
 
@@ -89,7 +89,7 @@ class DigitClassifier(nn.Module):
             raise UnmaskError(f"classifier: {directory} has no config.json + "
                               "classifier.safetensors")
         try:
-            meta = json.loads(cfg_path.read_text())
+            meta = parse_json(cfg_path.read_text())
         except json.JSONDecodeError as e:
             raise UnmaskError(f"classifier: {cfg_path} is not valid JSON ({e.msg})") from None
         if not isinstance(meta, dict) or meta.get("model_type") != MODEL_TYPE:

@@ -7,7 +7,7 @@ A label set is a folder::
     shard-00000.safetensors       tensors of contexts [0, S), metadata in the header
     shard-00001.safetensors       contexts [S, 2S), ...
 
-Shards are :mod:`unmask.shard_store` files (content sha256 in the header) whose tensors are
+Shards are :mod:`unmask.parallel.shard_store` files (content sha256 in the header) whose tensors are
 :data:`LABEL_SCHEMA`'s. :mod:`unmask.mi.labels` writes them; this module reads and checks them.
 """
 
@@ -24,7 +24,8 @@ import torch
 
 import unmask
 from unmask.errors import UnmaskError, require
-from unmask.shard_store import Schema, ShardError, parse_shard
+from unmask.io import parse_json
+from unmask.parallel.shard_store import Schema, ShardError, parse_shard
 from unmask.validation import is_int
 
 FORMAT = "unmask-mi-labels/1"
@@ -62,7 +63,7 @@ def checked_manifest(path: Path, where: str) -> dict:
     """The manifest at ``path``, refused with one line unless it has the structure
     :func:`write_labels` writes (identity dict, shard entries with file/start/count/sha256)."""
     try:
-        manifest = json.loads(path.read_text())
+        manifest = parse_json(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise UnmaskError(f"{where}: {path} is not valid JSON") from None
     except OSError as e:
@@ -85,12 +86,12 @@ def checked_manifest(path: Path, where: str) -> dict:
 def check_label_shard(data: bytes, identity: dict, start: int, count: int
                       ) -> dict[str, torch.Tensor]:
     """The tensors of label shard file ``data`` (its bytes already checked against the
-    manifest's sha256): :class:`~unmask.shard_store.ShardError` unless its content digest
+    manifest's sha256): :class:`~unmask.parallel.shard_store.ShardError` unless its content digest
     (when it has one: shards of earlier versions have none), tensors (:data:`LABEL_SCHEMA`,
     ``count`` contexts) and metadata (``identity``, ``start``, ``count``) are right."""
     tensors, meta = parse_shard(data, LABEL_SCHEMA, {"S": count}, digest_required=False)
     try:
-        found = json.loads(meta.get(META_KEY, "{}"))
+        found = parse_json(meta.get(META_KEY, "{}"))
     except json.JSONDecodeError:
         raise ShardError("is not an unmask MI label shard") from None
     diff = mismatch(found, {**identity, "start": start, "count": count})

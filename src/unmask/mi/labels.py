@@ -13,9 +13,9 @@ A label set is a folder::
     shard-00001.safetensors       contexts [S, 2S), ...
 
 Context c is a pure function of (task, seed, c), so every shard can be computed on its own, in
-any order (in this process or on the workers of an engine, :mod:`unmask.workers`), and a killed run
-resumed: finished shards (complete files, renamed into place atomically, listed in the manifest
-with the sha256 of their bytes) are skipped and the rest recomputed, giving files
+any order (in this process or on the workers of an engine, :mod:`unmask.parallel.workers`), and
+a killed run resumed: finished shards (complete files, renamed into place atomically, listed in
+the manifest with the sha256 of their bytes) are skipped and the rest recomputed, giving files
 byte-identical to an uninterrupted run on the same machine and versions. A shard whose bytes
 do not hash to the manifest's sha256 is recomputed on resume and refused on read. A folder
 holding labels of another identity is an error, never a silent mix.
@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.io import file_sha256
+from unmask.io import file_sha256, parse_json
 from unmask.mi.label_files import (
     FORMAT,
     LABEL_SCHEMA,
@@ -59,9 +59,9 @@ from unmask.mi.label_files import (
 )
 from unmask.mi.probe import perturbation_mi
 from unmask.models.base import MaskedModel
-from unmask.shard_store import ShardError, ShardStore, shard_bytes
+from unmask.parallel.shard_store import ShardError, ShardStore, shard_bytes
+from unmask.parallel.workers import Engine, LocalEngine
 from unmask.validation import is_int
-from unmask.workers import Engine, LocalEngine
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,7 @@ def _verified_entry(path: Path, entry: dict | None, identity: dict, start: int,
     try:  # the content digest (shards of earlier versions have none) and the tensors
         _, header = ShardStore(path.parent, "out").read(
             path.name, LABEL_SCHEMA, {"S": entry["count"]}, digest_required=False)
-        meta = json.loads(header[META_KEY])
+        meta = parse_json(header[META_KEY])
     except (ShardError, KeyError, json.JSONDecodeError) as e:
         return None, str(e) if isinstance(e, ShardError) else "is not an unmask MI label shard"
     diff = mismatch(meta, identity)
@@ -359,13 +359,15 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
 
     Args:
         model: the model, or a picklable callable loading it (e.g.
-            :func:`unmask.recipe.model_recipe`), which each of the engine's workers calls once.
+            :func:`unmask.bench.recipe.model_recipe`), which each of the engine's workers calls
+            once.
         top_k: probe at most the top_k most likely tokens per position (None: no cap); with
             ``eps`` and ``batch_size`` (capped at ``MAX_LOGITS`` logits per model call, see
             :func:`unmask.mi.perturbation_mi`) it bounds cost and memory at large vocabularies.
         options: the task's own settings (:attr:`ContextTask.options`; the text task:
             :func:`unmask.text.labels.text_options`).
-        engine: where shards are computed (default: a :class:`unmask.workers.LocalEngine`, in
+        engine: where shards are computed (default: a
+            :class:`unmask.parallel.workers.LocalEngine`, in
             this process). Results come back to this process, which writes each shard
             atomically and records its sha256 in the manifest after every shard.
         log: called with one line per shard.

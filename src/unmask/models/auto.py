@@ -101,10 +101,15 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
         hf_options["device"] = check_device(hf_options["device"])
     default = task if task in shipped_names() else DEFAULT_MODEL
     if isinstance(name_or_path, str) and name_or_path in CONVERTED:
-        path = CONVERTED[name_or_path]()
+        path = CONVERTED[name_or_path]()  # checked against its manifest
+        hf_options["trust_remote_code"] = False  # what unmask converted holds no code
     else:
         path = resolve_model_path(name_or_path, default)
     meta = read_json_object(path / "config.json")
+    if name_or_path in CONVERTED and "auto_map" in meta:
+        raise UnmaskError(f"model: {path} holds a config with modelling code (auto_map), "
+                          f"which no folder unmask converts has; delete {path} to convert it "
+                          "again")
     kind = model_kind(meta)
     if kind in NOT_MODELS:
         raise UnmaskError(f"model: {path} is {NOT_MODELS[kind]}, not a model")

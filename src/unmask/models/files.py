@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from unmask.errors import UnmaskError
+from unmask.io import parse_json
 from unmask.validation import field_problem
 
 
@@ -22,7 +23,7 @@ def read_json_object(path: str | Path) -> dict:
     if not path.is_file():
         raise UnmaskError(f"model: {path.parent} has no {path.name}")
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UnmaskError(f"model: {path} is not JSON ({getattr(e, 'msg', e)})") from None
     if not isinstance(data, dict):

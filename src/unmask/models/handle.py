@@ -4,8 +4,25 @@ from __future__ import annotations
 
 import torch
 
+from unmask.errors import UnmaskError
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.probs import previous_pass_probs
+
+#: the largest |logit| a position's most likely token may have: a trained model's are in
+#: the tens; beyond this the weights hold values near the float range (one that overflows)
+MAX_TOP_LOGIT = 1e8
+
+
+def check_logits(model: MaskedModel, logits: torch.Tensor) -> None:
+    """Refuse in one line a model whose logits (..., V) are not usable numbers: a position
+    whose largest logit is NaN, infinite or beyond :data:`MAX_TOP_LOGIT` (weights holding a
+    NaN, or values so large the pass overflows). A token may be -inf, not every token."""
+    top = logits.amax(-1)
+    if not bool((top.abs() < MAX_TOP_LOGIT).all()):  # False for NaN too
+        name = getattr(model, "source", None) or type(model).__name__
+        raise UnmaskError(f"model: {name} gives logits that are not finite numbers of a "
+                          f"sane size (NaN, infinite or beyond {MAX_TOP_LOGIT:g}) on its first "
+                          "pass; its weights hold NaN, infinite or huge values")
 
 
 class ModelHandle:
@@ -32,6 +49,7 @@ class ModelHandle:
         self.prev_probs = (torch.zeros(batch_size, seq_len, model.vocab_size, device=device)
                            if self_condition and model.self_conditioning
                            else None)
+        self._checked = False  # the first call's logits are checked (check_logits)
 
     def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
                  output_hidden_layers: bool = False, logits_positions: slice | None = None
@@ -48,6 +66,9 @@ class ModelHandle:
             else:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers,
                                  prev_probs=self.prev_probs[rows], **extra)
+        if not self._checked:
+            check_logits(self.model, out.logits)
+            self._checked = True
         self.calls[torch.unique(rows)] += 1
         self.sequences.index_add_(0, rows, torch.ones_like(rows))
         return out

@@ -379,6 +379,7 @@ class HFMaskedModel(MaskedModel):
         if missing:
             raise UnmaskError(f"model: {directory} weights lack {missing[0]!r} that its config "
                               "implies (it would be left at random initialisation)")
+        check_unexpected_weights(directory, hf_model, info)
         tokenizer = None
         if any((directory / f).is_file() for f in _TOKENIZER_FILES):
             try:
@@ -389,6 +390,29 @@ class HFMaskedModel(MaskedModel):
         model.source = str(directory)
         model.default_gen_length = _max_new_tokens(directory)
         return model
+
+
+def _index_pattern(name: str) -> str:
+    """``name`` with its module indices as ``#`` ('encoder.layer.7.x' -> 'encoder.layer.#.x')."""
+    return re.sub(r"(?<=\.)\d+(?=\.|$)", "#", name)
+
+
+def check_unexpected_weights(directory: Path, model: torch.nn.Module, info: dict) -> None:
+    """Refuse weights that hold more of the model than its config declares: an unexpected
+    key (``info``: transformers' loading info) that is one more copy of a module the model
+    has (a layer past ``num_hidden_layers``) means a config that would silently truncate the
+    model. Other unexpected keys (the heads of another task, a pooler) are left out by
+    design."""
+    own = set()
+    for key in model.state_dict():
+        pattern = _index_pattern(key)
+        own.update((pattern, pattern.split(".", 1)[-1]))
+    for key in sorted(info.get("unexpected_keys") or []):
+        pattern = _index_pattern(key)
+        if pattern in own or pattern.split(".", 1)[-1] in own:
+            raise UnmaskError(f"model: {directory} weights hold {key!r}, which its config "
+                              "does not imply (the weights hold more than config.json "
+                              "declares: num_hidden_layers, ...)")
 
 
 def _load_failure(directory: Path, config, loader, error: BaseException) -> str:

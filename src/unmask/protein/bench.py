@@ -6,19 +6,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from unmask.bench import (
-    BenchContext,
-    BenchResult,
-    BenchRow,
-    BenchTask,
-    add_nfe_vs_sequential,
-    add_rate_metrics,
-    aup,
-    pareto_plot,
-)
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow
+from unmask.bench.plot import pareto_plot
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.rows import add_nfe_vs_sequential, add_rate_metrics, aup
+from unmask.bench.sweep import Run, Warmup, sweep
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError, require
+from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
+from unmask.protein.bench_task import ProteinBenchTask
 from unmask.protein.data import ProteinSplit, background_composition, model_split
 from unmask.protein.metrics import generation_metrics
 from unmask.protein.model import load_protein_model
@@ -28,47 +25,34 @@ from unmask.protein.tokens import (
     generation_inputs,
     random_lengths,
 )
-from unmask.recipe import ModelRecipe
 from unmask.samplers.spec import SamplerSpec
-from unmask.sweep import Run, Warmup, sweep
-from unmask.workers import Engine
 
 #: the published reference (ESM-C, 500 proteins of length 50-100 against 500 UniRef50
 #: references): (label, mean NFE, JSD)
 SEED_REFERENCE = [("ref sequential", 74.8, 0.093), ("ref top-12", 6.2, 0.218),
                   ("ref MI-guided γ=4", 10.0, 0.174)]
 
-#: protein positions carry 2-3 nats each, so entropy budgets are in units of ~2.8 nats per
-#: extra position and confidence thresholds sit far below Sudoku's; 'uniform' (random order)
-#: is plain ancestral sampling, free of any ordering bias
-DEFAULT_SPECS = [
-    "confidence", "entropy", "uniform",
-    "topk:k=4", "topk:k=12",
-    "eb:gamma=3", "eb:gamma=10", "eb:gamma=30", "eb:gamma=10,order=confidence",
-    "threshold:tau=0.12", "threshold:tau=0.1",
-]
 
-
-def bench_protein(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: int = 500,
+def run_bench(model, split: ProteinSplit, entries: list[SamplerSpec], *, n: int = 500,
                   seed: int = 0, temperature: float = 1.0, min_length: int = MIN_GEN_LENGTH,
                   max_length: int = MAX_GEN_LENGTH, batch_size: int = 500,
                   natural: bool = True, progress=None, engine: Engine | None = None,
                   recipe: ModelRecipe | None = None, cache=None
                   ) -> tuple[list[BenchRow], torch.Tensor]:
-    """Generate ``n`` proteins with each entry; (one :class:`unmask.bench.BenchRow` per entry,
-    lengths (n,)).
+    """Generate ``n`` proteins with each entry; (one :class:`unmask.bench.contract.BenchRow` per
+    entry, lengths (n,)).
 
     The sweep is cut into shards of ``batch_size`` proteins per entry, decoded on ``engine``
     (default: this process; protein r decodes with seed ``seed * n + r`` whatever the shard):
-    see :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
+    see :func:`unmask.bench.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
     ``model``, and whose ``cache`` folder keeps finished shards. ``wall_s`` sums the shards'
     decode seconds.
 
     Every entry decodes the same lengths (uniform in [min_length, max_length], from ``seed``)
     at ``temperature`` (0 would give one protein per length). Shared fields: label, name,
-    accuracy (1 - jsd_heldout, the closeness the Pareto plot and :func:`unmask.bench.aup`
+    accuracy (1 - jsd_heldout, the closeness the Pareto plot and :func:`unmask.bench.rows.aup`
     read), nfe, sequences (mean sequences evaluated per protein), wall_s, n_items (``n``),
-    and :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass and sequences_per_token
+    and :func:`unmask.bench.rows.add_rate_metrics`'s tokens_per_pass and sequences_per_token
     (wall_per_solved None: generation solves no item). Columns: params, cumulative_entropy,
     proteins_per_s, revealed (mean residues decoded per protein), the metrics of
     :func:`unmask.protein.metrics.generation_metrics`, closeness (the accuracy, under its
@@ -123,53 +107,9 @@ def _row(label: str, name: str, params: dict, n: int, metrics: dict, res=None,
                  **metrics, "closeness": 1.0 - metrics["jsd_heldout"]})
 
 
-def add_split_args(p, types) -> None:
-    """The flags naming the train/held-out split (:func:`unmask.protein.data.model_split`);
-    ``types``: the CLI's argument types."""
-    p.add_argument("--fasta", default=None,
-                   help="protein FASTA file (default: the proteome shipped with pyhmmer)")
-    p.add_argument("--heldout-fraction", type=types.finite_float(0.0, 1.0, open_low=True),
-                   default=None,
-                   help="share of proteins held out (default 0.1, or the model's split.json)")
-    p.add_argument("--split-seed", type=types.seed_int, default=None,
-                   help="seed of the train/held-out split (default 0, or the model's "
-                        "split.json)")
-
-
-class ProteinBench(BenchTask):
+class ProteinBench(ProteinBenchTask):
     """Proteins generated by every sampler: composition closeness to held-out proteins
     against forward passes."""
-
-    name = "protein"
-    default_specs = DEFAULT_SPECS
-    default_limit = 500
-    items = "proteins generated per sampler"
-    default_temperatures = "1.0"
-    default_dtype = "float32"
-    estimator = True
-    model_help = ("model folder (ours or an EsmForMaskedLM checkpoint; default: the shipped "
-                  "protein MDM)")
-    accuracy_label = "100 × (1 − JSD of amino-acid composition vs held-out, nats)"
-    aliases = {"--n": "--limit", "--temperature": "--temperatures", "--bf16": "--dtype"}
-    columns = [("sampler", "label", ""), ("mean NFE", "nfe", ".1f"),
-               ("NFE / seq.", "nfe_vs_sequential", ".2f"),
-               ("JSD aa", "jsd_heldout", ".4f"), ("± se", "jsd_heldout_se", ".4f"),
-               ("JSD aa bg", "jsd_background", ".4f"),
-               ("JSD 2-mer", "jsd_2mer", ".4f"), ("JSD per seq", "jsd_per_seq", ".3f"),
-               ("low-cplx %", "low_complexity_pct", ".1f"),
-               ("distinct %", "distinct_pct", ".1f"),
-               ("tok/pass", "tokens_per_pass", ".2f"), ("seq/row", "sequences", ".1f"),
-               ("wall s", "wall_s", ".1f"), ("proteins/s", "proteins_per_s", ".1f")]
-
-    def add_arguments(self, p, types) -> None:
-        add_split_args(p, types)
-        p.add_argument("--min-length", type=types.positive_int, default=50,
-                       help="shortest generated protein")
-        p.add_argument("--max-length", type=types.positive_int, default=100,
-                       help="longest generated protein")
-        p.add_argument("--batch-size", type=types.positive_int, default=500)
-        p.add_argument("--no-natural", action="store_true",
-                       help="leave out the natural-crop reference rows")
 
     def check(self, args) -> None:
         if args.min_length > args.max_length:
@@ -186,7 +126,7 @@ class ProteinBench(BenchTask):
         args, model = ctx.args, ctx.model
         split = model_split(args.fasta, args.heldout_fraction, args.split_seed, model.source)
         [temperature] = ctx.temperatures
-        rows, lengths = bench_protein(
+        rows, lengths = run_bench(
             model, split, ctx.entries, n=ctx.limit, seed=ctx.seed, temperature=temperature,
             min_length=args.min_length, max_length=args.max_length,
             batch_size=args.batch_size, natural=not args.no_natural, **ctx.sweep)

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError, require
+from unmask.io import parse_json
 from unmask.protein.fasta import FastaRecord, read_fasta
 from unmask.protein.tokens import (
     AMINO_ACIDS,
@@ -246,7 +247,7 @@ def model_split(fasta: str | None, heldout_fraction: float | None, split_seed: i
     if model_dir is not None and (Path(model_dir) / "split.json").is_file():
         path = Path(model_dir) / "split.json"
         try:
-            recorded = json.loads(path.read_text(encoding="utf-8"))
+            recorded = parse_json(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise UnmaskError(f"{path}: not a JSON file ({e})") from None
         if not isinstance(recorded, dict):

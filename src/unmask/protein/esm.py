@@ -23,6 +23,7 @@ from safetensors import SafetensorError
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.files import read_json_object
+from unmask.models.hf import check_unexpected_weights
 from unmask.protein.model import check_protein_model
 from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, VOCAB_SIZE, check_padded_tokens
 
@@ -122,12 +123,14 @@ class EsmMaskedModel(MaskedModel):
 
         hf_logging.disable_progress_bar()  # one line per failure is the CLI's contract
         try:
-            esm = esm_cls.from_pretrained(str(directory), local_files_only=True
-                                          ).to(map_location)
+            esm, info = esm_cls.from_pretrained(str(directory), local_files_only=True,
+                                                output_loading_info=True)
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, SafetensorError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UnmaskError(f"model: {directory} is not a readable EsmForMaskedLM "
                               f"checkpoint ({first})") from None
+        check_unexpected_weights(directory, esm, info)
+        esm = esm.to(map_location)
         vocab_file = directory / "vocab.txt"
         default = ESMC_ALPHABET if kind == "esmc" else ESM2_ALPHABET
         vocab = vocab_file.read_text().split() if vocab_file.is_file() else default

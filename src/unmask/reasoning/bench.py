@@ -8,28 +8,22 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from unmask.bench import (
-    BenchContext,
-    BenchEntry,
-    BenchResult,
-    BenchRow,
-    BenchTask,
-    add_paired_vs,
-    add_rate_metrics,
-    aup,
-    pareto_plot,
-    render_table,
-)
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow
+from unmask.bench.plot import pareto_plot
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.rows import add_paired_vs, add_rate_metrics, aup
+from unmask.bench.sweep import Run, Warmup, sweep
+from unmask.bench.table import render_table
 from unmask.decode import DecodeConfig
 from unmask.errors import require
 from unmask.generate import Generation, TextEnds, encode_prompt, generate, generations, prompt_batch
 from unmask.models.auto import load_model
+from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
-from unmask.reasoning.tasks import TASKS, Item, ReasoningTask, get_tasks
-from unmask.recipe import ModelRecipe
-from unmask.sweep import Run, Warmup, sweep
+from unmask.reasoning.bench_task import ReasoningBenchTask
+from unmask.reasoning.tasks import Item, ReasoningTask, get_tasks
+from unmask.samplers.spec import SamplerSpec
 from unmask.validation import is_int
-from unmask.workers import Engine
 
 #: bench problems lie below this generator seed (training and weight selection start there)
 SELECT_SEED = 900_000
@@ -38,7 +32,7 @@ BATCH_SIZE = 32
 
 
 def n_batches(n_tasks: int, limit: int, n_entries: int, n_temperatures: int) -> int:
-    """How many batches (sweep runs) :func:`run_reasoning_bench` decodes."""
+    """How many batches (sweep runs) :func:`run_bench` decodes."""
     return n_tasks * -(-limit // BATCH_SIZE) * n_entries * n_temperatures
 
 
@@ -111,7 +105,7 @@ class _Batches:
             out.ends.append(ends)
         return out
 
-    def runs(self, entry: BenchEntry, config: DecodeConfig, seed: int) -> list[Run]:
+    def runs(self, entry: SamplerSpec, config: DecodeConfig, seed: int) -> list[Run]:
         """The batches as sweep runs of ``entry`` (batch k starts at item k * batch size)."""
         starts = [sum(map(len, self.index[:k])) for k in range(len(self.index))]
         return [Run(entry, x, config, seed + lo, extras=ends)
@@ -128,14 +122,6 @@ class _Batches:
         return out
 
 
-#: every sampler that needs no extra file, at its usual settings, fixed-count parallel
-#: decoding, and verified drafts (``mi-guided`` needs an MI estimator of the model: add it with
-#: ``--samplers mi-guided:estimator=DIR``)
-DEFAULT_SPECS = [
-    "confidence", "entropy", "margin", "uniform", "klass", "info-gain", "lookum",
-    "eb:gamma=0.1", "eb:gamma=1.0", "threshold:tau=0.9", "dus", "topk:k=2", "topk:k=4",
-    "topk:k=4+verify", "eb:gamma=1.0,order=confidence+verify=0.002",
-]
 #: the pooled rows' task name
 POOLED = "pooled"
 
@@ -156,7 +142,7 @@ def _row(entry, task: str, temperature: float, gen_length: float, solved: list[S
                  "cumulative_entropy": float(np.mean([s.cumulative_entropy for s in solved]))})
 
 
-def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEntry],
+def run_bench(model, tasks: list[ReasoningTask], entries: list[SamplerSpec],
                         limit: int, temperatures: tuple[float, ...] = (0.0,), seed: int = 0,
                         progress=None, confidence: str = "draw", engine: Engine | None = None,
                         recipe: ModelRecipe | None = None, cache=None) -> list[BenchRow]:
@@ -165,14 +151,14 @@ def run_reasoning_bench(model, tasks: list[ReasoningTask], entries: list[BenchEn
     with ``"max"`` say so in their label and ``confidence``).
 
     Every batch of :data:`BATCH_SIZE` problems (batched as :func:`solve` does) is one run of a
-    sweep on ``engine`` (:func:`unmask.sweep.sweep`: ``recipe`` tells a Ray engine's workers
+    sweep on ``engine`` (:func:`unmask.bench.sweep.sweep`: ``recipe`` tells a Ray engine's workers
     how to load the model, ``cache`` keeps finished batches); ``progress`` is called with the
     number of batches finished (:func:`n_batches` in all).
 
-    Returns one :class:`unmask.bench.BenchRow` per (entry, temperature, task), then per
+    Returns one :class:`unmask.bench.contract.BenchRow` per (entry, temperature, task), then per
     (entry, temperature) the ``pooled`` row over the tasks: accuracy (the verifier's full
     credit), nfe and sequences (means per problem), wall_s (total), n_items,
-    :func:`unmask.bench.add_rate_metrics`' rates, and the columns verified, confidence,
+    :func:`unmask.bench.rows.add_rate_metrics`' rates, and the columns verified, confidence,
     task, temperature, solved_each (a '0'/'1' per problem), gen_length, tokens_per_forward
     (gen_length / nfe; the gen_length positions count, trailing EOS included),
     cumulative_entropy (mean nats), gained_vs_ref / lost_vs_ref against sequential
@@ -238,7 +224,7 @@ def pool_rows(parts: list[BenchRow]) -> BenchRow:
 
 
 def aup_by_temperature(rows: list[BenchRow]) -> dict[float, float | None]:
-    """The AUP (:func:`unmask.bench.aup`) of the pooled rows at each temperature."""
+    """The AUP (:func:`unmask.bench.rows.aup`) of the pooled rows at each temperature."""
     temps = dict.fromkeys(r.columns["temperature"] for r in rows)
     return {t: aup([r for r in rows if r.columns["task"] == POOLED
                     and r.columns["temperature"] == t]) for t in temps}
@@ -261,23 +247,9 @@ def print_tables(rows: list[dict], aups: dict, title: str) -> None:
             render_table(part, columns, f"{task}, T={t:g} — {title}{extra}")
 
 
-class ReasoningBench(BenchTask):
+class ReasoningBench(ReasoningBenchTask):
     """Samplers on the reasoning tasks, each answer scored by its task's verifier; a
     pooled row per sampler and temperature."""
-
-    name = "reasoning"
-    default_specs = DEFAULT_SPECS
-    default_model = "text"
-    model_help = ("shipped model name or a transformers folder (default: the shipped text "
-                  "MDM)")
-    default_limit = 100
-    items = "problems per task (of seeds --seed .. --seed + limit - 1)"
-    all_temperatures = True
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
-                       help=f"tasks to run (default all: {', '.join(TASKS)})")
-        types.add_confidence_arg(p)
 
     def check(self, args) -> None:
         args.tasks = get_tasks(args.tasks, "--tasks")
@@ -294,7 +266,7 @@ class ReasoningBench(BenchTask):
 
     def run(self, ctx: BenchContext) -> BenchResult:
         args = ctx.args
-        rows = run_reasoning_bench(ctx.model, args.tasks, ctx.entries, ctx.limit,
+        rows = run_bench(ctx.model, args.tasks, ctx.entries, ctx.limit,
                                    ctx.temperatures, ctx.seed, confidence=args.confidence,
                                    **ctx.sweep)
         aups = aup_by_temperature(rows)

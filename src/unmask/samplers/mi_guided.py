@@ -13,13 +13,13 @@ The MI matrix I comes from the neural estimator on the hidden states of the same
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from unmask.errors import UnmaskError, require
+from unmask.io import parse_json
 from unmask.mi.estimator import MIEstimator, load_estimator, needs_hidden_layers
 from unmask.mi.probe import perturbation_mi
 from unmask.pretrained import PRETRAINED_DIR, pretrained_path
@@ -172,7 +172,7 @@ def shipped_estimator_for(model) -> Path:
     model's); :class:`UnmaskError` when none was."""
     fingerprint = None
     for config in sorted(PRETRAINED_DIR.glob("*/config.json")):
-        record = json.loads(config.read_text())
+        record = parse_json(config.read_text())
         if record.get("model_type") != "mi-estimator":
             continue
         want = record.get("config", {}).get("model_fingerprint")

@@ -10,6 +10,7 @@ from typing import ClassVar
 import torch
 
 from unmask.errors import UnmaskError, require
+from unmask.io import parse_json
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, register, top_k_mask
 
 
@@ -32,7 +33,7 @@ def _load_frequencies(value) -> torch.Tensor:
             raise UnmaskError(f"frequencies: no file {path}")
         text = path.read_text()
         try:
-            data = json.loads(text)
+            data = parse_json(text)
         except json.JSONDecodeError:
             try:
                 data = [float(t) for t in text.split()]

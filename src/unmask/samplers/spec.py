@@ -29,6 +29,7 @@ a verified pass); it does with a wrapper (it verifies the wrapped sampler's sets
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field
 
@@ -58,6 +59,8 @@ class HookModifier:
 
 #: modifier name -> :class:`HookModifier`, filled by :func:`register_hook`
 HOOK_MODIFIERS: dict[str, HookModifier] = {}
+#: the modules whose import registers the shipped modifiers (read before any spec is parsed)
+REGISTERING_MODULES = ("unmask.hooks",)
 
 
 def register_hook(name: str, primary: str):
@@ -210,6 +213,10 @@ def _make_hook(name: str, params: dict, sampler: Sampler | None = None):
 
 
 def _modifier_names() -> list[str]:
+    # the modules that register modifiers, imported here: a spec reads the same whichever
+    # module was imported first
+    for module in REGISTERING_MODULES:
+        importlib.import_module(module)
     return ["verify", "corrector", *HOOK_MODIFIERS]
 
 

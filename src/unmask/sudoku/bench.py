@@ -7,73 +7,44 @@ import dataclasses
 import numpy as np
 import torch
 
-from unmask.bench import (
-    BenchContext,
-    BenchResult,
-    BenchRow,
-    BenchTask,
-    add_nfe_vs_sequential,
-    add_paired_vs,
-    add_rate_metrics,
-    aup,
-    pareto_plot,
-    render_table,
-)
+from unmask.bench.contract import BenchContext, BenchResult, BenchRow
+from unmask.bench.plot import pareto_plot
+from unmask.bench.recipe import ModelRecipe
+from unmask.bench.rows import add_nfe_vs_sequential, add_paired_vs, add_rate_metrics, aup
+from unmask.bench.sweep import Run, Warmup, sweep
+from unmask.bench.table import render_table
 from unmask.corrector import SHIPPED_CORRECTOR
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
 from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
-from unmask.mi.maps import peer_mask
 from unmask.models.auto import load_model
+from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
-from unmask.recipe import ModelRecipe
 from unmask.samplers.base import sampler_class
 from unmask.samplers.spec import SamplerSpec
+from unmask.sudoku.bench_task import SEED_REFERENCE, SudokuBenchTask
 from unmask.sudoku.datasets import set_puzzles
+from unmask.sudoku.maps import peer_mask
 from unmask.sudoku.solver import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
-from unmask.sweep import Run, Warmup, sweep
-from unmask.workers import Engine
-
-#: the published reference of arXiv 2605.20187 (same protocol: 1,000 hard puzzles, one MDM):
-#: (label, NFE, solved %)
-SEED_REFERENCE = [("ref sequential", 53.9, 61.6), ("ref top-7", 9.0, 36.8),
-                  ("ref MI-guided γ=0.3", 15.2, 63.6), ("ref MI-guided γ=0.6", 9.7, 56.2)]
-
-DEFAULT_SPECS = [
-    "confidence", "entropy", "margin",
-    "topk:k=3", "topk:k=5", "topk:k=7",
-    "eb:gamma=0.01,order=confidence", "eb:gamma=0.03,order=confidence",
-    "eb:gamma=0.1,order=confidence",
-    "eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=confidence",
-    "eb:gamma=0.1", "eb:gamma=1.0",
-    "threshold:tau=0.99", "threshold:tau=0.9", "threshold:tau=0.7",
-    "mi-guided:gamma=0.1,order=confidence", "mi-guided:gamma=0.3,order=confidence",
-    "mi-guided:gamma=0.6,order=confidence", "mi-guided:gamma=1.0,order=confidence",
-    "mi-guided:gamma=0.3", "mi-guided:gamma=0.6",
-    # verified passes (docs/verify.md)
-    "mi-guided:gamma=1.0,order=confidence+verify=0.002",
-    "eb:gamma=1.0,order=confidence+verify=0.002",
-    "info-gain", "lookum",
-]
 
 
-def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: int = 0,
+def run_bench(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: int = 0,
                  batch_size: int = 1000, config: DecodeConfig | None = None,
                  corrector_hooks=(), progress=None, engine: Engine | None = None,
                  recipe: ModelRecipe | None = None, cache=None) -> list[BenchRow]:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
     entries marked ``corrected`` with ``corrector_hooks``: :func:`unmask.hooks.corrector_hooks`);
-    one :class:`unmask.bench.BenchRow` per entry, its accuracy the share solved.
+    one :class:`unmask.bench.contract.BenchRow` per entry, its accuracy the share solved.
 
     The sweep is cut into shards of ``batch_size`` puzzles per entry, decoded on ``engine``
     (default: this process; puzzle p decodes with seed ``seed + p`` whatever the shard): see
-    :func:`unmask.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
+    :func:`unmask.bench.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
     ``model`` and the corrector, and whose ``cache`` folder keeps finished shards.
 
     Shared fields: label, name, accuracy (share solved), nfe (mean model calls), sequences
     (mean sequences evaluated), wall_s (decode seconds, summed over shards), n_items, and
-    :func:`unmask.bench.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
+    :func:`unmask.bench.rows.add_rate_metrics`'s tokens_per_pass, sequences_per_token and
     wall_per_solved. Columns: corrected (decoded with the corrector), verified (every pass's
     set verified), verify_tolerance, params, solved (the accuracy, under its older name),
     solved_each ('0'/'1' per puzzle, in order), steps (mean decoding passes: equal to nfe
@@ -99,7 +70,7 @@ def bench_sudoku(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed
 
 def _row(entry: SamplerSpec, res, wall: float, puzzles: np.ndarray, revealed: float
          ) -> BenchRow:
-    """One entry's row from its decode of ``puzzles`` (:func:`bench_sudoku`)."""
+    """One entry's row from its decode of ``puzzles`` (:func:`run_bench`)."""
     solved = is_valid_solution(tokens_to_grid(res.tokens), puzzles)
     share = float(solved.mean())
     return BenchRow(
@@ -158,25 +129,8 @@ def estimator_records(entries: list[SamplerSpec], model) -> list[dict]:
     return list(records.values())
 
 
-class SudokuBench(BenchTask):
+class SudokuBench(SudokuBenchTask):
     """Every sampler on one puzzle set: solved share against forward passes."""
-
-    name = "sudoku"
-    default_specs = DEFAULT_SPECS
-    items = "puzzles (the first of the set)"
-    model_task = "sudoku"
-    corrector = True
-    estimator = True
-    accuracy_label = "solved %"
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--set", default="hard",
-                       help="hard | medium | a UTF-8 puzzle file (default hard)")
-        p.add_argument("--batch-size", type=types.positive_int, default=1000,
-                       help="puzzles per decode call (default %(default)s)")
-        p.add_argument("--no-self-condition", action="store_true",
-                       help="(self-conditioning models) give every pass zeros instead of the "
-                            "previous pass's beliefs, to measure what they add")
 
     def load_model(self, args, device):
         return load_model(args.model, task="sudoku").to(device)
@@ -192,7 +146,7 @@ class SudokuBench(BenchTask):
         [temperature] = ctx.temperatures
         config = DecodeConfig(temperature=temperature,
                               self_condition=not args.no_self_condition)
-        rows = bench_sudoku(model, puzzles, ctx.entries, seed=ctx.seed,
+        rows = run_bench(model, puzzles, ctx.entries, seed=ctx.seed,
                             batch_size=args.batch_size, config=config,
                             corrector_hooks=ctx.hooks, **ctx.sweep)
         add_paired_vs(rows, add_nfe_vs_sequential(rows))

@@ -16,6 +16,7 @@ tokens it got wrong taken back to MASK.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,29 @@ def sudoku_model_config(**overrides) -> TransformerConfig:
     return TransformerConfig(**base)
 
 
+def _pool_digest(puzzles: np.ndarray, solutions: np.ndarray) -> bytes:
+    h = hashlib.sha256()
+    for a in (puzzles, solutions):
+        h.update(f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes())
+    return h.digest()
+
+
+def _read_pool(path: Path, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(puzzles, solutions) of a kept pool file, or None (generated again) unless it loads
+    without pickles, holds (n, 81) grids of its own sha256, valid solutions and puzzles that
+    keep their clues."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            puzzles, solutions, digest = data["puzzles"], data["solutions"], data["sha256"]
+    except Exception:  # noqa: BLE001 - any unreadable cache file is generated again
+        return None
+    if (puzzles.shape != (n, 81) or solutions.shape != (n, 81)
+            or digest.tobytes() != _pool_digest(puzzles, solutions)
+            or not is_valid_solution(solutions, puzzles).all()):
+        return None
+    return puzzles, solutions
+
+
 @dataclass
 class SudokuPool:
     """Puzzles (P, 81) and their solutions (P, 81), int8, 0 = blank."""
@@ -56,15 +80,17 @@ class SudokuPool:
         """Generate ``n`` minimal puzzles on grids that are no test-set solution (cached by
         (n, seed) in ``cache_dir``)."""
         path = Path(cache_dir) / f"sudoku-pool-{n}-{seed}.npz" if cache_dir else None
-        if path is not None and path.is_file():
-            data = np.load(path)
-            return cls(data["puzzles"], data["solutions"])
+        kept = _read_pool(path, n) if path is not None and path.is_file() else None
+        if kept is not None:
+            return cls(*kept)
         solutions = training_grids(n, seed=seed)
         puzzles = make_puzzles(solutions, seed=seed + 1)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp, open(tmp, "wb") as f:
-                np.savez_compressed(f, puzzles=puzzles, solutions=solutions)
+                np.savez_compressed(f, puzzles=puzzles, solutions=solutions,
+                                    sha256=np.frombuffer(_pool_digest(puzzles, solutions),
+                                                         np.uint8))
         return cls(puzzles, solutions)
 
     def batch(self, step: int, batch_size: int, seed: int = 0, puzzle_fraction: float = 0.5
@@ -107,7 +133,7 @@ class DecoderStatePool:
     def load(cls, path: str | Path) -> DecoderStatePool:
         """From the states file ``unmask corrector train`` keeps (OUT/states.pt); the
         solutions are regenerated from the puzzle pool it records."""
-        key, st = load_decoded_states(path, "--decoder-states")
+        key, st = load_decoded_states(path, "--decoder-states", digest_required=False)
         try:
             n, seed = int(key["puzzles"]), int(key["pool_seed"])
         except (KeyError, TypeError, ValueError) as e:

@@ -1,7 +1,8 @@
 """Finished shards of a bench sweep kept in a folder, so that a killed sweep resumes.
 
 Each shard's :class:`~unmask.decode.DecodeResult` is one shard file of a
-:class:`~unmask.shard_store.ShardStore` (safetensors with its content sha256) named by a key:
+:class:`~unmask.parallel.shard_store.ShardStore` (safetensors with its content sha256) named
+by a key:
 the sha256 of everything that decides the shard's result, so that a changed input never
 reuses a stale file:
 
@@ -34,9 +35,9 @@ import torch
 import unmask
 from unmask.corrector import SHIPPED_CORRECTOR
 from unmask.decode import DecodeResult
+from unmask.parallel.shard_store import Schema, ShardError, ShardStore, check_schema, shard_bytes
 from unmask.pretrained import pretrained_path, shipped_names
 from unmask.samplers.mi_guided import SHIPPED_ESTIMATORS
-from unmask.shard_store import Schema, ShardError, ShardStore, check_schema, shard_bytes
 
 FORMAT = "unmask-shard/2"
 #: the per-row tensors of a :class:`~unmask.decode.DecodeResult` a shard keeps, with their
@@ -79,7 +80,7 @@ class ShardCache:
     """The finished shards of sweeps in ``folder`` (created if missing).
 
     fingerprint: the model's weights fingerprint; device: the device type it decodes on;
-    corrector: the :class:`~unmask.sweep.CorrectorRecipe` of corrected entries (None: such
+    corrector: the :class:`~unmask.bench.sweep.CorrectorRecipe` of corrected entries (None: such
     entries are decoded every time); path_params: spec parameters that name a folder.
     """
 
@@ -119,7 +120,7 @@ class ShardCache:
         return self._folders[str(value)]
 
     def load(self, key: str | None, shape: tuple[int, int]) -> dict | None:
-        """The output (as :func:`~unmask.sweep.decode_shard` gives it) of the shard of
+        """The output (as :func:`~unmask.bench.sweep.decode_shard` gives it) of the shard of
         :meth:`key` ``key`` whose tokens have ``shape`` (S, N), or None when it is not kept
         or cannot be believed (one warning line: it is decoded again)."""
         if key is None:

@@ -2,7 +2,7 @@
 
 A bench file is a JSON object with ``bench`` (the task; a file without it is a Sudoku bench's),
 what it measured (Sudoku: ``set`` and ``puzzles``; other tasks: their item counts, seed,
-temperatures, tasks) and ``rows``: :class:`unmask.bench.BenchRow` s, each with ``label``,
+temperatures, tasks) and ``rows``: :class:`unmask.bench.contract.BenchRow` s, each with ``label``,
 ``name``, ``accuracy`` (share; older Sudoku files: ``solved``), ``nfe`` (mean forward passes;
 null on a reference row), ``wall_s`` (seconds for the whole set) and, for paired comparisons,
 ``solved_each`` ('0'/'1' per item). A row of a task part (``task``: an arithmetic or reasoning
@@ -17,19 +17,18 @@ from pathlib import Path
 
 import numpy as np
 
-from unmask.bench import paired_counts, pareto_plot, render_table
+from unmask.bench.contract import load_bench_task
+from unmask.bench.plot import pareto_plot
+from unmask.bench.rows import paired_counts
+from unmask.bench.table import render_table
 from unmask.errors import UnmaskError
-from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
+from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path, parse_json
 from unmask.samplers.spec import CORRECTOR, VERIFY
-from unmask.sudoku.bench import SEED_REFERENCE
 
 #: x-axis choices of :func:`plot_bench`: name -> (row key, axis label)
 X_AXES = {"passes": ("nfe", "mean forward passes (NFE)"),
           "wall": ("wall_s", "wall-clock seconds for the set"),
           "sequences": ("sequences", "mean sequences evaluated per item")}
-#: the y axis of a bench's plot (default: accuracy %)
-Y_LABELS = {"sudoku": "solved %", "image": "class accuracy %",
-            "protein": "100 × (1 − JSD of amino-acid composition vs held-out, nats)"}
 #: the fields of a (non-Sudoku) bench file that say which items it measured
 ITEM_FIELDS = ("tasks", "limit", "n", "lengths", "factors", "seed", "temperatures",
                "confidence")
@@ -63,7 +62,7 @@ def load_bench(path: str | Path) -> dict:
     if not path.is_file():
         raise UnmaskError(f"bench file {path}: not found")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        data = parse_json(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except _NonFinite as e:
         raise UnmaskError(f"bench file {path}: holds {e.args[0]}, not a finite number "
                           "(a bench writes finite numbers)") from None
@@ -81,15 +80,28 @@ def load_bench(path: str | Path) -> dict:
             what = "solved" if missing[0] == "accuracy" else missing[0]
             raise UnmaskError(f"bench file {path}: a row lacks {what!r} (a bench row has "
                               "label, name, accuracy (or solved), nfe)")
-        for key in ("accuracy", "nfe", "wall_s", "sequences"):
-            value = r.get(key, 0.0)
-            if key != "accuracy" and value is None and r.get("nfe") is None:
-                continue  # a reference row (natural proteins): no decoding, no cost
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UnmaskError(f"bench file {path}: row {r['label']!r} {key} is "
-                                  f"{json.dumps(value)}, not a number")
+        _check_row(path, r)
     _unique_labels(rows)
     return data
+
+
+def _check_row(path: Path, r: dict) -> None:
+    """One line naming what is wrong with a bench row: a label, name or task that is not a
+    string, a measure (or temperature) that is not a finite number."""
+    for key in ("label", "name", "task"):
+        if key in r and not isinstance(r[key], str):
+            raise UnmaskError(f"bench file {path}: a row's {key} is {json.dumps(r[key])}, "
+                              "not a string")
+    for key in ("accuracy", "nfe", "wall_s", "sequences", "temperature"):
+        if key == "temperature" and r.get(key) is None:
+            continue
+        value = r.get(key, 0.0)
+        if key not in ("accuracy", "temperature") and value is None and r.get("nfe") is None:
+            continue  # a reference row (natural proteins): no decoding, no cost
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value)):
+            raise UnmaskError(f"bench file {path}: row {r['label']!r} {key} is "
+                              f"{json.dumps(value)}, not a finite number")
 
 
 def _unique_labels(rows: list[dict]) -> None:
@@ -102,6 +114,8 @@ def _unique_labels(rows: list[dict]) -> None:
     temps = {r.get("temperature") for r in rows}
     if len(temps) > 1:
         for r in rows:
+            if r.get("temperature") is None:
+                continue
             if f"T={r['temperature']:g}" not in r["label"].split():
                 r["label"] = f"{r['label']} T={r['temperature']:g}"
 
@@ -183,7 +197,8 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
             ``sequences`` (mean sequences evaluated per puzzle).
         xlim, ylim: axis ranges (a zoom; y in %).
         target: F > 1 draws the ``confidence`` row's solved % and its x / F as guide lines.
-        references: also draw the published Sudoku points (Sudoku files, passes only).
+        references: also draw the bench's published points (:attr:`BenchTask.references`;
+            passes only).
         tags, samplers: see :func:`plot_rows`.
         title: the plot's title (default: the set and the number of rows).
 
@@ -203,8 +218,9 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
     key, xlabel = X_AXES[x]
     files = [load_bench(p) for p in paths]
     bench = files[0].get("bench", "sudoku")
-    if references and bench != "sudoku":
-        raise UnmaskError(f"--references: the published points are Sudoku's, not {bench}'s")
+    task = load_bench_task(bench)
+    if references and not task.references:
+        raise UnmaskError(f"--references: the {bench} bench has no published points")
     rows, sets = plot_rows(files, tags=tags, samplers=samplers)
     rows = [r for r in rows if r["nfe"] is not None]
     bad = [r["label"] for r in rows if not isinstance(r.get(key), (int, float))
@@ -222,9 +238,9 @@ def plot_bench(paths: list[str | Path], out: str | Path, *, x: str = "passes",
                    f"1/{target:g} of sequential's {seq[key]:.1f} {unit}")]
     default_title = (f"Sudoku '{sets}' puzzles: {len(rows)} rows" if bench == "sudoku"
                      else f"{bench} bench: {len(rows)} rows")
-    pareto_plot(rows, out, x=key, xlabel=xlabel, ylabel=Y_LABELS.get(bench, "accuracy %"),
+    pareto_plot(rows, out, x=key, xlabel=xlabel, ylabel=task.accuracy_label,
                 title=title or default_title,
-                references=SEED_REFERENCE if references else (), xlim=xlim, ylim=ylim,
+                references=task.references if references else (), xlim=xlim, ylim=ylim,
                 guides=guides)
     return len(rows)
 

@@ -1,14 +1,14 @@
 """Where a command's model runs: ``--device``, ``--engine`` and ``--workers``
-(:mod:`unmask.workers`), and a bench sweep's ``--cache``."""
+(:mod:`unmask.parallel.workers`), and a bench sweep's ``--cache``."""
 
 from __future__ import annotations
 
 import argparse
 
-from unmask.commands.paths import folder_to_keep
+from unmask.commands.flags.paths import cache_folder
 from unmask.errors import UnmaskError
+from unmask.parallel.workers import ENGINES, Engine, LocalEngine, make_engine
 from unmask.validation import positive_int
-from unmask.workers import ENGINES, Engine, LocalEngine, make_engine
 
 
 def add_device_arg(p: argparse.ArgumentParser) -> None:
@@ -25,7 +25,7 @@ def resolve_device(name: str):
 
 
 def add_engine_args(p: argparse.ArgumentParser, *, gpus: bool = True) -> None:
-    """``--engine`` and ``--workers`` (:mod:`unmask.workers`); ``gpus``: the command has
+    """``--engine`` and ``--workers`` (:mod:`unmask.parallel.workers`); ``gpus``: the command has
     ``--device``, and a Ray worker on cuda reserves one GPU."""
     p.add_argument("--engine", default="local", choices=ENGINES,
                    help="local: this process (default); ray: Ray actors, one model each, on "
@@ -37,8 +37,8 @@ def add_engine_args(p: argparse.ArgumentParser, *, gpus: bool = True) -> None:
 
 def add_cache_arg(p: argparse.ArgumentParser) -> None:
     """``--cache DIR``: keep each finished shard of a bench sweep there and reuse it
-    (:mod:`unmask.sweep_cache`)."""
-    p.add_argument("--cache", default=None, metavar="DIR", type=folder_to_keep,
+    (:mod:`unmask.bench.cache`)."""
+    p.add_argument("--cache", default=None, metavar="DIR", type=cache_folder,
                    help="keep each finished shard here and reuse it: a killed bench run again "
                         "with the same flags resumes where it stopped")
 

@@ -13,7 +13,7 @@ from unmask.hooks import Hook, corrector_hooks
 from unmask.mi.labels import get_task
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
-from unmask.workers import worker_path
+from unmask.parallel.workers import worker_path
 
 
 @dataclass(frozen=True)

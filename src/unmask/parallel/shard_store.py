@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from unmask.errors import UnmaskError
-from unmask.io import atomic_path
+from unmask.io import atomic_path, parse_json
 
 DIGEST_KEY = "content_sha256"
 #: tensor name -> (dtype, or None for any; shape as named dimensions or ints)
@@ -53,7 +53,7 @@ def shard_bytes(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> bytes
     # safetensors writes the metadata keys in no fixed order: sort them, so that the same
     # shard is the same bytes (a resumed run's files equal an uninterrupted run's)
     n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + n])
+    header = parse_json(data[8:8 + n])
     header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
@@ -72,7 +72,7 @@ def parse_shard(data: bytes, schema: Schema | None = None, dims: dict | None = N
 
     try:
         n = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8:8 + n])
+        header = parse_json(data[8:8 + n])
         found_meta = header.get("__metadata__") or {}
         tensors = load(data)
     except (SafetensorError, ValueError, UnicodeDecodeError, AttributeError, OverflowError):

@@ -1,18 +1,18 @@
 """The flags every ``unmask TASK train`` of an MDM shares, and the
-:class:`~unmask.training.TrainConfig` they describe: one place for both."""
+:class:`~unmask.training.TrainConfig` they describe: one place for both (the library is
+imported when the flags are read, not when they are added)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from unmask.commands.arg_types import add_seed_arg
-from unmask.commands.engine_flags import add_device_arg, resolve_device
-from unmask.commands.paths import output_folder
-from unmask.commands.threads import add_threads_arg
+from unmask.commands.flags.engine import add_device_arg, resolve_device
+from unmask.commands.flags.paths import TRAINING_RUN_FILES, claim_folder, command_name
+from unmask.commands.flags.threads import add_threads_arg
+from unmask.commands.flags.types import add_seed_arg
 from unmask.errors import UnmaskError
-from unmask.models.transformer import TransformerConfig
-from unmask.training import LoopConfig, TrainConfig
+from unmask.io import parse_json
 from unmask.validation import (
     field_hints,
     field_problem,
@@ -71,9 +71,11 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
     p.add_argument("--no-bf16", action="store_true")
 
 
-def training_config(args: argparse.Namespace, metric: str = "accuracy") -> TrainConfig:
-    """The :class:`TrainConfig` the flags of :func:`add_training_args` describe, selecting
-    the weights of the highest ``metric``."""
+def training_config(args: argparse.Namespace, metric: str = "accuracy"):
+    """The :class:`~unmask.training.TrainConfig` the flags of :func:`add_training_args`
+    describe, selecting the weights of the highest ``metric``."""
+    from unmask.training import LoopConfig, TrainConfig
+
     if args.decay_by_time and not args.max_time:
         raise UnmaskError("--decay-by-time: needs --max-time (the time budget to decay over)")
     loop = LoopConfig(total_steps=args.steps, lr=args.lr, warmup_steps=args.warmup,
@@ -85,20 +87,21 @@ def training_config(args: argparse.Namespace, metric: str = "accuracy") -> Train
 
 
 def training_setup(args: argparse.Namespace, metric: str = "accuracy"
-                   ) -> tuple[dict, TrainConfig]:
+                   ) -> tuple[dict, object]:
     """Check the run folder and the flags, seed torch with ``--seed`` (the weight
     initialisation); return (architecture overrides from ``--model-config``, the
     :class:`TrainConfig` of :func:`training_config`)."""
     import torch
 
-    output_folder(args.out, "--out")
+    claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
+                 own_files=TRAINING_RUN_FILES)
     if getattr(args, "device", None) is not None:
         resolve_device(args.device)
     check_resume_args(args)
     cfg = training_config(args, metric)
     text = getattr(args, "model_config", None)
     try:
-        overrides = json.loads(text) if text else {}
+        overrides = parse_json(text) if text else {}
     except json.JSONDecodeError as e:
         raise UnmaskError(f"--model-config: not a JSON object ({e.msg})") from None
     if not isinstance(overrides, dict):
@@ -137,6 +140,8 @@ def check_config_overrides(overrides: dict, flag: str) -> None:
     """Refuse keys that are not :class:`~unmask.models.transformer.TransformerConfig` fields
     and values of the wrong JSON type (``"d_model": "128"``); ranges are the config's to
     check."""
+    from unmask.models.transformer import TransformerConfig
+
     problem = field_problem(TransformerConfig, overrides, partial=True)
     if problem is None:
         return

@@ -3,7 +3,8 @@
 A sweep is a list of :class:`Run` s (one sampler entry over items (P, N) with decode settings
 and a seed). Each run is cut into shards of ``batch_size`` consecutive items, the same shards
 whatever the engine; a shard is one :func:`~unmask.decode.decode` call on the worker that holds
-the model (:mod:`unmask.workers`: this process, or Ray actors that each load the model once by
+the model (:mod:`unmask.parallel.workers`: this process, or Ray actors that each load the
+model once by
 name or path). Item r of a run always decodes with seed ``run.seed + r``, whichever shard holds
 it, and the shards' results come back merged per run, in item order.
 
@@ -23,15 +24,15 @@ from pathlib import Path
 
 import torch
 
+from unmask.bench.cache import RESULT_FIELDS, ShardCache
+from unmask.bench.recipe import ModelRecipe
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
 from unmask.models.base import MaskedModel
-from unmask.recipe import CorrectorRecipe, ModelRecipe  # noqa: F401 (the benches' import)
+from unmask.parallel.workers import Engine, LocalEngine, worker_path
 from unmask.samplers.spec import SamplerSpec
-from unmask.sweep_cache import RESULT_FIELDS, ShardCache
 from unmask.validation import is_int
-from unmask.workers import Engine, LocalEngine, worker_path
 
 #: sampler parameters naming a folder the sampler reads (made absolute for the workers)
 PATH_PARAMS = ("estimator",)
@@ -163,13 +164,13 @@ def sweep(runs: Sequence[Run], model: MaskedModel, *, batch_size: int = 1000,
         model: the model (the driver's copy: the local engine decodes with it; other engines'
             workers must load the same weights, checked by fingerprint).
         hooks: the corrector's hooks for entries marked ``corrected`` (local engine).
-        engine: where shards are decoded (default: a :class:`~unmask.workers.LocalEngine`);
+        engine: where shards are decoded (default: a :class:`~unmask.parallel.workers.LocalEngine`);
             opened here and closed before returning.
         recipe: how a worker of a non-local engine loads the model and corrector (required
             there; the model is never pickled).
         warmup: an untimed decode each worker runs once before its first shard.
         progress: called with the number of runs finished, as each finishes.
-        cache: a folder of finished shards (:mod:`unmask.sweep_cache`): shards found there
+        cache: a folder of finished shards (:mod:`unmask.bench.cache`): shards found there
             are not decoded again, and each shard decoded is written there as it arrives, so
             a killed sweep resumes where it stopped.
 
@@ -255,3 +256,20 @@ class _Gather:
         """Per run: its shards' results merged in item order, their decode seconds summed."""
         return [(merge_results([p[s]["result"] for s in sorted(p)]),
                  sum(p[s]["seconds"] for s in p)) for p in self.parts]
+
+
+def timed_decode(model, tokens: torch.Tensor, entry: SamplerSpec, config: DecodeConfig,
+                 *, seed: int = 0, batch_size: int = 1000,
+                 corrector_hooks: tuple[Hook, ...] = ()) -> tuple[DecodeResult, float]:
+    """Decode ``tokens`` (B, N) with ``entry`` in chunks of ``batch_size`` rows.
+
+    Args:
+        corrector_hooks: the hooks an entry marked ``corrected`` decodes with
+            (:func:`unmask.hooks.corrector_hooks`); required for such entries.
+
+    Returns:
+        (the chunks' results merged, seconds).
+    """
+    [(result, wall)] = sweep([Run(entry, tokens, config, seed)], model, batch_size=batch_size,
+                             hooks=corrector_hooks)
+    return result, wall

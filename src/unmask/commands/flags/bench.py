@@ -1,11 +1,14 @@
 """The bench command every task shares: ``unmask <task> bench`` is built from the task's
-:class:`~unmask.bench.BenchTask` (``unmask.<task>.bench.BENCH_TASK``) with the same flags and
-meanings. The task's command module registers it::
+:class:`~unmask.bench.contract.BenchTask` with the same flags and meanings. Its flags come from
+the task's declared bench (``unmask.<task>.bench_task.DECLARED``), its run from the bench
+itself (``unmask.<task>.bench.BENCH_TASK``). A task's flags module and command module name
+it::
 
-    @command("sudoku", "bench", help=...)
-    @arguments(bench_arguments("sudoku"))
+    bench = bench_arguments("sudoku")          # unmask.commands.flags.sudoku
+
+    @command("sudoku", "bench")                # unmask.commands.sudoku
     def bench_sudoku(args):
-        return run_bench(bench_task("sudoku"), args)
+        return run_bench_command(bench_task("sudoku"), args)
 """
 
 from __future__ import annotations
@@ -16,32 +19,32 @@ import importlib
 import json
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from unmask.bench import BenchContext, BenchResult, BenchTask, with_temperature
-from unmask.commands import arg_types
-from unmask.commands.arg_types import add_seed_arg, temperatures_type
-from unmask.commands.corrector_flags import (
+from unmask.commands.flags import types as arg_types
+from unmask.commands.flags.corrector import (
     add_corrector_args,
     corrector_from_args,
     corrector_recipe,
 )
-from unmask.commands.engine_flags import (
+from unmask.commands.flags.engine import (
     add_cache_arg,
     add_device_arg,
     add_engine_args,
     driver_device,
     engine_from_args,
 )
-from unmask.commands.paths import distinct_outputs
+from unmask.commands.flags.paths import CACHE_COMMAND, distinct_outputs, mark_folder
+from unmask.commands.flags.sampler import add_presets_arg, preset_entry, sampler_entry
+from unmask.commands.flags.threads import add_threads_arg
+from unmask.commands.flags.types import add_seed_arg, temperatures_type
 from unmask.commands.registry import COMMAND_MODULES
-from unmask.commands.sampler_flags import add_presets_arg, sampler_entry
-from unmask.commands.threads import add_threads_arg
 from unmask.errors import UnmaskError
 from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
-from unmask.models.auto import check_task
-from unmask.presets import preset_entry
-from unmask.progress import progress_bar
 from unmask.validation import int_at_least
+
+if TYPE_CHECKING:
+    from unmask.bench.contract import BenchContext, BenchResult, BenchTask
 
 #: the tasks with a bench command, from the registry
 BENCH_TASKS = tuple(path[0] for path in COMMAND_MODULES if path[1:] == ("bench",))
@@ -50,13 +53,18 @@ DTYPES = {"float32": False, "bfloat16": True}
 
 
 def bench_task(noun: str) -> BenchTask:
-    """The :class:`~unmask.bench.BenchTask` of ``unmask NOUN bench``."""
-    return importlib.import_module(f"unmask.{noun}.bench").BENCH_TASK
+    """The :class:`~unmask.bench.contract.BenchTask` of ``unmask NOUN bench``."""
+    from unmask.bench.contract import load_bench_task
+
+    return load_bench_task(noun)
 
 
 def bench_arguments(noun: str) -> Callable[[argparse.ArgumentParser], None]:
-    """The ``add_arguments`` of ``unmask NOUN bench`` (:func:`add_bench_args`)."""
-    return lambda p: add_bench_args(p, bench_task(noun))
+    """The ``add_arguments`` of ``unmask NOUN bench`` (:func:`add_bench_args`), from the task's
+    declared bench (``unmask.NOUN.bench_task.DECLARED``: its flags and defaults, without
+    importing the bench itself)."""
+    return lambda p: add_bench_args(
+        p, importlib.import_module(f"unmask.{noun}.bench_task").DECLARED)
 
 
 class _Alias(argparse.Action):
@@ -115,8 +123,11 @@ def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
                        dest=new.lstrip("-").replace("-", "_"))
 
 
-def run_bench(task: BenchTask, args: argparse.Namespace) -> int:
+def run_bench_command(task: BenchTask, args: argparse.Namespace) -> int:
     """Run ``task``'s bench with the flags of :func:`add_bench_args`."""
+    from unmask.bench.contract import BenchContext
+    from unmask.models.auto import check_task
+
     engine, device = engine_from_args(args)
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
@@ -147,6 +158,8 @@ def run_bench(task: BenchTask, args: argparse.Namespace) -> int:
     recipe = dataclasses.replace(task.recipe(args, model, device), bf16=model.autocast_bf16,
                                  corrector=corrector_recipe(args, corrector) if corrector
                                  else None)
+    if args.cache is not None:
+        mark_folder(args.cache, CACHE_COMMAND)
     ctx = BenchContext(args, model, entries, args.limit, args.temperatures, args.seed,
                        {"engine": engine, "recipe": recipe, "cache": args.cache}, hooks)
     result = _decode(task, ctx)
@@ -168,6 +181,9 @@ def _decode(task: BenchTask, ctx: BenchContext) -> BenchResult:
     """``task.run`` over the context, with a progress bar; once per temperature when the
     task decodes one at a time (rows labelled with their temperature when there are
     several)."""
+    from unmask.bench.contract import BenchResult, with_temperature
+    from unmask.progress import progress_bar
+
     per = [ctx.temperatures] if task.all_temperatures else [(t,) for t in ctx.temperatures]
     total = task.n_runs(ctx) * len(per)
     results = []

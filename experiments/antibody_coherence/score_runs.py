@@ -63,6 +63,11 @@ def main() -> None:
     p.add_argument("dir")
     p.add_argument("--reference", default="confidence")
     p.add_argument("--positions", type=int, default=24)
+    p.add_argument("--reference-dir", default=None,
+                   help="take the reference run from this folder (scored there)")
+    p.add_argument("--reverse", action="store_true", help="score the files in reverse order")
+    p.add_argument("--first", nargs="*", default=[],
+                   help="score the files whose names contain these first")
     args = p.parse_args()
     torch.set_num_threads(1)
     folder = Path(args.dir)
@@ -70,7 +75,9 @@ def main() -> None:
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     model = None
     runs = {}
-    for f in sorted(folder.glob("*.json")):
+    files = sorted(folder.glob("*.json"), reverse=args.reverse)
+    files.sort(key=lambda f: not any(w in f.name for w in args.first))
+    for f in files:
         if f.name == "scores.json":
             continue
         run = json.loads(f.read_text())
@@ -81,13 +88,24 @@ def main() -> None:
             cache[key] = {"chain": [t.chain for t in types],
                           "heavy_margin": [t.heavy_margin for t in types],
                           "pll": sampled_pll(model, run["texts"], args.positions)}
+            # another scorer may have written meanwhile: keep its entries
+            if cache_path.exists():
+                cache = {**json.loads(cache_path.read_text()), key: cache[key]}
             cache_path.write_text(json.dumps(cache, indent=1))
         runs[run["spec"]] = (run, cache[key])
+    if args.reference_dir:  # the reference run of another folder, its scores cached there
+        other = Path(args.reference_dir)
+        ref = next(f for f in other.glob("*.json") if f.name != "scores.json"
+                   and json.loads(f.read_text())["spec"] == args.reference)
+        runs[args.reference] = (json.loads(ref.read_text()), json.loads(
+            (other / "scores.json").read_text())[f"{ref.name}|{args.positions}"])
     report(runs, args.reference, folder)
 
 
 def paired(a: list[float], b: list[float]) -> tuple[float, float]:
-    d = np.asarray(a, float) - np.asarray(b, float)
+    """(mean, standard error) of a - b over the chains both hold (the first ones)."""
+    n = min(len(a), len(b))
+    d = np.asarray(a[:n], float) - np.asarray(b[:n], float)
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from unmask import UnmaskError
+from unmask import UnmaskError, Verified
 from unmask.presets import MODEL_PRESETS, PRESETS, model_preset, model_preset_spec
 from unmask.samplers.ramp import Ramp
 from unmask.samplers.spec import parse_spec
@@ -10,7 +10,8 @@ from unmask.samplers.spec import parse_spec
 
 def test_antiberty_fast_is_the_ramped_rule_and_other_models_keep_the_general_presets():
     fast = parse_spec(model_preset_spec("fast", "antiberty")).build()
-    assert isinstance(fast, Ramp) and fast.rate == 0.25
+    assert isinstance(fast, Verified) and fast.tolerance == 0.03
+    assert isinstance(fast.inner, Ramp) and fast.inner.rate == 0.25
     for model in (None, "sudoku", "protein", object()):
         assert model_preset("fast", model) == PRESETS["fast"]
     assert model_preset("quality", "antiberty") == PRESETS["quality"]

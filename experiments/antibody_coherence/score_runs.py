@@ -65,6 +65,8 @@ def main() -> None:
     p.add_argument("--positions", type=int, default=24)
     p.add_argument("--reference-dir", default=None,
                    help="take the reference run from this folder (scored there)")
+    p.add_argument("--cached-only", action="store_true",
+                   help="report the runs already scored, score nothing")
     p.add_argument("--reverse", action="store_true", help="score the files in reverse order")
     p.add_argument("--first", nargs="*", default=[],
                    help="score the files whose names contain these first")
@@ -82,6 +84,8 @@ def main() -> None:
             continue
         run = json.loads(f.read_text())
         key = f"{f.name}|{args.positions}"
+        if key not in cache and args.cached_only:
+            continue
         if key not in cache:
             model = model or load_model("antiberty")
             types = chain_types(run["texts"])

@@ -71,3 +71,10 @@ def test_a_preset_entry_benches_like_its_sampler(tiny_transformer):
     res, wall = timed_decode(m, x, entry, DecodeConfig(), batch_size=2)
     direct = decode(m, x[:2], preset_sampler("fast"))
     assert torch.equal(res.tokens[:2], direct.tokens) and wall > 0
+
+
+def test_every_preset_says_what_it_was_chosen_on_and_names_no_task_or_estimator():
+    for p in PRESETS.values():
+        assert p.chosen_on
+        entry = parse_spec(p.spec)
+        assert "estimator" not in entry.params and entry.name != "mi-guided"

@@ -1,5 +1,6 @@
 """Exact behaviour of the MI-guided selection rule on hand-made entropy / MI inputs."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -263,3 +264,98 @@ def test_mi_cap_bounds_each_pair_by_the_smaller_entropy():
     # scan: pos 0 (0.01), pos 1 (0.02 + 2.0 MI, or + 0.01 capped), pos 2 (0.5 > budget)
     assert plain.select(state).reveal[0].tolist() == [True, False, False]
     assert capped_sampler.select(state).reveal[0].tolist() == [True, True, False]
+
+
+def _estimator_folder(model, folder, recommended=None):
+    from unmask.mi.estimator import EstimatorConfig, MIEstimator
+
+    torch.manual_seed(0)
+    MIEstimator(EstimatorConfig(hidden_size=model.hidden_size,
+                                model_fingerprint=model.fingerprint())).save(folder)
+    if recommended is not None:
+        (folder / "recommended.json").write_text(json.dumps(recommended))
+    return str(folder)
+
+
+def test_unset_fields_take_the_estimators_recommended_setting(tiny_transformer, tmp_path):
+    m = tiny_transformer
+    folder = _estimator_folder(m, tmp_path / "est", {
+        "params": {"gamma": 0.7, "free_max": True, "stop_at_first_miss": True,
+                   "order": "confidence"}, "chosen_on": "a test"})
+    plain = make_sampler("mi-guided", estimator=folder)
+    assert (plain.gamma, plain.free_max, plain.order) == (0.3, False, "entropy")  # unprepared
+    plain.prepare(m)
+    assert (plain.gamma, plain.lam, plain.free_max, plain.stop_at_first_miss, plain.order) == (
+        0.7, 1.0, True, True, "confidence")
+    plain.prepare(m)  # prepared again (a second decode): still the recommendation
+    assert plain.gamma == 0.7 and plain.free_max
+    # a caller who sets any rule field spells the rule out: the others take RULE_DEFAULTS
+    mine = make_sampler("mi-guided", estimator=folder, gamma=0.2)
+    mine.prepare(m)
+    assert (mine.gamma, mine.order, mine.free_max, mine.stop_at_first_miss) == (
+        0.2, "entropy", False, False)
+    # the plain sampler decodes as the recommended setting spelled out
+    x = torch.full((3, 12), m.mask_id)
+    spelled = ("mi-guided:gamma=0.7,free_max=true,stop_at_first_miss=true,order=confidence,"
+               f"estimator={folder}")
+    a, b = decode(m, x, f"mi-guided:estimator={folder}"), decode(m, x, spelled)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.nfe, b.nfe)
+
+
+def test_without_a_recommendation_the_rule_defaults_hold(tiny_transformer, tmp_path):
+    from unmask.samplers.mi_guided import RULE_DEFAULTS
+
+    s = make_sampler("mi-guided", estimator=_estimator_folder(tiny_transformer, tmp_path / "e"))
+    s.prepare(tiny_transformer)
+    assert {k: getattr(s, k) for k in RULE_DEFAULTS} == RULE_DEFAULTS
+
+
+@pytest.mark.parametrize("text, match", [
+    ("{", "recommended setting"), ('{"gamma": 1}', "recommended setting"),
+    ('{"params": {"beta": 1}}', "unknown parameter"),
+    ('{"params": {"gamma": -1}}', "gamma: must be >= 0"),
+    ('{"params": {"free_head": true, "free_max": true}}', "free_head, free_max")])
+def test_a_bad_recommendation_is_refused_by_name(tiny_transformer, tmp_path, text, match):
+    folder = _estimator_folder(tiny_transformer, tmp_path / "est")
+    (tmp_path / "est" / "recommended.json").write_text(text)
+    with pytest.raises(UnmaskError, match=match):
+        make_sampler("mi-guided", estimator=folder).prepare(tiny_transformer)
+
+
+def test_the_shipped_sudoku_estimator_recommends_a_valid_setting():
+    from unmask.pretrained import pretrained_path
+    from unmask.samplers.mi_guided import RULE_DEFAULTS, read_recommended
+
+    params = read_recommended(pretrained_path("sudoku_mi_estimator"))
+    assert params and set(params) <= set(RULE_DEFAULTS)
+    make_sampler("mi-guided", **params)  # typed and checked as a spec's parameters are
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_a_pass_reads_nothing_back(tiny_transformer, tmp_path, monkeypatch, stop):
+    """Selecting a pass (estimator and rule) reads no tensor value back to the host."""
+    m = tiny_transformer
+    sampler = make_sampler("mi-guided", estimator=_estimator_folder(m, tmp_path / "e"),
+                           gamma=0.5, stop_at_first_miss=stop, mi_cap=True)
+    reads, select = [0], sampler.select
+
+    def counting(state):
+        names = ("item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__")
+        saved = {n: getattr(torch.Tensor, n) for n in names}
+
+        def wrap(method):
+            def wrapped(*args, **kwargs):
+                reads[0] += 1
+                return method(*args, **kwargs)
+            return wrapped
+        for n in names:
+            monkeypatch.setattr(torch.Tensor, n, wrap(saved[n]))
+        try:
+            return select(state)
+        finally:
+            for n in names:
+                monkeypatch.setattr(torch.Tensor, n, saved[n])
+
+    sampler.select = counting
+    res = decode(m, torch.full((4, 12), m.mask_id), sampler)
+    assert (res.tokens != m.mask_id).all() and reads[0] == 0

@@ -51,6 +51,9 @@ from unmask.probs import entropy_from_log_probs
 from unmask.validation import is_int
 
 MODEL_TYPE = "mi-estimator"
+#: pair-stage elements (B x U x N x N) up to which :meth:`MIEstimator.forward` computes every
+#: pair even when asked for some rows only (:meth:`MIEstimator.all_pairs_cheaper`)
+ALL_PAIRS_ELEMENTS = 1 << 26
 WEIGHTS_FILE = "estimator.safetensors"
 
 
@@ -213,8 +216,9 @@ class MIEstimator(FrozenHead):
         masked: optional (B, N) bool; pairs that are not both masked get 0 (revealed positions
         carry no conditional information).
         rows: optional (B, N) bool, the positions whose pairs are wanted; pairs with neither end
-            in ``rows`` get 0. Without two-hop units only those pairs are computed: the pair
-            stage then costs about 2K/N of the full one, K the most positions a row asks for.
+            in ``rows`` get 0. Without two-hop units, on inputs too large for every pair to be
+            cheaper (:meth:`all_pairs_cheaper`), only those pairs are computed: the pair stage
+            then costs about 2K/N of the full one, K the most positions a row asks for.
         """
         b, n = hidden.shape[:2]
         for name, t in (("masked", masked), ("rows", rows)):
@@ -223,13 +227,22 @@ class MIEstimator(FrozenHead):
         e = self.embed(hidden)
         ent = hidden[..., -1].to(e.device, e.dtype).clamp(min=0) if self.config.entropy_gate \
             else None  # (B, N) the marginal entropies, which bound each pair
-        k = int(rows.sum(1).max()) if rows is not None and b else n
-        if self.config.two_hop or 2 * k >= n:
+        if rows is None or self.config.two_hop or self.all_pairs_cheaper(b, n):
             m = self._all_pairs(e, masked, ent)
             return m if rows is None else m * (rows[:, :, None] | rows[:, None, :]).to(m.device)
         rows = rows.to(e.device)
+        k = int(rows.sum(1).max())  # read back: worth it on large inputs only
+        if 2 * k >= n:
+            return self._all_pairs(e, masked, ent) * (rows[:, :, None] | rows[:, None, :])
         index = rows.float().topk(k, dim=1).indices  # (B, K) each row's asked positions first
         return self._pairs_of(e, masked, ent, index, rows.gather(1, index))
+
+    def all_pairs_cheaper(self, b: int, n: int) -> bool:
+        """Whether every pair is computed when some rows are asked for (``rows``): when the
+        pair stage of all pairs, B x U x N x N elements, is at most :data:`ALL_PAIRS_ELEMENTS`,
+        it costs less than learning how many rows the batch asks for, which reads a number
+        back from the device and stalls its queue."""
+        return b * self.config.pair_hidden * n * n <= ALL_PAIRS_ELEMENTS
 
     def _all_pairs(self, e: torch.Tensor, masked: torch.Tensor | None,
                    ent: torch.Tensor | None) -> torch.Tensor:

@@ -13,14 +13,16 @@ The MI matrix I comes from the neural estimator on the hidden states of the same
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from unmask.errors import UnmaskError, require
+from unmask.frozen_head import resolve_head_dir
 from unmask.io import parse_json
-from unmask.mi.estimator import MIEstimator, load_estimator, needs_hidden_layers
+from unmask.mi.estimator import WEIGHTS_FILE, MIEstimator, load_estimator, needs_hidden_layers
 from unmask.mi.probe import perturbation_mi
 from unmask.pretrained import PRETRAINED_DIR, pretrained_path
 from unmask.samplers.base import (
@@ -49,17 +51,24 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
                      scores: torch.Tensor, gamma: float, lam: float,
                      stop_at_first_miss: bool = False, free_head: bool = False,
                      free_max: bool = False) -> torch.Tensor:
-    """The MI-guided selection rule, vectorised over the batch.
+    """The MI-guided selection rule, vectorised over the batch and read back by nobody: no
+    host read, whatever the inputs.
 
-    entropy: (B, N) nats; mi: (B, N, N) pairwise MI in nats (symmetric); eligible: (B, N) bool;
-    scores: (B, N), visited in descending order; gamma: initial budget (nats); lam: weight of
-    the MI with positions already taken. Returns reveal (B, N) bool: never empty where a row
-    has an eligible position (the first in scan order is taken when nothing fits).
-    With ``stop_at_first_miss`` the scan of a row ends at its first position that does not fit;
-    otherwise later (cheaper) positions may still fit.
-    With ``free_head`` the first eligible position in scan order (the pass's head, the one
-    sequential decoding would reveal) is always taken and charged nothing; the budget gamma is
-    all for the positions revealed beside it, which still pay their MI with the head.
+    entropy: (B, N) nats, >= 0; mi: (B, N, N) pairwise MI in nats, >= 0 (symmetric);
+    eligible: (B, N) bool; scores: (B, N), visited in descending order (ties: lower index
+    first); gamma: initial budget (nats); lam: weight of the MI with positions already taken.
+    Returns reveal (B, N) bool: never empty where a row has an eligible position (the first
+    in scan order is taken when nothing fits).
+
+    The scan visits a row's eligible positions in order and takes position i while its cost
+        H_i + lam * sum_{j already taken} I[i, j]
+    fits what is left of the budget. Without ``stop_at_first_miss`` a position that does not
+    fit is passed over and later (cheaper) positions may still fit; with it the scan of a row
+    ends at its first position that does not fit, so the set is the longest prefix of the scan
+    whose charge fits, computed in closed form (cumulative sums; no loop).
+    With ``free_head`` the first position in scan order (the pass's head, the one sequential
+    decoding would reveal) is charged nothing; the budget gamma is all for the positions
+    revealed beside it, which still pay their MI with the head.
     With ``free_max`` (EB-Sampler's bound with the MI term) the set taken is charged
         sum_taken H - max_taken H + lam * sum_{taken pairs} I
     so the most uncertain position of the pass goes uncharged for its entropy (not for its
@@ -67,36 +76,86 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
     one position with H > gamma can be taken (two would leave the smaller one charged).
     """
     check_uncharged(free_head, free_max)
-    b, n = entropy.shape
-    ent = entropy.double()
-    mi = mi.double()
     order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
-    rows = torch.arange(b, device=entropy.device)
-    taken = torch.zeros(b, n, dtype=torch.float64, device=entropy.device)
-    # per row: the own costs and MI charges of the positions taken, and (free_max) the
-    # largest own cost among them, which the set's charge leaves out
-    spent, top = (torch.zeros(b, dtype=torch.float64, device=entropy.device) for _ in range(2))
-    open_ = torch.ones(b, dtype=torch.bool, device=entropy.device)
-    n_scan = int(eligible.sum(1).max()) if b else 0
-    for t in range(n_scan):  # positions in scan order; each iteration is vectorised over rows
-        i = order[:, t]
-        valid = eligible[rows, i] & open_
-        own = ent[rows, i]
-        if free_head and t == 0:  # the head is charged nothing (and has nothing to pay MI to)
-            own = torch.zeros_like(own)
-        charge = own + lam * (mi[rows, i] * taken).sum(1)
-        top_new = torch.maximum(top, own) if free_max else top
-        take = valid & (spent + charge - top_new <= gamma + 1e-12)
-        spent = torch.where(take, spent + charge, spent)
-        top = torch.where(take, top_new, top)
-        taken[rows, i] = torch.where(take, 1.0, taken[rows, i])
-        if stop_at_first_miss:
-            open_ = open_ & ~(valid & ~take)
-    reveal = taken.bool()
+    valid = eligible.gather(1, order)  # (B, N) in scan order
+    own = torch.where(valid, entropy.double().gather(1, order), 0.0)
+    if free_head:  # the head is charged nothing (and has nothing to pay MI to)
+        own[:, 0] = 0.0
+    limit = gamma + 1e-12
+    if stop_at_first_miss:
+        take = _budget_prefix_taken(own, _paid_to_earlier(mi, order, eligible, lam), valid,
+                                    limit, free_max)
+    else:
+        take = _budget_scan_taken(own, _paid_to_each(mi, order), valid, limit, lam, free_max)
+    reveal = torch.zeros_like(eligible).scatter_(1, order, take)
+    # progress: a row that takes nothing reveals the first position of its scan
     empty = ~reveal.any(1) & eligible.any(1)
-    reveal[rows[empty], order[empty, 0]] = True
-    return reveal
+    head = torch.zeros_like(eligible).scatter_(1, order[:, :1], empty[:, None])
+    return reveal | head
+
+
+def _paid_to_each(mi: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """(B, N, N) in scan ``order`` (B, N): [b, t, s] = mi[b, s-th, t-th scanned], the MI
+    that the s-th scanned position pays to the t-th once the t-th is taken (row t
+    contiguous, for the scan's steps)."""
+    batch = torch.arange(order.shape[0], device=order.device)[:, None, None]
+    return mi[batch, order[:, None, :], order[:, :, None]]
+
+
+def _paid_to_earlier(mi: torch.Tensor, order: torch.Tensor, eligible: torch.Tensor,
+                     lam: float) -> torch.Tensor:
+    """(B, N) in scan ``order``: lam * the MI (B, N, N) each position has with the eligible
+    positions scanned before it, summed in float64."""
+    b, n = order.shape
+    rank = torch.empty_like(order).scatter_(1, order, torch.arange(n, device=order.device)
+                                            .expand(b, n))
+    before = (rank[:, None, :] < rank[:, :, None]) & eligible[:, None, :]
+    paid = torch.where(before, mi, 0).sum(-1, dtype=torch.float64) * lam
+    return paid.gather(1, order)
+
+
+def _budget_prefix_taken(own: torch.Tensor, paid: torch.Tensor, valid: torch.Tensor,
+                         limit: float, free_max: bool) -> torch.Tensor:
+    """(B, N) bool in scan order: the rule stopping at its first miss. Every valid position
+    before the first miss is taken, so position t is charged with the whole prefix up to t
+    taken: C_t = sum of own costs + sum of the MI charges ``paid`` (B, N) (- the largest own
+    cost with ``free_max``); the set is the valid positions before the first valid t with
+    C_t > limit."""
+    charged = torch.where(valid, own + paid, 0.0).cumsum(1)
+    if free_max:
+        charged = charged - own.cummax(1).values
+    miss = valid & ~(charged <= limit)
+    return valid & (miss.cumsum(1) == 0)
+
+
+def _budget_scan_taken(own: torch.Tensor, pays: torch.Tensor, valid: torch.Tensor,
+                       limit: float, lam: float, free_max: bool) -> torch.Tensor:
+    """(B, N) bool in scan order: the rule passing over positions that do not fit, from own
+    costs ``own`` (B, N) and the MI ``pays`` (B, N, N) (:func:`_paid_to_each`), both in scan
+    order. The scan is
+    sequential in t (what is taken changes every later charge): one step per position, each
+    a few tensor operations over the batch, none read back. ``cost`` (B, N) holds every
+    position's own cost plus lam * its MI with the positions taken so far, ``spent`` (B, 1)
+    the charges of the positions taken."""
+    b, n = own.shape
+    cost = torch.where(valid, own, torch.inf)  # an invalid position fits no finite budget
+    spent, top = own.new_zeros(b, 1), own.new_zeros(b, 1)
+    taken = valid.new_zeros(n, b, 1)
+    # per-step views, made once: cost[:, t], own[:, t], the MI every position pays to t once
+    # t is taken, and the taken flags of step t
+    costs, owns, pays, takes = cost.split(1, 1), own.split(1, 1), pays.unbind(1), taken.unbind(0)
+    for t in range(n):
+        charged = spent + costs[t]
+        if free_max:
+            top_new = torch.maximum(top, owns[t])
+            torch.le(charged - top_new, limit, out=takes[t])
+            top = torch.where(takes[t], top_new, top)
+        else:
+            torch.le(charged, limit, out=takes[t])
+        spent = torch.where(takes[t], charged, spent)
+        cost.addcmul_(takes[t], pays[t], value=lam)
+    return taken.squeeze(-1).T & valid
 
 
 def cap_by_entropy(mi: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
@@ -106,26 +165,60 @@ def cap_by_entropy(mi: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
     return torch.minimum(mi, torch.minimum(ent[:, :, None], ent[:, None, :]))
 
 
+#: the rule's settings where neither the sampler's parameters nor the estimator's recommended
+#: setting (:data:`RECOMMENDED_FILE`) give them
+RULE_DEFAULTS = {"gamma": 0.3, "lam": 1.0, "order": "entropy", "stop_at_first_miss": False,
+                 "free_head": False, "free_max": False, "mi_cap": False}
+#: a shipped or fitted estimator's recommended rule settings, in its folder:
+#: ``{"params": {...}, "chosen_on": "..."}``
+RECOMMENDED_FILE = "recommended.json"
+
+
 @dataclass
 class _BudgetedMISampler(Sampler):
-    """Shared fields and rule of the MI-guided samplers; subclasses supply the MI matrix."""
+    """Shared fields and rule of the MI-guided samplers; subclasses supply the MI matrix.
 
-    gamma: float = 0.3
-    lam: float = 1.0
-    order: str = "entropy"
-    stop_at_first_miss: bool = False
-    free_head: bool = False
-    free_max: bool = False
+    A sampler given none of the rule's settings (plain ``mi-guided``) decodes with the
+    estimator's recommended setting where the estimator has one (:meth:`apply_recommended`, at
+    :meth:`prepare`); a sampler given any of them takes :data:`RULE_DEFAULTS` for the others,
+    so a spelled-out spec decodes alike with every estimator.
+    """
+
+    gamma: float | None = None
+    lam: float | None = None
+    order: str | None = None
+    stop_at_first_miss: bool | None = None
+    free_head: bool | None = None
+    free_max: bool | None = None
     #: cap each pair's MI at the smaller of its two marginal entropies before charging it:
     #: I(X_i; X_j) <= min(H(X_i), H(X_j)) for any joint, so a pair with a near-certain position
     #: is charged near nothing, whatever the estimator says
-    mi_cap: bool = False
+    mi_cap: bool | None = None
 
     def __post_init__(self):
+        self._unset = frozenset(k for k in RULE_DEFAULTS if getattr(self, k) is None)
+        self.apply_recommended({})
+
+    def apply_recommended(self, params: dict) -> None:
+        """Give every field the caller left unset its value in ``params`` (a recommended
+        setting, used only when the caller set none of the rule's fields), else
+        :data:`RULE_DEFAULTS`; then check the rule's settings."""
+        unknown = sorted(set(params) - set(RULE_DEFAULTS))
+        require(not unknown, f"recommended setting: unknown parameter {unknown[:1]}; accepted: "
+                             f"{', '.join(RULE_DEFAULTS)}")
+        if len(self._unset) < len(RULE_DEFAULTS):
+            params = {}  # a spelled-out rule: the documented defaults for the rest
+        for key in self._unset:
+            setattr(self, key, params.get(key, RULE_DEFAULTS[key]))
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
         require(self.lam >= 0, f"lam: must be >= 0, got {self.lam}")
         check_uncharged(self.free_head, self.free_max)
         check_scan_order(self.order)
+
+    def wants_rows(self, state: StepState) -> bool:
+        """Whether :meth:`mutual_information` is given the candidates (``rows``) this pass;
+        without them it computes every pair."""
+        return True
 
     def mutual_information(self, state: StepState, rows: torch.Tensor | None = None
                            ) -> torch.Tensor:  # pragma: no cover
@@ -140,7 +233,8 @@ class _BudgetedMISampler(Sampler):
 
     def select(self, state: StepState) -> Selection:
         own, scores = self.position_cost(state), scan_order_scores(state, self.order)
-        mi = self.mutual_information(state, self.candidates(own, scores, state.eligible))
+        rows = self.candidates(own, scores, state.eligible) if self.wants_rows(state) else None
+        mi = self.mutual_information(state, rows)
         if self.mi_cap:
             mi = cap_by_entropy(mi, state.entropy)
         reveal = mi_budget_select(own, mi, state.eligible, scores, self.gamma, self.lam,
@@ -176,11 +270,52 @@ def shipped_estimator_for(model) -> Path:
         if record.get("model_type") != "mi-estimator":
             continue
         want = record.get("config", {}).get("model_fingerprint")
-        fingerprint = fingerprint or model.fingerprint()
+        fingerprint = fingerprint or _model_fingerprint(model)
         if want and want == fingerprint:
             return config.parent
     raise UnmaskError("estimator: no shipped MI estimator for this model; pass "
                       "estimator=FOLDER (unmask mi fit writes one)")
+
+
+_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOADED: dict[tuple, MIEstimator] = {}
+
+
+def _model_fingerprint(model) -> str:
+    """``model.fingerprint()``, hashed once per model object and version of its weights (it
+    hashes every weight: milliseconds a decode need not pay again)."""
+    key = sum(p._version for p in model.parameters())
+    cached = _FINGERPRINTS.get(model)
+    if cached is None or cached[0] != key:
+        cached = _FINGERPRINTS[model] = (key, model.fingerprint())
+    return cached[1]
+
+
+def _load_estimator_once(name_or_path) -> tuple[MIEstimator, dict]:
+    """The estimator in a folder or of a shipped name, and its recommended setting (the
+    ``params`` of :data:`RECOMMENDED_FILE` there, {} without one): read once per process and
+    version of its files, so that a decode does not pay for reading it again."""
+    folder = resolve_head_dir(name_or_path, MIEstimator.KIND).resolve()
+    files = [folder / WEIGHTS_FILE, folder / "config.json", folder / RECOMMENDED_FILE]
+    key = (str(folder), *(f.stat().st_mtime_ns if f.is_file() else None for f in files))
+    if key not in _LOADED:
+        _LOADED[key] = load_estimator(folder)
+    return _LOADED[key], read_recommended(folder)
+
+
+def read_recommended(folder: str | Path) -> dict:
+    """The recommended rule settings stored beside an estimator (``params`` of
+    :data:`RECOMMENDED_FILE` in ``folder``); {} when there are none."""
+    path = Path(folder) / RECOMMENDED_FILE
+    if not path.is_file():
+        return {}
+    try:
+        params = parse_json(path.read_text())["params"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise UnmaskError(f"estimator: {path} is not a recommended setting "
+                          f"({{\"params\": {{...}}}}): {e}") from None
+    require(isinstance(params, dict), f"estimator: {path}: params must be an object")
+    return params
 
 
 @register("mi-guided")
@@ -197,8 +332,9 @@ class MIGuidedSampler(_BudgetedMISampler):
     estimator: object = field(default=None, repr=False)
 
     def prepare(self, model) -> None:
-        """Load the estimator for ``model`` (once per decode; a loaded one is checked against
-        the model), so that ``needs_hidden_layers`` is known before the first pass."""
+        """Load the estimator for ``model`` (read once per process; a loaded one is checked
+        against the model), so that ``needs_hidden_layers`` is known before the first pass,
+        and give the fields left unset the estimator's recommended setting."""
         est = self.estimator
         if est is None:
             task = getattr(getattr(model, "config", None), "task", "")
@@ -207,9 +343,15 @@ class MIGuidedSampler(_BudgetedMISampler):
         if isinstance(est, str) and est in SHIPPED_ESTIMATORS and not Path(est).is_dir():
             est = SHIPPED_ESTIMATORS[est]
         if not isinstance(est, MIEstimator):
-            est = load_estimator(est)  # a folder, else a shipped name
+            est, self._recommended = _load_estimator_once(est)  # a folder or shipped name
         est.check_model(model)
         self.estimator = est.to(model.device)
+        self.apply_recommended(getattr(self, "_recommended", {}))
+
+    def wants_rows(self, state: StepState) -> bool:
+        est = self.estimator
+        return not (isinstance(est, MIEstimator)
+                    and est.all_pairs_cheaper(*state.tokens.shape))
 
     @property
     def needs_hidden_layers(self) -> bool:

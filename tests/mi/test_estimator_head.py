@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import unmask.mi.estimator as estimator_module
 from unmask import UnmaskError
 from unmask.mi.estimator import EstimatorConfig, MIEstimator, estimate_mi
 from unmask.models import MDMTransformer, TransformerConfig
@@ -277,9 +278,13 @@ def test_entropy_gate_needs_the_marginals():
 @pytest.mark.parametrize("kw", [{}, {"pair_prior_length": 9}, {"activation": "gelu"},
                                 {"marginal_size": 4, "entropy_gate": True},
                                 {"two_hop": 2}])
-def test_rows_gives_the_pairs_touching_them_and_zero_elsewhere(kw):
+@pytest.mark.parametrize("small", [True, False])
+def test_rows_gives_the_pairs_touching_them_and_zero_elsewhere(kw, small, monkeypatch):
     """forward(..., rows=R) equals the full matrix on every pair with an end in R (computed
-    from those rows alone unless two-hop units need every pair) and is 0 on the others."""
+    from those rows alone on large inputs unless two-hop units need every pair; from every
+    pair on small ones, ``small``) and is 0 on the others."""
+    if not small:  # every input counts as large: the rows' own pairs are computed
+        monkeypatch.setattr(estimator_module, "ALL_PAIRS_ELEMENTS", 0)
     torch.manual_seed(4)
     est = perturb(MIEstimator(EstimatorConfig(hidden_size=6, d=8, n_heads=2, pair_hidden=3,
                                               pair_rank=2, **kw)))

@@ -23,6 +23,7 @@ def test_every_model_preset_names_a_general_preset_and_builds(model, name):
     assert name in PRESETS
     spec = parse_spec(model_preset(name, model).spec)
     assert spec.build() is not None and model_preset(name, model).doc
+    assert model_preset(name, model).chosen_on
 
 
 def test_an_unknown_preset_is_refused_for_any_model():

@@ -80,9 +80,11 @@ MODEL_PRESETS: dict[str, dict[str, Preset]] = {
                        "one position a pass while the chain type is open, then a cap "
                        "growing by a quarter of what is known, each draft verified: "
                        "heavy chains as often as sequential decoding and its "
-                       "pseudo-log-likelihood at about 4 residues and 3.3 sequences a pass "
-                       "(chosen on unconditional 118-residue chains at T=1, "
-                       "experiments/antibody_coherence)"),
+                       "pseudo-log-likelihood at about 4 residues and 3.3 sequences a pass",
+                       "AntiBERTy, unconditional 118-residue chains at T=1: 8/8 heavy, PLL "
+                       "-0.001 +- 0.056 nats of sequential decoding's at 3.8 residues a "
+                       "pass; unverified rules lose 0.13-0.29 nats, and every rule without "
+                       "the ramp types light (experiments/antibody_coherence/README.md)"),
     },
 }
 

@@ -81,6 +81,8 @@ def load_bench(path: str | Path) -> dict:
             raise UnmaskError(f"bench file {path}: a row lacks {what!r} (a bench row has "
                               "label, name, accuracy (or solved), nfe)")
         _check_row(path, r)
+    if len({"task" in r for r in rows}) > 1:
+        raise UnmaskError(f"bench file {path}: some rows name a task part and some do not")
     _unique_labels(rows)
     return data
 

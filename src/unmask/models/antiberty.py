@@ -104,16 +104,17 @@ def antiberty_folder(source: Path | None = None) -> Path:
 def _checked_weights(source: Path | None, folder: Path, problem: str | None) -> Path:
     """The wheel's weights file, its sha256 checked; one line when it cannot be used (naming
     ``problem``, what is wrong with the converted ``folder``, when there is one)."""
-    why = f"the converted folder {folder} {problem}; converting it again needs " if problem \
-        else ""
+    why = (f"the converted folder {folder} {problem}, and converting it again needs "
+           if problem else "")
     if source is None:
         require(wheel_installed(),
-                f"model: {why}{NAME!r} needs the antiberty package; pip install "
+                f"model: {why or f'{NAME!r} needs '}the antiberty package; pip install "
                 f"'unmask[antibody]' (antiberty=={WHEEL_VERSION})")
         source = wheel_files()
     weights = Path(source) / "AntiBERTy_md_smooth" / "pytorch_model.bin"
-    require(weights.is_file(), f"model: {why}{weights}, which is missing; reinstall "
-                               f"antiberty=={WHEEL_VERSION} (later releases ship no weights)")
+    require(weights.is_file(), f"model: {why}{weights}{', which' if why else ''} is missing; "
+                               f"reinstall antiberty=={WHEEL_VERSION} (later releases ship no "
+                               "weights)")
     digest = file_sha256(weights)
     require(digest == WEIGHTS_SHA256,
             f"model: {weights} has sha256 {digest[:16]}..., not antiberty=={WHEEL_VERSION}'s "

@@ -104,3 +104,21 @@ def test_cli_on_esm_and_protein(esm_dir, capsys):
     assert main(["infill", "--model", "protein", "--template", "MKB<mask>"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: template 0: 'B'") and err.count("\n") == 1
+
+
+def test_cli_samples_draws_each_template_with_seeds_in_order(esm_dir, capsys):
+    """--samples N: N rows per template, draw s of template t with seed SEED + t*N + s, so
+    each equals a single-draw run at that seed."""
+    base = ["infill", "--model", str(esm_dir), "--temperature", "1", "--json",
+            "--threads", "1"]
+    assert main([*base, "--template", "MK<mask:4>V", "A<mask:3>", "--samples", "3",
+                 "--seed", "5"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["template"] for r in rows] == ["MK<mask:4>V"] * 3 + ["A<mask:3>"] * 3
+    assert [(r["sample"], r["seed"]) for r in rows] == [(0, 5), (1, 6), (2, 7),
+                                                       (0, 8), (1, 9), (2, 10)]
+    for r in (rows[1], rows[5]):
+        assert main([*base, "--template", r["template"], "--seed", str(r["seed"])]) == 0
+        assert json.loads(capsys.readouterr().out)["text"] == r["text"]
+    assert main([*base, "--template", "MK<mask>", "--samples", "0"]) == 2
+    assert "--samples" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """Every registered sampler, driven through the same decode loop plain and wrapped in each
-wrapper of the library (``Verified``, ``StopAtEOS``, ``WithHooks``, and a verified sampler
-inside ``StopAtEOS``), keeps the contract."""
+wrapper of the library (``Verified``, ``StopAtEOS``, ``WithHooks``, ``Ramp``, and a verified
+sampler inside ``StopAtEOS``), keeps the contract."""
 
 import pytest
 import torch
@@ -8,6 +8,7 @@ import torch
 from unmask import DecodeConfig, UnmaskError, Verified, available_samplers, decode, make_sampler
 from unmask.generate import StopAtEOS
 from unmask.samplers.base import sampler_class
+from unmask.samplers.ramp import Ramp
 from unmask.samplers.spec import WithHooks
 from unmask.samplers.wrapper import SamplerWrapper
 
@@ -63,7 +64,10 @@ WRAPPERS = {
     "stop-at-eos": (False, lambda s, m: _stop_at_eos(s, m)),
     "stop-at-eos-verified": (True, lambda s, m: _stop_at_eos(Verified(s), m)),
     "with-hooks": (False, lambda s, m: WithHooks(s, ())),
+    "ramp": (False, lambda s, m: Ramp(s, rate=0.5)),
 }
+#: wrappers that refuse a sampler evaluating its own next state (lookahead)
+REFUSE_LOOKAHEAD = ("verified", "stop-at-eos-verified", "ramp")
 
 
 def _stop_at_eos(sampler, model):
@@ -76,10 +80,10 @@ VERIFY = pytest.mark.parametrize("verify", list(WRAPPERS))
 
 
 def skip_unverifiable(name, verify):
-    if WRAPPERS[verify][0] and not verifiable(name):
+    if verify in REFUSE_LOOKAHEAD and not verifiable(name):
         with pytest.raises(UnmaskError, match="evaluates its next state itself"):
-            Verified(make_sampler(name))
-        pytest.skip(f"{name} evaluates its next state itself; Verified refuses it")
+            WRAPPERS[verify][1](make_sampler(name), None)
+        pytest.skip(f"{name} evaluates its next state itself; {verify} refuses it")
 
 
 def build(name, model, verify="plain"):

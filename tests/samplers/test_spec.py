@@ -52,7 +52,7 @@ def test_labels_name_every_part():
     ("topk:kk=1", "unknown parameter 'kk'"),
     ("eb:gamma=abc", "gamma: expected a number, got 'abc'"),
     ("topk:k=2.5", "k: expected an integer, got 2.5"),
-    ("topk+verfy", r"expected a modifier \(\+verify\[=T\], \+corrector, \+wino, \+remdm\) "
+    ("topk+verfy", r"expected a modifier \(\+verify\[=T\], \+corrector, \+ramp, \+wino, \+remdm\) "
                    "at position 4"),
     ("topk+verify,prefixes=some", "verify prefixes: expected one of"),
     ("topk+verify,max_draft=0", "max_draft: must be None or an integer >= 1"),

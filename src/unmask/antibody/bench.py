@@ -1,13 +1,15 @@
-"""The antibody benchmark: every sampler on held-out germline heavy chains in the three
-settings of :mod:`unmask.antibody.settings` (CDR infilling, high-ratio random masking,
-unconditional generation), scored by residue recovery, pseudo-perplexity, diversity and
-amino-acid composition, beside what decoding cost."""
+"""The antibody benchmark: every sampler on held-out germline heavy chains in the settings of
+:mod:`unmask.antibody.settings` (CDR infilling, high-ratio random masking, unconditional
+generation at V-gene length and at full heavy-chain length), scored by residue recovery,
+pseudo-perplexity, diversity and amino-acid composition, and, for generation, the chain type
+of each sequence (:mod:`unmask.antibody.typing`: the share typed as heavy chain), beside what
+decoding cost."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from unmask.antibody.bench_task import SETTINGS, AntibodyBenchTask
+from unmask.antibody.bench_task import GENERATION, SETTINGS, AntibodyBenchTask
 from unmask.antibody.data import load_heavy_chains
 from unmask.antibody.metrics import (
     composition_jsd,
@@ -16,12 +18,14 @@ from unmask.antibody.metrics import (
     residue_recovery,
 )
 from unmask.antibody.settings import (
+    HEAVY_LENGTHS,
     InfillCase,
     cdr_infilling,
     length_distribution,
     random_masking,
     unconditional,
 )
+from unmask.antibody.typing import chain_types
 from unmask.bench.contract import BenchContext, BenchResult, BenchRow
 from unmask.bench.recipe import ModelRecipe
 from unmask.bench.rows import SEQUENTIAL_LABELS
@@ -39,7 +43,7 @@ ORACLES = ("mi-oracle",)
 
 def _n_cases(setting: str, limit: int) -> int:
     """How many cases :func:`setting_cases` gives for ``limit``."""
-    return limit if setting == "unconditional" else min(limit, len(load_heavy_chains("held_out")))
+    return limit if setting in GENERATION else min(limit, len(load_heavy_chains("held_out")))
 
 
 def setting_cases(setting: str, limit: int, seed: int) -> tuple[list[InfillCase], list[str]]:
@@ -49,6 +53,7 @@ def setting_cases(setting: str, limit: int, seed: int) -> tuple[list[InfillCase]
     chains = held_out[:limit]
     cases = (cdr_infilling(chains) if setting == "cdr"
              else random_masking(chains, seed=seed) if setting == "random"
+             else unconditional(limit, HEAVY_LENGTHS, seed=seed) if setting == "heavy"
              else unconditional(limit, length_distribution(held_out), seed=seed))
     return cases, [c.sequence for c in held_out]
 
@@ -57,7 +62,7 @@ def score_fills(model, entry: SamplerSpec, setting: str, cases: list[InfillCase]
                 reference: list[str], gens, wall: float, *, perplexity: bool) -> BenchRow:
     """One row from the :func:`unmask.infill` generations of ``setting``'s ``cases``: its
     accuracy the residue recovery (generation, which has no truth: closeness to the natural
-    composition, 1 - JSD)."""
+    composition, 1 - JSD, and the chain type of each sequence)."""
     texts = [g.text for g in gens]
     masked = np.array([c.masked.sum() for c in cases], dtype=float)
     each = (None if cases[0].truth is None else
@@ -66,19 +71,27 @@ def score_fills(model, entry: SamplerSpec, setting: str, cases: list[InfillCase]
     jsd = composition_jsd(texts, reference)
     score = recovery if recovery is not None else 1.0 - jsd
     nfe = float(np.mean([g.nfe for g in gens]))
+    pll_each = (None if not perplexity else
+                (-np.log(pseudo_perplexity(model, texts))).tolist())
+    heavy_each = (None if setting not in GENERATION else
+                  [int(t.heavy) for t in chain_types(texts)])
     return BenchRow(
         entry.label, entry.name, score, nfe=nfe,
         sequences=float(np.mean([g.sequences for g in gens])),
         tokens_per_pass=float(masked.mean()) / nfe, wall_s=wall, n_items=len(cases),
         columns={"task": setting, "verified": entry.verified, "recovery": recovery,
-                 "pseudo_perplexity": (float(pseudo_perplexity(model, texts).mean())
-                                       if perplexity else None),
+                 "pseudo_perplexity": (None if pll_each is None
+                                       else float(np.exp(-np.asarray(pll_each)).mean())),
+                 # mean per chain of its mean log p(x_i | the rest), nats per residue
+                 "pll": None if pll_each is None else float(np.mean(pll_each)),
+                 "heavy_share": None if heavy_each is None else float(np.mean(heavy_each)),
                  "identity": mean_pairwise_identity(texts) if len(texts) > 1 else None,
                  "jsd_heldout": jsd, "score": score, "revealed": float(masked.mean()),
                  # per chain, for paired comparisons (:func:`paired_recovery`)
                  "recovered_each": None if each is None else each.tolist(),
                  "masked_each": masked.astype(int).tolist(),
-                 "nfe_each": [g.nfe for g in gens]})
+                 "nfe_each": [g.nfe for g in gens],
+                 "pll_each": pll_each, "heavy_each": heavy_each})
 
 
 def paired_recovery(row: BenchRow, ref: BenchRow) -> tuple[float, float] | None:
@@ -99,6 +112,34 @@ def paired_recovery(row: BenchRow, ref: BenchRow) -> tuple[float, float] | None:
     n = float(np.sum(masked))
     se = float(np.sqrt(len(d)) * d.std(ddof=1) / n) if len(d) > 1 else float("nan")
     return 100.0 * float(d.sum()) / n, 100.0 * se
+
+
+def paired_mean(row: BenchRow, ref: BenchRow, key: str, scale: float = 1.0
+                ) -> tuple[float, float] | None:
+    """(mean, standard error) over the chains both rows decoded of ``row``'s per-chain
+    ``key`` (a list column: ``pll_each``, ``heavy_each``) minus ``ref``'s, times ``scale``;
+    chain c of both rows decoded with the same seed. None when either lacks the column."""
+    a, b = row.columns.get(key), ref.columns.get(key)
+    if a is None or b is None:
+        return None
+    c = min(len(a), len(b))
+    d = scale * (np.asarray(a[:c], dtype=float) - np.asarray(b[:c], dtype=float))
+    se = float(d.std(ddof=1) / np.sqrt(c)) if c > 1 else float("nan")
+    return float(d.mean()), se
+
+
+def generation_vs_sequential(rows: list[BenchRow]) -> list[tuple[str | None, str | None]]:
+    """Per row of a generation setting: (heavy share minus the first sequential row's, in
+    points, and PLL per residue minus its, in nats), each ``+d ± se`` paired by chain
+    (:func:`paired_mean`); None without such a row or column."""
+    seq = next((r for label in SEQUENTIAL_LABELS for r in rows if r.label == label), None)
+    out = []
+    for r in rows:
+        pair = [None if seq is None or r is seq else paired_mean(r, seq, key, scale)
+                for key, scale in (("heavy_each", 100.0), ("pll_each", 1.0))]
+        out.append(tuple(None if d is None else f"{d[0]:+.{p}f} ± {d[1]:.{p}f}"
+                         for d, p in zip(pair, (0, 3), strict=True)))
+    return out
 
 
 def vs_sequential(rows: list[BenchRow]) -> list[str | None]:
@@ -166,11 +207,15 @@ class AntibodyBench(AntibodyBenchTask):
         for setting in dict.fromkeys(r.columns["task"] for r in result.rows):
             part = [r for r in result.rows if r.columns["task"] == setting]
             shown = []
-            for r, vs in zip(part, vs_sequential(part), strict=True):
-                recovery = r.columns["recovery"]
+            for r, vs, (heavy_vs, pll_vs) in zip(part, vs_sequential(part),
+                                                 generation_vs_sequential(part), strict=True):
+                recovery, heavy = r.columns["recovery"], r.columns.get("heavy_share")
                 shown.append(dict(r.to_dict(), vs_sequential=vs,
-                                  recovery_pct=None if recovery is None else 100 * recovery))
-            render_table(shown, self.columns,
+                                  recovery_pct=None if recovery is None else 100 * recovery,
+                                  heavy_pct=None if heavy is None else 100 * heavy,
+                                  heavy_vs_sequential=heavy_vs, pll_vs_sequential=pll_vs))
+            columns = self.generation_columns if setting in GENERATION else self.columns
+            render_table(shown, columns,
                          f"{setting}: {SETTINGS[setting]} — {result.header['model']}, "
                          f"{ctx.limit} chains (mi-oracle: the first {ctx.args.oracle_limit})")
 

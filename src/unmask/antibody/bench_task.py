@@ -9,7 +9,12 @@ from unmask.bench.contract import BenchTask
 #: the settings, in table order: name -> what the table title says
 SETTINGS = {"cdr": "CDR1, CDR2 and the start of CDR3 masked, the framework given",
             "random": "60-90% of the residues masked at random",
-            "unconditional": "every residue masked, natural lengths"}
+            "unconditional": "every residue masked, natural V-gene lengths",
+            "heavy": "every residue masked, full heavy-chain lengths (118-125)"}
+#: the settings run when none are named (every model's rows fit them)
+DEFAULT_SETTINGS = ("cdr", "random", "unconditional")
+#: settings that generate from nothing (no truth): scored by chain type and composition
+GENERATION = ("unconditional", "heavy")
 
 #: greedy orders, fixed-count and adaptive parallel rules, the attention- and MI-guided ones
 #: (mi-guided with AntiBERTy's shipped estimator: give another with --samplers for another
@@ -49,9 +54,20 @@ class AntibodyBenchTask(BenchTask):
                ("tok/pass", "tokens_per_pass", ".2f"), ("seqs", "sequences", ".1f"),
                ("wall s", "wall_s", ".1f")]
 
+    #: the columns of a generation setting (no truth to recover)
+    generation_columns = [("sampler", "label", ""), ("heavy %", "heavy_pct", ".0f"),
+                          ("vs seq (pts)", "heavy_vs_sequential", ""),
+                          ("PLL/res", "pll", ".3f"), ("vs seq (nats)", "pll_vs_sequential", ""),
+                          ("identity", "identity", ".3f"), ("JSD", "jsd_heldout", ".4f"),
+                          ("NFE", "nfe", ".1f"), ("tok/pass", "tokens_per_pass", ".2f"),
+                          ("seqs", "sequences", ".1f"), ("wall s", "wall_s", ".1f")]
+
     def add_arguments(self, p, types) -> None:
-        p.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS),
-                       metavar="SETTING", help=f"of {', '.join(SETTINGS)} (default all)")
+        p.add_argument("--settings", nargs="+", default=list(DEFAULT_SETTINGS),
+                       choices=list(SETTINGS), metavar="SETTING",
+                       help=f"of {', '.join(SETTINGS)} (default "
+                            f"{' '.join(DEFAULT_SETTINGS)}: heavy needs a model of 127+ "
+                            "positions, such as AntiBERTy)")
         p.add_argument("--batch-size", type=types.positive_int, default=None,
                        help="sequences per decode call (default: all at once)")
         p.add_argument("--no-perplexity", action="store_true",

@@ -8,7 +8,8 @@ for any protein model (AntiBERTy, ESM folders, the shipped protein MDM).
 
 - :func:`cdr_infilling`: the CDR residues of each chain masked, the framework given.
 - :func:`random_masking`: a high share of each chain's residues masked at random.
-- :func:`unconditional`: every position masked, lengths drawn from a fixed distribution.
+- :func:`unconditional`: every position masked, lengths drawn from a fixed distribution (the
+  held-out V genes', or :data:`HEAVY_LENGTHS` for whole heavy chains).
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ def length_distribution(chains: list[HeavyChain]) -> dict[int, float]:
     """{length: share} of the chains' residue counts (the natural lengths)."""
     lengths, counts = np.unique([len(c.sequence) for c in chains], return_counts=True)
     return {int(n): float(k / counts.sum()) for n, k in zip(lengths, counts, strict=True)}
+
+
+#: full heavy-chain variable-domain lengths (V gene, CDR3 and J gene: 118-125 residues), each
+#: as likely: the lengths of the ``heavy`` generation setting
+HEAVY_LENGTHS = {n: 1.0 / 8 for n in range(118, 126)}
 
 
 def unconditional(count: int, lengths: dict[int, float], seed: int = 0) -> list[InfillCase]:

@@ -13,6 +13,7 @@ from unmask.commands.flags.types import flags_for
 from unmask.commands.registry import command
 from unmask.infill import context_change, infill
 from unmask.models.auto import load_model
+from unmask.presets import model_preset_spec
 
 
 def _warn_normalised(model, templates: list[str]) -> None:
@@ -32,7 +33,10 @@ def _warn_normalised(model, templates: list[str]) -> None:
 def infill_cmd(args: argparse.Namespace) -> int:
     templates = (args.template if args.template is not None
                  else read_items(args.file, "template", plain_lines=True))
+    templates = [t for t in templates for _ in range(args.samples)]
     sampler = sampler_text(args)  # refused before the model loads
+    if args.preset is not None:  # a model may have its own (unmask.presets.MODEL_PRESETS)
+        sampler = model_preset_spec(args.preset, args.model)
     options = {"device": resolve_device(args.device)}
     if args.trust_remote_code:
         options["trust_remote_code"] = True
@@ -45,10 +49,12 @@ def infill_cmd(args: argparse.Namespace) -> int:
                          batch_size=args.batch_size, confidence=args.confidence,
                          batch_invariant=args.batch_invariant, compile=args.compile)
     _warn_normalised(model, templates)
-    for r in results:
+    for i, r in enumerate(results):
         if args.json:
             row = r.to_json()
-            print(json.dumps({"template": row.pop("prompt"), **row}), flush=True)
+            draw = {} if args.samples == 1 else {"sample": i % args.samples,
+                                                 "seed": args.seed + i}
+            print(json.dumps({"template": row.pop("prompt"), **draw, **row}), flush=True)
         else:
             print(f"{r.text}\n  [nfe {r.nfe}, {r.tokens_per_forward:.2f} tokens/forward, "
                   f"{r.wall_s:.2f} s]", flush=True)

@@ -19,6 +19,7 @@ from unmask.samplers import (  # noqa: F401  (imported for registration)
     margin,
     mi_guided,
     pc,
+    ramp,
     threshold,
     topk,
     uniform,

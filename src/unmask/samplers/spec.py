@@ -18,10 +18,13 @@ number). The modifiers:
 * a decode hook registered with :func:`register_hook` (``+wino=TAU2,...``: WINO's
   narrow-out re-masking, ``+remdm=ETA,...``: ReMDM's), its first parameter given by ``=``,
   the rest by name; the built sampler carries the hooks (:class:`WithHooks`), so
-  :func:`~unmask.decode.decode` runs them with it.
+  :func:`~unmask.decode.decode` runs them with it;
+* a sampler wrapper registered with :func:`register_wrapper` (``+ramp=RATE``: a per-pass
+  reveal cap that grows with what the row already holds,
+  :class:`~unmask.samplers.ramp.Ramp`), built around the sampler before ``+verify``.
 
 ``+verify`` combines with neither the corrector nor a hook (each may change the state after
-a verified pass).
+a verified pass); it does with a wrapper (it verifies the wrapped sampler's sets).
 """
 
 from __future__ import annotations
@@ -46,10 +49,12 @@ VERIFY_OPTIONS = ("max_draft", "prefixes")
 @dataclass(frozen=True)
 class HookModifier:
     """A decode hook the spec can name: ``+NAME[=V][,K=V...]`` builds ``make(**params)``
-    (``primary`` takes the ``=`` value)."""
+    (``primary`` takes the ``=`` value); with ``wraps``, a sampler wrapper instead:
+    ``make(sampler, **params)``."""
 
     make: type
     primary: str
+    wraps: bool = False
 
 
 #: modifier name -> :class:`HookModifier`, filled by :func:`register_hook`
@@ -70,6 +75,23 @@ def register_hook(name: str, primary: str):
         return cls
 
     return wrap
+
+
+def register_wrapper(name: str, primary: str):
+    """Class decorator: make the :class:`~unmask.samplers.wrapper.SamplerWrapper` class a
+    spec modifier ``+name[=V][,K=V...]`` that wraps the sampler (``cls(sampler, **params)``,
+    V being the parameter ``primary``)."""
+
+    def wrap(cls):
+        register_hook(name, primary)(cls)
+        HOOK_MODIFIERS[name] = HookModifier(cls, primary, wraps=True)
+        return cls
+
+    return wrap
+
+
+def _wraps(name: str) -> bool:
+    return name in HOOK_MODIFIERS and HOOK_MODIFIERS[name].wraps
 
 
 @dataclass
@@ -122,8 +144,9 @@ class SamplerSpec:
             if not isinstance(getattr(self, key), dict):
                 raise UnmaskError(f"{key}: expected a dict, got "
                                   f"{type(getattr(self, key)).__name__}")
-        if self.verify is not None and (self.corrected or self.hooks):
-            other = CORRECTOR if self.corrected else "+" + next(iter(self.hooks))
+        hooks = [k for k in self.hooks if not _wraps(k)]
+        if self.verify is not None and (self.corrected or hooks):
+            other = CORRECTOR if self.corrected else "+" + hooks[0]
             raise UnmaskError(f"sampler spec {self.text!r}: {VERIFY} and {other} cannot be "
                               "combined (it may change the state after a verified pass)")
         if self.verify_options and self.verify is None:
@@ -158,26 +181,33 @@ class SamplerSpec:
         return out + (CORRECTOR if self.corrected else "")
 
     def build(self) -> Sampler:
-        """A fresh sampler of this spec: wrapped in :class:`Verified` when verified, in
-        :class:`WithHooks` (fresh hooks) when it names hooks."""
+        """A fresh sampler of this spec: in its wrapper modifiers (in order), then in
+        :class:`Verified` when verified, in :class:`WithHooks` (fresh hooks) when it names
+        hooks."""
         sampler = make_sampler(self.name, **self.params)
+        for k, v in self.hooks.items():
+            if _wraps(k):
+                sampler = _make_hook(k, v, sampler)
         if self.verify is not None:
             unknown = sorted(set(self.verify_options) - set(VERIFY_OPTIONS))
             if unknown:
                 raise UnmaskError(f"sampler spec {self.text!r}: {VERIFY}: unknown option "
                                   f"{unknown[0]!r}; accepted: {', '.join(VERIFY_OPTIONS)}")
             sampler = Verified(sampler, tolerance=self.verify, **self.verify_options)
-        if self.hooks:
-            sampler = WithHooks(sampler, tuple(_make_hook(k, v) for k, v in self.hooks.items()))
+        hooks = tuple(_make_hook(k, v) for k, v in self.hooks.items() if not _wraps(k))
+        if hooks:
+            sampler = WithHooks(sampler, hooks)
         return sampler
 
 
-def _make_hook(name: str, params: dict):
+def _make_hook(name: str, params: dict, sampler: Sampler | None = None):
+    """The hook ``+name`` builds from ``params`` (a wrapper modifier: around ``sampler``)."""
     if name not in HOOK_MODIFIERS:
         raise UnmaskError(f"sampler spec: unknown modifier +{name}; choose from "
                           f"{', '.join(_modifier_names())}")
     try:
-        return HOOK_MODIFIERS[name].make(**params)
+        make = HOOK_MODIFIERS[name].make
+        return make(sampler, **params) if _wraps(name) else make(**params)
     except TypeError:
         raise UnmaskError(f"sampler spec: +{name}: unknown option in {sorted(params)}") from None
 

@@ -36,6 +36,10 @@ def infill(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=finite_float(0.0), default=0.0)
     add_confidence_arg(p)
     add_seed_arg(p)
+    p.add_argument("--samples", type=positive_int, default=1, metavar="N",
+                   help="draws per template (default 1): draw s of template t decodes with "
+                        "seed SEED + t*N + s, so the draws take seeds in order (give "
+                        "--temperature > 0 for different draws)")
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="templates per batch (all)")
     add_folder_model_args(p)

@@ -7,8 +7,11 @@ descending confidence); take position i while its cost
 fits the remaining budget (which starts at gamma); otherwise i waits for a later pass.
 Independent, confident positions go in parallel; dependent ones are split across passes.
 The MI matrix I comes from the neural estimator on the hidden states of the same forward pass
-(no extra model call), for the pairs that can change the pass's set only
-(:meth:`_BudgetedMISampler.candidates`).
+(no extra model call); on large inputs only the pairs that can change the pass's set are
+computed (:meth:`_BudgetedMISampler.candidates`). Neither the estimator on small inputs nor
+the rule reads anything back from the device, so a pass costs an EB pass plus the estimator.
+Parameters left unset take the estimator's recommended setting (``recommended.json`` beside
+its weights), else :data:`RULE_DEFAULTS`.
 """
 
 from __future__ import annotations

@@ -289,10 +289,12 @@ def test_unset_fields_take_the_estimators_recommended_setting(tiny_transformer, 
         0.7, 1.0, True, True, "confidence")
     plain.prepare(m)  # prepared again (a second decode): still the recommendation
     assert plain.gamma == 0.7 and plain.free_max
-    # a field the caller sets wins over the recommendation; the others still follow it
-    mine = make_sampler("mi-guided", estimator=folder, gamma=0.2, order="entropy")
+    # a spec that sets any of the rule's fields is the rule it names: the others keep the
+    # sampler's defaults, recommendation or not
+    mine = make_sampler("mi-guided", estimator=folder, gamma=0.2)
     mine.prepare(m)
-    assert (mine.gamma, mine.order, mine.free_max) == (0.2, "entropy", True)
+    assert (mine.gamma, mine.order, mine.free_max, mine.stop_at_first_miss) == (
+        0.2, "entropy", False, False)
     # the plain sampler decodes as the recommended setting spelled out
     x = torch.full((3, 12), m.mask_id)
     spelled = ("mi-guided:gamma=0.7,free_max=true,stop_at_first_miss=true,order=confidence,"

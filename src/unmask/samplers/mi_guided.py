@@ -181,8 +181,10 @@ RECOMMENDED_FILE = "recommended.json"
 class _BudgetedMISampler(Sampler):
     """Shared fields and rule of the MI-guided samplers; subclasses supply the MI matrix.
 
-    A field left unset (None) takes the estimator's recommended setting where the estimator
-    has one (:meth:`apply_recommended`, at :meth:`prepare`), else :data:`RULE_DEFAULTS`.
+    When the caller sets none of the rule's fields (plain ``mi-guided``), they take the
+    estimator's recommended setting where it has one (:meth:`apply_recommended`, at
+    :meth:`prepare`); fields left unset otherwise take :data:`RULE_DEFAULTS`, so a spec that
+    names some parameters means the same rule with or without a recommendation.
     """
 
     gamma: float | None = None
@@ -201,13 +203,16 @@ class _BudgetedMISampler(Sampler):
         self.apply_recommended({})
 
     def apply_recommended(self, params: dict) -> None:
-        """Give every field the caller left unset its value in ``params`` (a recommended
-        setting), else :data:`RULE_DEFAULTS`; then check the rule's settings."""
+        """Give the fields their values in ``params`` (a recommended setting) if the caller
+        set none of them, else (and for those ``params`` leaves out) :data:`RULE_DEFAULTS`
+        to each field left unset; then check the rule's settings."""
         unknown = sorted(set(params) - set(RULE_DEFAULTS))
         require(not unknown, f"recommended setting: unknown parameter {unknown[:1]}; accepted: "
                              f"{', '.join(RULE_DEFAULTS)}")
+        plain = len(self._unset) == len(RULE_DEFAULTS)
         for key in self._unset:
-            setattr(self, key, params.get(key, RULE_DEFAULTS[key]))
+            setattr(self, key, params.get(key, RULE_DEFAULTS[key]) if plain
+                    else RULE_DEFAULTS[key])
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
         require(self.lam >= 0, f"lam: must be >= 0, got {self.lam}")
         check_uncharged(self.free_head, self.free_max)

@@ -225,7 +225,7 @@ def test_make_sampler_checks_each_field_type():
         make_sampler("topk", steps="3")
     with pytest.raises(UnmaskError, match="order: expected a string, got 1"):
         make_sampler("eb", order=1)
-    with pytest.raises(UnmaskError, match="free_max: expected True or False, got 1"):
+    with pytest.raises(UnmaskError, match="free_max: expected True or False or None, got 1"):
         make_sampler("mi-guided", free_max=1)
     with pytest.raises(UnmaskError, match="sampler: expected a name"):
         make_sampler(None)

@@ -323,11 +323,12 @@ def test_a_bad_recommendation_is_refused_by_name(tiny_transformer, tmp_path, tex
         make_sampler("mi-guided", estimator=folder).prepare(tiny_transformer)
 
 
-def test_the_shipped_sudoku_estimator_recommends_a_valid_setting():
+@pytest.mark.parametrize("name", ["sudoku_mi_estimator", "antiberty_mi_estimator"])
+def test_the_shipped_estimators_recommend_a_valid_setting(name):
     from unmask.pretrained import pretrained_path
     from unmask.samplers.mi_guided import RULE_DEFAULTS, read_recommended
 
-    params = read_recommended(pretrained_path("sudoku_mi_estimator"))
+    params = read_recommended(pretrained_path(name))
     assert params and set(params) <= set(RULE_DEFAULTS)
     make_sampler("mi-guided", **params)  # typed and checked as a spec's parameters are
 

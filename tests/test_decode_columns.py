@@ -120,16 +120,16 @@ def test_one_block_is_the_whole_row(tiny_transformer):
                                                ("threshold", 0.0)])
 def test_no_eos_hook_keeps_the_narrow_pass(tiny_transformer, monkeypatch, start, count, name,
                                            temperature):
-    """``NoEOSBefore`` bans EOS at absolute positions: computed over the current blocks only,
+    """``NoEOSIn`` bans EOS at absolute positions: computed over the current blocks only,
     the decode is that of every position computed, and the passes really are narrow."""
-    from unmask.generate import NoEOSBefore
+    from unmask.generate import NoEOSIn
 
     seen = []
     real = loop.real_log_probs
     monkeypatch.setattr(loop, "real_log_probs",
                         lambda logits, mask: seen.append(logits.shape[1]) or real(logits, mask))
     x = _batch(tiny_transformer)
-    hooks = [NoEOSBefore((1, 3), start, count)]
+    hooks = [NoEOSIn((1, 3), start, start + count)]
     ours = _decode(tiny_transformer, x, make_sampler(name), temperature=temperature,
                    hooks=hooks)
     narrow, seen[:] = list(seen), []
@@ -146,9 +146,9 @@ def test_no_eos_hook_keeps_the_narrow_pass(tiny_transformer, monkeypatch, start,
 def test_no_eos_hook_on_a_narrow_slice_bans_the_right_positions():
     """The log-probabilities of the positions 4:8 with EOS banned at 6:10: positions 6 and 7
     (columns 2 and 3) lose EOS, the others are as given."""
-    from unmask.generate import NoEOSBefore
+    from unmask.generate import NoEOSIn
 
-    hook = NoEOSBefore((1,), 6, 4)
+    hook = NoEOSIn((1,), 6, 10)
     hook.ban = torch.tensor([False, True, False])
     lp = torch.log_softmax(torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(0)), -1)
     out = hook.adjust_log_probs(torch.arange(2), lp, slice(4, 8))

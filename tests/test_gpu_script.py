@@ -29,3 +29,49 @@ def test_gpu_script_trains_benches_and_labels_on_cpu(tmp_path):
     fp = run.stdout.split("model fingerprint ")[1].split()[0]
     manifest = json.loads((tmp_path / "mi" / f"labels-{fp}" / "manifest.json").read_text())
     assert manifest["contexts"] == 3
+
+
+def _gpu_dry_run(tmp_path, *sections):
+    """benchmarks/gpu.py --dry-run (tiny shapes on the CPU) in a fresh interpreter; its JSON."""
+    sys.path.insert(0, str(ROOT / "tests" / "hf"))
+    from dllm_models import require_external
+
+    require_external()
+    out = tmp_path / "gpu.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--dry-run",
+                          "--out", str(out), "--sections", *sections],
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["meta"]["dry_run"] and not results["skipped"]
+    return results, run.stdout
+
+
+def test_gpu_benchmark_dry_run_builds_dream_and_compares(tmp_path):
+    results, stdout = _gpu_dry_run(tmp_path, "dream")
+    dream = results["sections"]["dream"]
+    assert dream["parameters"] > 0 and "error" not in str(dream)
+    assert [r["batch"] for r in dream["engines"]] == [1, 3]
+    assert "Dream's diffusion_generate" in stdout
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_dry_run_every_section(tmp_path):
+    """The whole prepared GPU run at tiny shapes: every section and part runs (the compile
+    parts are skipped on the CPU), unmask and Fast-dLLM agree on every row, and batches equal
+    their rows in both modes."""
+    results, stdout = _gpu_dry_run(tmp_path, "loop", "sudoku", "llada", "dream")
+    sections = results["sections"]
+    assert "error" not in json.dumps(sections)
+    assert sections["loop"]["confidence"]["host_reads_per_pass"] == 1
+    assert sections["sudoku"]["confidence"]["passes"] >= 1
+    llada = sections["llada"]
+    assert len(llada["engines"]) == 12
+    assert all(r["same_rows"] == r["rows"] for r in llada["engines"])
+    for mode in ("default", "batch_invariant"):
+        assert llada["batch_equality"][mode]["same_rows"] == 3
+    assert llada["pass"]["bound_ms"] > 0 and "compiled_ms" not in llada["pass"]
+    assert llada["compile"] == {"skipped": "--no-compile"}
+    assert "rows" in llada["diffusers"] or "skipped" in llada["diffusers"]
+    assert "wrote" in stdout

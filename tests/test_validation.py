@@ -92,7 +92,7 @@ def test_field_problem_reports_unknown_then_missing_then_type_in_field_order():
 def test_argument_types_refuse_in_one_line():
     at_least_2 = int_at_least(2)
     assert at_least_2("7") == 7
-    for text, message in (("x", "expected an integer, got 'x'"), ("1", "must be >= 2, got 1")):
+    for text, message in (("x", "expected an integer >= 2, got 'x'"), ("1", "must be >= 2, got 1")):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             at_least_2(text)
     unit = finite_float(0.0, 1.0, open_low=True)

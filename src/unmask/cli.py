@@ -22,16 +22,27 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser(paths=None) -> argparse.ArgumentParser:
+def build_parser(paths=None, *, listed=None) -> argparse.ArgumentParser:
     """The parser of every command, with the flags of the commands ``paths`` (their flags
-    modules imported; None: every command); the others are listed by name and help only."""
+    modules imported; None: every command); the others are listed by name and help only.
+
+    listed: the commands the parser holds (None: every one); a noun none of them is under is
+    listed by its help alone (the command line builds what its words can reach:
+    :func:`reachable`)."""
     paths = set(COMMAND_MODULES if paths is None else paths)
+    listed = set(COMMAND_MODULES if listed is None else listed)
     parser = _Parser(prog="unmask", description="Dependency-aware decoding of masked "
                      "diffusion models.")
     parser.add_argument("--version", action="version", version=f"unmask {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): sub}
-    for path in sorted(COMMAND_MODULES, key=len):
+    reached = {p[0] for p in listed if len(p) > 1}
+    for path in sorted(COMMAND_MODULES, key=len):  # the registry's order within a length
+        if path not in listed:
+            if len(path) > 1 and path[0] not in reached:  # a noun by its help alone
+                reached.add(path[0])
+                sub.add_parser(path[0], help=GROUPS.get(path[0], f"{path[0]} commands"))
+            continue
         help_text = COMMAND_MODULES[path][1]
         parent = groups.get(path[:-1])
         if parent is None:
@@ -55,11 +66,21 @@ def named_command(argv: list[str]) -> list[tuple[str, ...]]:
     return [p for p in (words[:1], words[:2]) if p in COMMAND_MODULES][:1]
 
 
+def reachable(argv: list[str]) -> list[tuple[str, ...]]:
+    """The commands the parser of ``argv`` needs: the one it names; the verbs of the noun it
+    starts with; else the commands of one word (the nouns are listed by their help)."""
+    named = named_command(argv)
+    if named:
+        return named
+    verbs = [p for p in COMMAND_MODULES if len(p) > 1 and argv[:1] == [p[0]]]
+    return verbs or [p for p in COMMAND_MODULES if len(p) == 1]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit status: 0 done, 2 refused (one line on stderr), 130
     interrupted. Argument errors and ``--help`` return their status instead of exiting."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(named_command(argv))
+    parser = build_parser(named_command(argv), listed=reachable(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a bad argument (2, already printed)

@@ -41,7 +41,7 @@ from unmask.metrics import held_out_mask, roc_auc
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.probs import entropy_from_log_probs
 from unmask.samplers import make_sampler
-from unmask.training import LoopConfig, fit
+from unmask.training.loop import LoopConfig, fit
 from unmask.validation import is_int
 
 #: the corrector shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)
@@ -330,7 +330,7 @@ def train_corrector(corrector: Corrector, feats: torch.Tensor, states: DecodedSt
                     override: bool = False, overwrite: bool = False,
                     data: dict | None = None) -> dict:
     """Train on precomputed ``feats`` (M, N, F) of ``states`` with
-    :func:`unmask.training.fit`: AdamW, cosine from ``cfg.lr`` to a tenth of it, one held-out
+    :func:`unmask.training.loop.fit`: AdamW, cosine from ``cfg.lr`` to a tenth of it, one held-out
     evaluation per epoch. The best held-out corrector is saved to ``out_dir/best``, one line
     per epoch appended to ``out_dir/history.jsonl``, the state to ``out_dir/checkpoint.pt``
     (``resume``: continue from it; ``data``, what the states are, must match unless

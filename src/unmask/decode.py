@@ -10,6 +10,7 @@ corrector); self-conditioning lives in the :class:`~unmask.models.handle.ModelHa
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
 from unmask.kv_cache import CACHE_MODES, BlockKVCache
-from unmask.models.base import MaskedModel
+from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.handle import ModelHandle
 from unmask.probs import propose, real_log_probs
 from unmask.rng import row_gumbel
@@ -50,6 +51,11 @@ class DecodeConfig:
         refreshed at block boundaries, for model folders whose code takes
         ``past_key_values`` (:mod:`unmask.kv_cache`; an approximation for bidirectional
         models).
+    batch_invariant: the loop's model pass runs one row at a time, each on the positions it
+        would compute decoded alone, so that a row's tokens do not depend on the rows beside
+        it (the kernels of a batched pass may sum in another order for another row count:
+        ``docs/gpu.md``). Slower; passes that samplers run themselves (lookahead, verified)
+        stay batched.
     """
 
     temperature: float = 0.0
@@ -58,6 +64,7 @@ class DecodeConfig:
     self_condition: bool = True
     confidence: str = "draw"
     cache_kv: str | None = None
+    batch_invariant: bool = False
 
     def __post_init__(self):
         require(is_number(self.temperature) and 0 <= self.temperature < math.inf,
@@ -70,6 +77,8 @@ class DecodeConfig:
                 f"self_condition: must be True or False, got {self.self_condition!r}")
         require(self.confidence in CONFIDENCE,
                 f"confidence: expected one of {', '.join(CONFIDENCE)}, got {self.confidence!r}")
+        require(isinstance(self.batch_invariant, bool),
+                f"batch_invariant: must be True or False, got {self.batch_invariant!r}")
         require(self.cache_kv is None or self.cache_kv in CACHE_MODES,
                 f"cache_kv: expected None or one of {', '.join(CACHE_MODES)}, got "
                 f"{self.cache_kv!r}")
@@ -142,6 +151,8 @@ def decode(
     sampler.begin(*tokens.shape)
     loop.narrow = _narrow(sampler, hooks) and loop.handle.prev_probs is None
     reuse_next = not any(hook.rewrites for hook in hooks)
+    # without a hook that keeps complete rows, every row of a pass holds a MASK
+    may_be_complete = any(type(hook).keep_rows is not Hook.keep_rows for hook in hooks)
     rows, cached = loop.unfinished(), None
     while rows.numel():
         x, masked, eligible = loop.enter_blocks(rows)
@@ -149,7 +160,7 @@ def decode(
         out = (loop.forward(x, rows, sampler.needs_hidden_layers, cols) if cached is None
                else cached.positions(cols.start, cols.stop))
         state = loop.step_state(rows, x, masked, eligible, out, hooks, cols)
-        sel, new = _select(sampler, state, loop.real_mask)
+        sel, new, broken = _select(sampler, state, loop.real_mask, may_be_complete)
         remask = torch.zeros_like(masked)
         for hook in hooks:
             remask = hook.after_write(rows, state, remask)
@@ -158,6 +169,7 @@ def decode(
         for hook in hooks:
             keep = hook.keep_rows(state)
             still = still if keep is None else still | keep
+        _stop_if_broken(broken, still, sampler)  # the pass's one host read
         cached = (sel.next_output.rows(still)
                   if reuse_next and sel.next_output is not None else None)
         rows = rows[still]
@@ -249,14 +261,41 @@ class _Loop:
         n = self.tokens.shape[1]
         if not self.narrow or self.block == n:
             return slice(0, n)
-        first, last = torch.aminmax(self.cur_block[rows])
-        first, last = int(first), int(last)
+        first, last = torch.stack(torch.aminmax(self.cur_block[rows])).tolist()  # one read
         return slice(first * self.block, (last + 1) * self.block)
 
     def forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
         """The loop's pass on ``x`` for ``rows`` at the positions ``cols``: the model on the
         whole rows (on the rows up to ``cols.stop`` for a block-causal model; its logits at
-        ``cols`` only where it can), or through the KV cache."""
+        ``cols`` only where it can), or through the KV cache; ``batch_invariant``: one row at
+        a time."""
+        if self.config.batch_invariant and len(rows) > 1:
+            return self._forward_rows(x, rows, hidden_layers, cols)
+        return self._forward(x, rows, hidden_layers, cols)
+
+    def _forward_rows(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool,
+                      cols: slice) -> ModelOutput:
+        """:meth:`forward` one row at a time, each at the positions it computes alone, the
+        outputs placed at ``cols`` (zeros where a row computed less)."""
+        parts = []
+        for i in range(len(rows)):  # the opt-in per-row pass: shapes of a row decoded alone
+            own = self.columns(rows[i:i + 1])
+            parts.append((own, self._forward(x[i:i + 1], rows[i:i + 1], hidden_layers, own)))
+        if all(own == cols for own, _ in parts):
+            return ModelOutput.cat([out for _, out in parts])
+        first = parts[0][1]
+        width = cols.stop - cols.start
+        logits = first.logits.new_zeros(len(rows), width, first.logits.shape[-1])
+        hidden = first.hidden.new_zeros(len(rows), width, first.hidden.shape[-1])
+        for i, (own, out) in enumerate(parts):
+            logits[i, own.start - cols.start:own.stop - cols.start] = out.logits[0]
+            hidden[i, own.start - cols.start:own.stop - cols.start] = out.hidden[0]
+        rest = ModelOutput.cat([dataclasses.replace(out, logits=out.logits[:, :0],
+                                                    hidden=out.hidden[:, :0])
+                                for _, out in parts])
+        return dataclasses.replace(rest, logits=logits, hidden=hidden)
+
+    def _forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
         if self.kv is not None:
             require(not hidden_layers, "cache_kv: the sampler reads every layer's hidden "
                                        "states, which a cached pass does not compute; drop "
@@ -342,40 +381,59 @@ class _Loop:
             history=None if self.history is None else [out(h) for h in self.history])
 
 
-def _select(sampler: Sampler, state: StepState, real_mask: torch.Tensor
-            ) -> tuple[Selection, torch.Tensor]:
-    """The sampler's checked selection for the rows that still hold a MASK (rows kept
-    complete by a hook reveal nothing), and the tokens to write where it reveals."""
+def _select(sampler: Sampler, state: StepState, real_mask: torch.Tensor,
+            may_be_complete: bool = True) -> tuple[Selection, torch.Tensor, torch.Tensor]:
+    """The sampler's selection for the rows that still hold a MASK (rows kept complete by a
+    hook reveal nothing; ``may_be_complete`` False: there are none), the tokens to write
+    where it reveals, and its contract checks (:func:`_contract_flags`), on the device."""
+    if not may_be_complete:
+        sel = sampler.select(state)
+        return (sel, *_contract_flags(sel, state, real_mask, sampler))
     decoding = state.masked.any(1)
     if bool(decoding.all()):
         sel = sampler.select(state)
-        return sel, _check_selection(sel, state, real_mask, sampler)
+        return (sel, *_contract_flags(sel, state, real_mask, sampler))
     sub = decoding.nonzero().squeeze(1)
     reveal, new = torch.zeros_like(state.masked), state.tokens.clone()
-    entropy = None
+    entropy, broken = None, torch.zeros(len(CONTRACT), dtype=torch.bool,
+                                        device=state.tokens.device)
     if sub.numel():
         sub_state = state.rows(sub)
         sel = sampler.select(sub_state)
-        new[sub] = _check_selection(sel, sub_state, real_mask, sampler)
+        new[sub], broken = _contract_flags(sel, sub_state, real_mask, sampler)
         reveal[sub] = sel.reveal
         if sel.entropy is not None:
             entropy = torch.zeros_like(state.entropy, dtype=sel.entropy.dtype)
             entropy[sub] = sel.entropy
-    return Selection(reveal, entropy=entropy), new
+    return Selection(reveal, entropy=entropy), new, broken
 
 
-def _check_selection(sel: Selection, state: StepState, real_mask: torch.Tensor,
-                     sampler: Sampler) -> torch.Tensor:
-    """The tokens to write where ``sel.reveal``; RuntimeError on a broken sampler contract."""
+#: what a sampler's selection must not do, in the order :func:`_contract_flags` checks it
+CONTRACT = ("revealed a position that is not eligible",
+            "revealed nothing in some row (no progress)",
+            "emitted a token that is not a real token")
+
+
+def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
+                    sampler: Sampler) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens to write where ``sel.reveal``, and (len(CONTRACT),) bool on the device:
+    which part of the contract the selection breaks (read with the pass's stopping check,
+    :func:`_stop_if_broken`). RuntimeError at once on a reveal of the wrong shape or type."""
     reveal, name = sel.reveal, sampler.label
     if reveal.shape != state.eligible.shape or reveal.dtype != torch.bool:
         raise RuntimeError(f"sampler {name!r}: reveal must be a bool tensor of shape "
                            f"{tuple(state.eligible.shape)}")
-    if bool((reveal & ~state.eligible).any()):
-        raise RuntimeError(f"sampler {name!r} revealed a position that is not eligible")
-    if not bool(reveal.any(1).all()):
-        raise RuntimeError(f"sampler {name!r} revealed nothing in some row (no progress)")
     new = state.x0 if sel.tokens is None else sel.tokens
-    if not bool(real_mask[new[reveal]].all()):
-        raise RuntimeError(f"sampler {name!r} emitted a token that is not a real token")
-    return new
+    real = real_mask[new.clamp(0, len(real_mask) - 1)] & (new >= 0) & (new < len(real_mask))
+    broken = torch.stack([(reveal & ~state.eligible).any(), ~reveal.any(1).all(),
+                          (reveal & ~real).any()])
+    return new, broken
+
+
+def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler) -> None:
+    """Read the pass's contract flags together with whether any row goes on (one host read
+    for both); RuntimeError naming the first broken part of the contract."""
+    flags = torch.cat([broken, still.any()[None]]).tolist()
+    for problem, bad in zip(CONTRACT, flags, strict=False):
+        if bad:
+            raise RuntimeError(f"sampler {sampler.label!r} {problem}")

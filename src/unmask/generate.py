@@ -12,17 +12,18 @@ the first generated positions (as LLaDA's generate can), so a row cannot end bef
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import torch
 
+from unmask.compiled import compiled
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
@@ -86,8 +87,8 @@ def parse_sampler(spec: str | Sampler) -> Sampler:
     if name and name.group() in LLADA_NAMES:
         text = LLADA_NAMES[name.group()] + text[name.end():]
     parsed = parse_spec(text)
-    require(not parsed.corrected, f"sampler: {spec!r}: generate has no corrector; drop "
-                                  "'+corrector'")
+    require(not parsed.corrected, f"sampler: {spec!r}: text decoding (generate, infill) "
+                                  "takes no corrector; drop '+corrector'")
     return parsed.build()
 
 
@@ -111,7 +112,9 @@ class StopAtEOS(SamplerWrapper):
         ok = (prev >= self.gen_start).all(1)
         prev_tok = state.tokens.gather(1, prev.clamp(min=0))
         ended = ok & (prev_tok == self.eos_id).all(1)
-        if not bool(ended.any()):
+        # rows that did not end keep the inner choice: no host read unless the inner sampler
+        # handed over its next output, which ended rows need replaced
+        if sel.next_output is not None and not bool(ended.any()):
             return sel
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
@@ -138,8 +141,8 @@ class StopAtEOS(SamplerWrapper):
         return type(inner_next).cat([inner_next, own]).rows(order)
 
 
-class NoEOSBefore(Hook):
-    """Keeps EOS out of positions [start, start + n): there the EOS ids' log-probabilities
+class NoEOSIn(Hook):
+    """Keeps EOS out of the positions [lo, hi): there the EOS ids' log-probabilities
     are -inf and the rest renormalised before the sampler sees them (so the loop's proposal,
     its confidence and entropy are those of the model with EOS banned). Samplers that run the
     model on states of their own (lookahead, verified passes) judge those with the model as it
@@ -149,15 +152,17 @@ class NoEOSBefore(Hook):
 
     reads_eligible_only: ClassVar[bool] = True
 
-    def __init__(self, eos_ids: tuple[int, ...], start: int, n: int):
-        self.eos_ids, self.lo, self.hi = tuple(eos_ids), start, start + n
+    def __init__(self, eos_ids: tuple[int, ...], lo: int, hi: int):
+        self.eos_ids, self.lo, self.hi = tuple(eos_ids), lo, hi
 
     def prepare(self, model, sampler, tokens):
         real = model.real_token_mask.to(tokens.device)
         self.ban = torch.zeros_like(real)
         self.ban[list(self.eos_ids)] = True
         if not bool((real & ~self.ban).any()):
-            raise UnmaskError("min_new_tokens: every real token of the model is an EOS id")
+            raise UnmaskError("no EOS in positions "
+                              f"{self.lo}..{self.hi - 1}: every real token of the model is an "
+                              "EOS id")
 
     def adjust_log_probs(self, rows, log_probs, columns=slice(0, None)):
         first = columns.start or 0  # the absolute position of log_probs[:, 0]
@@ -181,7 +186,7 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool = False) -> list[i
     return [int(i) for i in tokenizer(prompt)["input_ids"]]
 
 
-def _with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
+def with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
     if steps is None:
         return sampler
     require(is_int(steps) and steps >= 1, f"steps: must be an integer >= 1, got "
@@ -220,7 +225,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
              temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
              stop_at_eos: bool = True, batch_size: int | None = None,
              min_new_tokens: int = 0, confidence: str = "draw",
-             cache_kv: str | None = None) -> list[Generation]:
+             cache_kv: str | None = None, batch_invariant: bool = False,
+             compile: bool = False) -> list[Generation]:
     """Generate a continuation of each prompt.
 
     Args:
@@ -246,6 +252,10 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             ``"max"``, :class:`~unmask.decode.DecodeConfig`).
         cache_kv: None, ``"prefix"`` or ``"dual"``: Fast-dLLM's block KV cache
             (:class:`~unmask.decode.DecodeConfig`, :mod:`unmask.kv_cache`).
+        batch_invariant: each row's tokens are those it gets decoded alone, bit for bit
+            (the model runs one row at a time; :class:`~unmask.decode.DecodeConfig`).
+        compile: run the model's forward under ``torch.compile`` (CUDA graphs on a GPU;
+            :mod:`unmask.compiled`).
     Returns:
         one :class:`Generation` per prompt, in order.
     """
@@ -262,45 +272,87 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     require(is_int(seed), f"seed: must be an integer, got {seed!r}")
     block = _check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
-    sampler = _with_steps(parse_sampler(sampler), steps, gen_length // block)
+    sampler = with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence,
-                          cache_kv=cache_kv)
+                          cache_kv=cache_kv, batch_invariant=batch_invariant)
     encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
     _check_prompts(model, tokenizer, encoded, gen_length)
-
-    def batch(chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds]:
-        return prompt_batch(model, chunk, block, gen_length, stop_at_eos=stop_at_eos,
-                            min_new_tokens=min_new_tokens)
-
-    def read(res: DecodeResult, lo: int, ends: TextEnds, wall: float) -> list[Generation]:
-        return generations(res, tokenizer, prompts[lo:lo + len(res.tokens)], ends, wall)
-
-    return decode_batches(model, encoded, sampler, config, seed=seed, batch_size=batch_size,
-                          batch=batch, read=read)
+    layout = PromptLayout(model, tokenizer, prompts, encoded, block, gen_length, stop_at_eos,
+                          min_new_tokens)
+    return decode_batches(layout, sampler, config, seed=seed, batch_size=batch_size,
+                          compile=compile)
 
 
-def decode_batches(model: MaskedModel, encoded: list[list[int]], sampler: Sampler,
-                   config: DecodeConfig, *, seed: int, batch_size: int | None,
-                   batch: Callable[[list[list[int]]], tuple[torch.Tensor, TextEnds | None]],
-                   read: Callable[[DecodeResult, int, TextEnds | None, float], list[Generation]]
-                   ) -> list[Generation]:
-    """The one path of :func:`generate` and :func:`unmask.infill.infill`: the rows
-    ``encoded`` (token ids each) decoded ``batch_size`` at a time (default: all at once).
+class Layout(Protocol):
+    """How rows of token ids sit in a decode input and come back as :class:`Generation` s:
+    what :func:`decode_batches` decodes. :class:`PromptLayout` (a prompt, then masked
+    positions to generate) and :class:`unmask.infill.InfillPlan` (templates with masked
+    positions inside) are its two kinds."""
 
-    ``batch(chunk)`` builds a chunk's decode input (x (R, W) long with MASK where to fill,
-    and how its rows end, :class:`TextEnds`, or None: nothing ends early); row i of the whole
-    list decodes with seed ``seed + i``; ``read(res, lo, ends, wall)`` turns the decoded
-    chunk starting at row ``lo`` into :class:`Generation` s (``wall`` its seconds).
-    """
+    #: the model the rows are encoded for
+    model: MaskedModel
+    #: the rows, token ids each (MASK where to fill, for templates)
+    encoded: list[list[int]]
+
+    def batch(self, chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds | None]:
+        """A chunk's decode input: x (R, W) long with MASK where to fill, and how its rows
+        end (:class:`TextEnds`; None: nothing ends early, no EOS ban)."""
+
+    def read(self, res: DecodeResult, lo: int, ends: TextEnds | None, wall: float
+             ) -> list[Generation]:
+        """The :class:`Generation` s of the decoded chunk that starts at row ``lo`` (``wall``
+        its seconds)."""
+
+
+@dataclass
+class PromptLayout:
+    """Prompts continued by ``gen_length`` masked positions (:func:`generate`'s
+    :class:`Layout`): prompts right-aligned in whole blocks, PAD before shorter ones
+    (:func:`prompt_batch`); a row may end at a block of EOS (``stop_at_eos``) but not in its
+    first ``min_new_tokens`` generated positions."""
+
+    model: MaskedModel
+    tokenizer: object
+    prompts: list[str]
+    encoded: list[list[int]]
+    block: int
+    gen_length: int
+    stop_at_eos: bool = True
+    min_new_tokens: int = 0
+
+    def batch(self, chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds]:
+        return prompt_batch(self.model, chunk, self.block, self.gen_length,
+                            stop_at_eos=self.stop_at_eos, min_new_tokens=self.min_new_tokens)
+
+    def read(self, res: DecodeResult, lo: int, ends: TextEnds, wall: float
+             ) -> list[Generation]:
+        return generations(res, self.tokenizer, self.prompts[lo:lo + len(res.tokens)], ends,
+                           wall)
+
+
+def decode_batches(layout: Layout, sampler: Sampler, config: DecodeConfig, *, seed: int,
+                   batch_size: int | None, compile: bool = False) -> list[Generation]:
+    """The one path of :func:`generate` and :func:`unmask.infill.infill`: the rows of
+    ``layout`` decoded ``batch_size`` at a time (default: all at once), row i of the whole
+    list with seed ``seed + i``. ``compile``: the model's forward under ``torch.compile``
+    meanwhile (:func:`unmask.compiled.compiled`)."""
+    require(isinstance(compile, bool), f"compile: must be True or False, got {compile!r}")
+    with compiled(layout.model) if compile else contextlib.nullcontext():
+        return _decode_chunks(layout, sampler, config, seed, batch_size)
+
+
+def _decode_chunks(layout: Layout, sampler: Sampler, config: DecodeConfig, seed: int,
+                   batch_size: int | None) -> list[Generation]:
+    encoded, model = layout.encoded, layout.model
     size = batch_size or len(encoded)
     results: list[Generation] = []
     for lo in range(0, len(encoded), size):
-        x, ends = batch(encoded[lo:lo + size])
+        x, ends = layout.batch(encoded[lo:lo + size])
         run = sampler if ends is None else ends.sampler(sampler)
         t0 = time.perf_counter()
         res = decode(model, x.to(model.device), run, config, seed=seed + lo,
                      hooks=[] if ends is None else ends.hooks())
-        results += read(res, lo, ends, time.perf_counter() - t0)
+        results += layout.read(res, lo, ends, time.perf_counter() - t0)
     return results
 
 
@@ -347,17 +399,19 @@ def _check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_
 class TextEnds:
     """How the rows of one batch of prompts end (plain data: it travels with a sweep's shards,
     :class:`unmask.bench.sweep.Run`). With ``stop_at_eos`` a row whose last finished block is
-    all EOS fills the rest with EOS (:class:`StopAtEOS`); the first ``min_new_tokens`` generated
-    positions cannot take an EOS id (:class:`NoEOSBefore`).
+    all EOS fills the rest with EOS (:class:`StopAtEOS`); no position in ``no_eos`` can take
+    an EOS id (:class:`NoEOSIn`).
 
     eos_ids: the model's EOS ids (none: neither applies); block: the block length;
-    gen_start: the first generated position (the batch's prompt width).
+    gen_start: the first generated position (the batch's prompt width);
+    no_eos: (lo, hi), the row positions [lo, hi) where no EOS may be drawn (generate: its
+    first ``min_new_tokens``; infill: every position, a template fixing its length).
     """
 
     eos_ids: tuple[int, ...]
     block: int
     gen_start: int
-    min_new_tokens: int = 0
+    no_eos: tuple[int, int] = (0, 0)
     stop_at_eos: bool = True
 
     def sampler(self, sampler: Sampler) -> Sampler:
@@ -368,8 +422,8 @@ class TextEnds:
 
     def hooks(self) -> list[Hook]:
         """The decode hooks of the batch."""
-        return ([NoEOSBefore(self.eos_ids, self.gen_start, self.min_new_tokens)]
-                if self.eos_ids and self.min_new_tokens else [])
+        lo, hi = self.no_eos
+        return [NoEOSIn(self.eos_ids, lo, hi)] if self.eos_ids and hi > lo else []
 
 
 def prompt_batch(model: MaskedModel, encoded: list[list[int]], block: int, gen_length: int, *,
@@ -378,8 +432,8 @@ def prompt_batch(model: MaskedModel, encoded: list[list[int]], block: int, gen_l
     """The decode input of prompts ``encoded`` (token ids each; see :func:`_prompt_batch`)
     and how its rows end: (x (B, width + gen_length) long, :class:`TextEnds`)."""
     x, width = _prompt_batch(model, encoded, block, gen_length, getattr(model, "pad_id", None))
-    ends = TextEnds(tuple(getattr(model, "eos_ids", ())), block, width, min_new_tokens,
-                    stop_at_eos)
+    ends = TextEnds(tuple(getattr(model, "eos_ids", ())), block, width,
+                    (width, width + min_new_tokens), stop_at_eos)
     return x, ends
 
 

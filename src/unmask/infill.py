@@ -32,16 +32,14 @@ from unmask.errors import UnmaskError, require
 from unmask.generate import (
     Generation,
     TextEnds,
-    _with_steps,
     decode_batches,
     parse_sampler,
     prompt_batch,
+    with_steps,
 )
 from unmask.models.auto import load_model
-from unmask.models.base import MaskedModel
+from unmask.models.base import MaskedModel, ResidueAlphabet
 from unmask.models.transformer import MDMTransformer
-from unmask.protein.model import check_protein_model
-from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID
 from unmask.samplers.base import Sampler
 from unmask.validation import is_int, text_problem
 
@@ -49,7 +47,6 @@ from unmask.validation import is_int, text_problem
 MASK_MARK = re.compile(r"<mask(?::([^>]*))?>")
 #: the count of ``<mask:N>``: ASCII digits only (``²`` and ``①`` are digits to Python)
 _COUNT = re.compile(r"[0-9]+")
-_RESIDUE = {a: i for i, a in enumerate(AMINO_ACIDS)}
 
 
 def split_template(template: str, index: int = 0, limit: int | None = None
@@ -78,27 +75,28 @@ def split_template(template: str, index: int = 0, limit: int | None = None
     return [p for p in pieces if p != ""]
 
 
-def is_protein_model(model: MaskedModel) -> bool:
-    """True for a model over the protein vocabulary (20 residues, MASK 20, PAD 21)."""
-    try:
-        check_protein_model(model)
-    except UnmaskError:
-        return False
-    return True
+def reads_residues(model: MaskedModel, tokenizer=None) -> bool:
+    """True when ``model``'s templates are residue strings (:attr:`MaskedModel.residues`: a
+    protein model) rather than text through a tokenizer (``tokenizer`` or its own)."""
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    return tokenizer is None and getattr(model, "residues", None) is not None
 
 
-def encode_residues(template: str, index: int = 0, limit: int | None = None) -> list[int]:
-    """The protein ids of a residue template (MASK where masked; ``limit``: as
+def encode_residues(template: str, residues: ResidueAlphabet, index: int = 0,
+                    limit: int | None = None) -> list[int]:
+    """The ids of a residue template in ``residues`` (its MASK where masked; ``limit``: as
     :func:`split_template`)."""
     ids: list[int] = []
     for piece in split_template(template, index, limit):
         if isinstance(piece, int):
-            ids += [MASK_ID] * piece
+            ids += [residues.mask_id] * piece
             continue
         for ch in piece:
-            require(ch in _RESIDUE, f"template {index}: {ch!r} at position {len(ids)} is not "
-                                    "one of the 20 standard amino acids (upper case) or <mask>")
-            ids.append(_RESIDUE[ch])
+            k = residues.letters.find(ch) if len(ch) == 1 else -1
+            require(k >= 0, f"template {index}: {ch!r} at position {len(ids)} is not one of "
+                            f"the {len(residues.letters)} residues ({residues.letters}) or "
+                            "<mask>")
+            ids.append(k)
     return ids
 
 
@@ -113,11 +111,29 @@ def encode_text(tokenizer, template: str, index: int = 0, limit: int | None = No
     text = "".join(p if isinstance(p, str) else mask * p for p in pieces)
     ids = [int(i) for i in tokenizer(text)["input_ids"]]
     unk = tokenizer.unk_token_id
-    if unk is not None and unk in ids and tokenizer.unk_token not in text:
+    written = text.count(tokenizer.unk_token) if tokenizer.unk_token else 0
+    if unk is not None and ids.count(unk) > written:  # more than the template writes
         raise UnmaskError(f"template {index}: the tokenizer reads part of it as "
                           f"{tokenizer.unk_token} (outside the model's vocabulary): "
                           f"{_unknown_part(tokenizer, text)!r}")
     return ids
+
+
+def context_change(tokenizer, template: str) -> tuple[str, str] | None:
+    """(a word of ``template``'s given text, the word the tokenizer reads instead), or None
+    when its normaliser keeps every word (an uncased tokenizer lower-cases and drops accents:
+    ``'Sät'`` is read as ``'sat'``, and the filled text shows the context so)."""
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+    if normalizer is None:
+        return None
+    for piece in split_template(template):
+        if isinstance(piece, int):
+            continue
+        for word, read in zip(piece.split(), normalizer.normalize_str(piece).split(),
+                              strict=False):
+            if word != read:
+                return word, read
+    return None
 
 
 def _unknown_part(tokenizer, text: str) -> str:
@@ -127,7 +143,7 @@ def _unknown_part(tokenizer, text: str) -> str:
     except (NotImplementedError, TypeError, ValueError):
         return text[:40]
     for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
-        if tid == tokenizer.unk_token_id:
+        if tid == tokenizer.unk_token_id and text[a:b] != tokenizer.unk_token:
             return text[a:b]
     return text[:40]
 
@@ -135,7 +151,8 @@ def _unknown_part(tokenizer, text: str) -> str:
 def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=None,
            sampler: str | Sampler = "confidence", block_length: int | None = None,
            steps: int | None = None, temperature: float = 0.0, seed: int = 0,
-           batch_size: int | None = None, confidence: str = "draw") -> list[Generation]:
+           batch_size: int | None = None, confidence: str = "draw",
+           batch_invariant: bool = False, compile: bool = False) -> list[Generation]:
     """Fill the masked positions of each template (see the module docstring for the syntax).
 
     Args:
@@ -150,6 +167,7 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
         steps: steps per block that holds masks (count samplers only).
         temperature, seed, batch_size, confidence: as :func:`~unmask.generate.generate`
             (template i decodes with seed ``seed + i``).
+        batch_invariant, compile: as :func:`~unmask.generate.generate`.
     Returns:
         one :class:`~unmask.generate.Generation` per template: ``prompt`` the template,
         ``text`` the whole filled sequence (special tokens dropped), ``token_ids`` its ids,
@@ -158,35 +176,47 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
     plan = plan_infill(model, templates, tokenizer=tokenizer, block_length=block_length,
                        batch_size=batch_size)
     require(is_int(seed), f"seed: must be an integer, got {seed!r}")
-    sampler = _with_steps(parse_sampler(sampler), steps, 1)
+    sampler = with_steps(parse_sampler(sampler), steps, 1)
     config = DecodeConfig(temperature=temperature, block_size=block_length,
-                          confidence=confidence)
-    return decode_batches(plan.model, plan.encoded, sampler, config, seed=seed,
-                          batch_size=batch_size, batch=plan.batch, read=plan.read)
+                          confidence=confidence, batch_invariant=batch_invariant)
+    return decode_batches(plan, sampler, config, seed=seed, batch_size=batch_size,
+                          compile=compile)
 
 
 @dataclasses.dataclass
 class InfillPlan:
-    """Templates ready to decode, for callers that run the decodes themselves (a bench on an
-    engine, :mod:`unmask.bench.sweep`); :func:`infill` is ``decode_batches`` over it.
+    """Templates ready to decode (:func:`infill`'s :class:`~unmask.generate.Layout`), also for
+    callers that run the decodes themselves (a bench on an engine, :mod:`unmask.bench.sweep`);
+    :func:`infill` is :func:`~unmask.generate.decode_batches` over it.
+
+    Text templates are right-aligned in whole blocks, PAD before shorter ones, and no position
+    of a row may take an EOS id (a template fixes its length); residue templates are
+    left-aligned, the model's PAD after them.
 
     Attributes:
         model: the model the templates were encoded for.
         templates: the templates, in order.
         encoded: each template's token ids (MASK where to fill).
-        batch: chunk of ``encoded`` -> its decode input: x (R, W) long and how its rows end
-            (:class:`~unmask.generate.TextEnds` for text models: pass it as a sweep run's
-            ``extras``; None for residue templates).
+        block_length: decode in blocks of this many positions (None: one block).
         batch_size: templates per chunk (None: all at once).
+        to_text: token ids -> text (residues, or the tokenizer's decoding).
+        protein: the templates are residue strings (:func:`reads_residues`).
     """
 
     model: MaskedModel
     templates: list[str]
     encoded: list[list[int]]
-    batch: Callable[[list[list[int]]], tuple[torch.Tensor, TextEnds | None]]
+    block_length: int | None
     batch_size: int | None
     to_text: Callable[[list[int]], str]
     protein: bool
+
+    def batch(self, chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds | None]:
+        """A chunk's decode input: x (R, W) long and how its rows end
+        (:class:`~unmask.generate.TextEnds` for text templates: pass it as a sweep run's
+        ``extras``; None for residue templates)."""
+        fill = _protein_batch if self.protein else _text_batch
+        return fill(self.model, self.block_length, chunk)
 
     def chunks(self) -> list[tuple[int, torch.Tensor, TextEnds | None]]:
         """(index of the chunk's first template, x (R, W), ends) per chunk, in order: the
@@ -221,28 +251,24 @@ def plan_infill(model: MaskedModel | str, templates: str | list[str], *, tokeniz
             f"block_length: must be an integer >= 1, got {block_length!r}")
     require(batch_size is None or (is_int(batch_size) and batch_size >= 1),
             f"batch_size: must be an integer >= 1, got {batch_size!r}")
-    protein = _reads_residues(model, tokenizer)
-    batch = (_protein_batch if protein else _text_batch)(model, block_length)
-    return InfillPlan(model, list(templates), encoded, batch, batch_size, to_text, protein)
-
-
-def _reads_residues(model: MaskedModel, tokenizer) -> bool:
-    """True when templates are residue strings in our protein ids (a protein model without a
-    tokenizer of its own)."""
-    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
-    return tokenizer is None and is_protein_model(model)
+    return InfillPlan(model, list(templates), encoded, block_length, batch_size, to_text,
+                      reads_residues(model, tokenizer))
 
 
 def _encoder(model: MaskedModel, tokenizer):
     """templates -> (their ids, ids -> text) for ``model``: residue strings for a protein
     model without a tokenizer, else the text tokenizer's."""
+    require(tokenizer is None or callable(tokenizer), f"tokenizer: expected a transformers "
+                                                      f"tokenizer, got {type(tokenizer).__name__}")
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
-    if _reads_residues(model, tokenizer):
+    if reads_residues(model, tokenizer):
+        residues = model.residues
+
         def encode(i, t):
-            return encode_residues(t, i, model.max_length)
+            return encode_residues(t, residues, i, model.max_length)
 
         def to_text(ids):
-            return "".join(AMINO_ACIDS[i] for i in ids)
+            return "".join(residues.letters[i] for i in ids)
     else:
         require(tokenizer is not None, "model: infill reads templates through the model's "
                                        "tokenizer or as residues of a protein model; this "
@@ -267,35 +293,30 @@ def _encoder(model: MaskedModel, tokenizer):
     return encode_all
 
 
-def _text_batch(model: MaskedModel, block: int | None):
-    """chunk -> the decode input of text templates: right-aligned in whole blocks (one block
-    of the longest template by default), PAD before shorter ones; no row ends early and no
-    masked position takes an EOS id (a template fixes its length)."""
-    def batch(chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds]:
-        x, ends = prompt_batch(model, chunk, block or max(map(len, chunk)), 0,
-                               stop_at_eos=False)
-        return x, dataclasses.replace(ends, gen_start=0, min_new_tokens=x.shape[1])
-
-    return batch
+def _text_batch(model: MaskedModel, block: int | None, chunk: list[list[int]]
+                ) -> tuple[torch.Tensor, TextEnds]:
+    """The decode input of text templates: right-aligned in whole blocks (one block of the
+    longest template by default), PAD before shorter ones; no row ends early and no position
+    takes an EOS id (a template fixes its length)."""
+    x, ends = prompt_batch(model, chunk, block or max(map(len, chunk)), 0, stop_at_eos=False)
+    return x, dataclasses.replace(ends, no_eos=(0, x.shape[1]))
 
 
-def _protein_batch(model: MaskedModel, block: int | None):
-    """chunk -> the decode input of residue templates: left-aligned, PAD after them, in rows
-    of the model's max_length for our transformer (the layout it is trained on), else of the
-    longest template rounded up to whole blocks."""
-    def batch(chunk: list[list[int]]) -> tuple[torch.Tensor, None]:
-        longest = max(map(len, chunk))
-        width = (model.max_length if isinstance(model, MDMTransformer)
-                 else math.ceil(longest / (block or longest)) * (block or longest))
-        require(width <= model.max_length and width % (block or width) == 0,
-                f"block_length: {block} does not fit the model's rows ({width} positions, "
-                f"max_length {model.max_length}); give one that divides {width}")
-        x = torch.full((len(chunk), width), PAD_ID, dtype=torch.long)
-        for r, ids in enumerate(chunk):
-            x[r, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-        return x, None
-
-    return batch
+def _protein_batch(model: MaskedModel, block: int | None, chunk: list[list[int]]
+                   ) -> tuple[torch.Tensor, None]:
+    """The decode input of residue templates: left-aligned, the model's PAD after them, in
+    rows of the model's max_length for our transformer (the layout it is trained on), else of
+    the longest template rounded up to whole blocks."""
+    longest = max(map(len, chunk))
+    width = (model.max_length if isinstance(model, MDMTransformer)
+             else math.ceil(longest / (block or longest)) * (block or longest))
+    require(width <= model.max_length and width % (block or width) == 0,
+            f"block_length: {block} does not fit the model's rows ({width} positions, "
+            f"max_length {model.max_length}); give one that divides {width}")
+    x = torch.full((len(chunk), width), model.residues.pad_id, dtype=torch.long)
+    for r, ids in enumerate(chunk):
+        x[r, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return x, None
 
 
 def _filled(res: DecodeResult, templates: list[str], encoded: list[list[int]], to_text,
@@ -314,5 +335,5 @@ def _filled(res: DecodeResult, templates: list[str], encoded: list[list[int]], t
     return out
 
 
-__all__ = ["MASK_MARK", "InfillPlan", "encode_residues", "encode_text", "infill",
-           "is_protein_model", "plan_infill", "split_template"]
+__all__ = ["MASK_MARK", "InfillPlan", "context_change", "encode_residues", "encode_text", "infill",
+           "plan_infill", "reads_residues", "split_template"]

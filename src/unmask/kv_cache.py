@@ -87,24 +87,35 @@ class BlockKVCache:
         row's block-first pass (kept for every row, (B, N, V)); False (the loop reads each
         row's block only): they hold zeros and nothing but the keys and values is kept."""
         cols = slice(0, x.shape[1]) if cols is None else cols
-        fresh = self.block_of[rows] != blocks
         parts = []  # (indices into rows, first column, logits, hidden)
+        block_only = cols.stop - cols.start < x.shape[1]  # logits of the block alone
         with torch.inference_mode():
-            if bool(fresh.any()):
-                idx = fresh.nonzero().squeeze(1)
-                logits, hidden = self._refresh(x[idx], rows[idx], cols, keep_outputs)
-                parts.append((idx, 0, logits, hidden))
-                self.block_of[rows[idx]] = blocks[idx]
-            block_only = cols.stop - cols.start < x.shape[1]  # logits of the block alone
-            for b in torch.unique(blocks[~fresh]).tolist():
-                sub = (~fresh & (blocks == b)).nonzero().squeeze(1)
-                lo, window_logits, window_hidden = self._window(x[sub], rows[sub], b,
-                                                                block_only)
-                parts.append((sub, lo - cols.start, window_logits, window_hidden))
+            for block, padded, sub in self._groups(x, rows, blocks):
+                if block < 0:  # rows entering a block: whole rows, keys and values kept
+                    logits, hidden = self._refresh(x[sub], rows[sub], cols, keep_outputs,
+                                                   padded)
+                    parts.append((sub, 0, logits, hidden))
+                    self.block_of[rows[sub]] = blocks[sub]
+                else:
+                    lo, window_logits, window_hidden = self._window(x[sub], rows[sub], block,
+                                                                    block_only, padded)
+                    parts.append((sub, lo - cols.start, window_logits, window_hidden))
             logits, hidden = self._outputs(rows, cols, parts, keep_outputs)
         handle.calls[rows] += 1
         handle.sequences[rows] += 1
         return ModelOutput(logits=logits, hidden=hidden)
+
+    def _groups(self, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor):
+        """[(block, padded, indices into rows)]: the rows of one model call each, read with
+        one host read: rows entering a block (block -1) and rows of each block, split by
+        whether the row holds padding (rows without get no attention mask, as alone)."""
+        fresh = self.block_of[rows] != blocks
+        pad = self.model.pad_id
+        padded = ((x == pad).any(1) if pad is not None
+                  else torch.zeros_like(fresh)).long()
+        key = torch.where(fresh, -1, blocks) * 2 + padded
+        return [(k // 2, bool(k % 2), (key == k).nonzero().squeeze(1))
+                for k in torch.unique(key).tolist()]
 
     def _outputs(self, rows: torch.Tensor, cols: slice, parts: list, keep_outputs: bool):
         """(logits (R, W, V), hidden (R, W, D)) at ``cols`` from the computed ``parts``, over
@@ -122,27 +133,24 @@ class BlockKVCache:
             hidden[idx, at:at + w] = part_hidden[:, :w]
         return logits, hidden
 
-    def _inputs(self, x: torch.Tensor) -> dict:
-        pad = self.model.pad_id
-        if pad is not None and bool((x == pad).any()):
-            return {"attention_mask": (x != pad).long()}  # whole rows: every key's mask
-        return {}
-
-    def _run(self, x: torch.Tensor, window: torch.Tensor, **kwargs):
+    def _run(self, x: torch.Tensor, window: torch.Tensor, padded: bool, **kwargs):
+        """The model on ``window`` of the rows ``x``; ``padded``: some hold padding, left
+        out of attention (the mask covers whole rows: every key)."""
+        mask = {"attention_mask": (x != self.model.pad_id).long()} if padded else {}
         out = self.model.hf(input_ids=window, use_cache=True, output_hidden_states=True,
-                            **self._inputs(x), **kwargs)
+                            **mask, **kwargs)
         layer = self.model.hidden_layer
         return out, out.logits.float(), out.hidden_states[layer].float()
 
-    def _refresh(self, x: torch.Tensor, rows: torch.Tensor, cols: slice, keep_outputs: bool
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _refresh(self, x: torch.Tensor, rows: torch.Tensor, cols: slice, keep_outputs: bool,
+                 padded: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Run whole ``rows``; keep their keys/values (and, ``keep_outputs``, their logits and
         hidden states at ``cols``); return those logits (R, W, V) and hidden states (the
         output layer runs at ``cols`` only where the model lets it)."""
         n = x.shape[1]
         with (self.model.output_layer_on(cols.start, cols.stop, n)
               if cols.stop - cols.start < n else contextlib.nullcontext()):
-            out, logits, hidden = self._run(x, x)
+            out, logits, hidden = self._run(x, x, padded)
         logits = logits[:, cols] if logits.shape[1] == n else logits
         hidden = hidden[:, cols]
         b = self.block_of.shape[0]
@@ -158,7 +166,8 @@ class BlockKVCache:
             self.keys[layer][rows], self.values[layer][rows] = k, v
         return logits, hidden
 
-    def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int, block_only: bool):
+    def _window(self, x: torch.Tensor, rows: torch.Tensor, block: int, block_only: bool,
+                padded: bool):
         """(first position, logits, hidden) of the positions the model runs on (``block_only``:
         the logits of the block's positions only, where the model can)."""
         lo, hi = block * self.block, (block + 1) * self.block
@@ -172,12 +181,12 @@ class BlockKVCache:
             n = x.shape[1] - lo
             with (self.model.output_layer_on(0, self.block, n) if block_only
                   else contextlib.nullcontext()):
-                _, logits, hidden = self._run(x, x[:, lo:], past_key_values=past)
+                _, logits, hidden = self._run(x, x[:, lo:], padded, past_key_values=past)
             return lo, logits, hidden
         past = [(k, v) if every else (k[rows], v[rows])
                 for k, v in zip(self.keys, self.values, strict=True)]
         replace = torch.zeros(1, x.shape[1], dtype=torch.bool, device=x.device)
         replace[:, lo:hi] = True  # one row: the code replaces the same positions in all rows
-        _, logits, hidden = self._run(x, x[:, lo:hi], past_key_values=past,
+        _, logits, hidden = self._run(x, x[:, lo:hi], padded, past_key_values=past,
                                       replace_position=replace)
         return lo, logits, hidden

@@ -25,13 +25,12 @@ lists the presets without importing torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from unmask.errors import UnmaskError
 
 
-@dataclass(frozen=True)
-class Preset:
+class Preset(NamedTuple):
     """One named configuration: ``spec``, a sampler spec; ``doc``, one line on what it is
     for; ``chosen_on``, what it was chosen on (the measurements, where they are)."""
 

@@ -15,7 +15,6 @@ and is left to the receiver's own checks.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import numbers
 import sys
@@ -139,8 +138,7 @@ def json_type(value) -> str:
 # ------------------------------------------------------------------ dicts against dataclasses
 
 
-@dataclasses.dataclass(frozen=True)
-class FieldProblem:
+class FieldProblem(typing.NamedTuple):
     """The first thing wrong with a dict read as a dataclass's fields.
 
     kind: 'unknown' (a key that is no field), 'missing' (a required field absent) or 'type'
@@ -156,6 +154,8 @@ class FieldProblem:
 
 def field_hints(cls) -> dict[str, object]:
     """Field name -> resolved type hint of dataclass ``cls``, in field order."""
+    import dataclasses  # a caller with a dataclass has it imported; the CLI's flags need not
+
     hints = typing.get_type_hints(cls)
     return {f.name: hints.get(f.name, object) for f in dataclasses.fields(cls)}
 
@@ -165,6 +165,8 @@ def field_problem(cls, data: dict, *, partial: bool = False) -> FieldProblem | N
     none): an unknown key (the first in sorted order), then, field by field, a missing required
     field (not with ``partial``: ``data`` overrides some fields) or a value that does not
     :func:`match <matches>` its hint."""
+    import dataclasses
+
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -194,7 +196,8 @@ def int_at_least(low: int):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}"
+                                             ) from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value

@@ -167,3 +167,12 @@ def test_generate_and_infill_read_plain_residue_strings(cache, capsys):
                  "--gen-length", "8", "--json", "--threads", "1"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert len(row["text"]) == 8 and set(row["text"]) <= set("ACDEFGHIKLMNPQRSTVWY")
+
+
+def test_the_bench_names_the_model_and_runs_a_setting_once(cache, tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert main(["antibody", "bench", "--limit", "2", "--samplers", "topk:k=8", "--settings",
+                 "cdr", "cdr", "--no-perplexity", "--threads", "1", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["model"] == "antiberty"  # not the cache folder of this machine
+    assert data["settings"] == ["cdr"] and len(data["rows"]) == 1

@@ -13,7 +13,7 @@ from unmask.antibody.settings import (
 )
 from unmask.errors import UnmaskError
 from unmask.infill import encode_residues
-from unmask.protein.tokens import MASK_ID
+from unmask.protein.tokens import MASK_ID, PROTEIN_RESIDUES
 
 #: IGHV1-18*01 aligned to the 128 IMGT positions, and a copy one CDR2 residue shorter
 GAPPED = ("QVQLVQSGA-EVKKPGASVKVSCKASGYTF----TSYGISWVRQAPGQGLEWMGWISAY--NGNTNYAQKLQ-GRVTMTTDT"
@@ -23,7 +23,7 @@ CHAINS = [chain_from_gapped("a", "human", GAPPED),
 
 
 def _masks_of(template):
-    return np.array(encode_residues(template)) == MASK_ID
+    return np.array(encode_residues(template, PROTEIN_RESIDUES)) == MASK_ID
 
 
 def test_make_template_writes_runs():
@@ -39,8 +39,9 @@ def test_cdr_infilling_masks_exactly_the_cdrs():
     assert c.truth == CHAINS[0].sequence and c.masked.sum() == 8 + 8 + 2
     assert c.template == make_template(c.truth, c.masked)
     np.testing.assert_array_equal(_masks_of(c.template), c.masked)
-    given = np.array(encode_residues(c.template))[~c.masked]
-    np.testing.assert_array_equal(given, np.array(encode_residues(c.truth))[~c.masked])
+    given = np.array(encode_residues(c.template, PROTEIN_RESIDUES))[~c.masked]
+    truth = np.array(encode_residues(c.truth, PROTEIN_RESIDUES))
+    np.testing.assert_array_equal(given, truth[~c.masked])
     only1 = cdr_infilling(CHAINS, regions=("cdr1",))[0]
     assert only1.masked.sum() == 8
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import shutil
 import sys
 import types
@@ -26,8 +27,18 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-#: ../shared/external/fast-dllm from the repository root
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external" / "fast-dllm"
+
+def _external() -> Path:
+    """The reference code: ``$UNMASK_FASTDLLM``, else ../shared/external/fast-dllm from the
+    repository root, else shared/external/fast-dllm inside it (the first that exists)."""
+    root = Path(__file__).resolve().parents[2]
+    places = [os.environ.get("UNMASK_FASTDLLM"), root.parent / "shared" / "external" /
+              "fast-dllm", root / "shared" / "external" / "fast-dllm"]
+    return next((Path(p) for p in places if p and Path(p).is_dir()), Path(places[1]))
+
+
+#: Fast-dLLM's code folder (:func:`_external`)
+EXTERNAL = _external()
 SKIP_REASON = f"the reference modelling code is absent ({EXTERNAL})"
 
 #: special ids of the tiny checkpoints: pad, bos, eos ("end of turn"), mask
@@ -201,3 +212,108 @@ def fastdllm_generate():
                 sys.modules[k] = v
     sys.modules["fastdllm_generate"] = module
     return module
+
+
+#: LLaDA-8B's shape (d_model 4,096, 32 layers and heads, MLP 12,288, vocab 126,464)
+LLADA_8B = {"vocab_size": 126464, "mask_id": 126336, "d_model": 4096, "n_layers": 32,
+            "n_heads": 32, "mlp_hidden": 12288}
+#: Dream-7B's shape (Qwen2-7B: hidden 3,584, 28 layers, 28 heads, 4 KV heads, MLP 18,944)
+DREAM_7B = {"vocab_size": 152064, "mask_id": 151666, "hidden": 3584, "layers": 28,
+            "heads": 28, "kv_heads": 4, "intermediate": 18944}
+
+
+def _randomise_on(model: torch.nn.Module, head: torch.Tensor, silent: list[int], seed: int,
+                  sharpen: float):
+    """As :func:`_randomise`, drawn on the parameters' own device (an 8 B model is built in
+    place on a GPU, never on the host); the head scaled by ``sharpen``."""
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            gen = torch.Generator(device=p.device).manual_seed(seed + len(name))
+            if p.dim() >= 2:
+                p.normal_(0.0, p.shape[-1] ** -0.5, generator=gen)
+            elif "norm" in name or name.endswith(("ln_f.weight", "_norm.weight")):
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, 0.1, generator=gen)
+        head.mul_(sharpen)
+        head[silent] = 0.0
+
+
+class _default_dtype:
+    def __init__(self, dtype):
+        self.dtype, self.saved = dtype, None
+
+    def __enter__(self):
+        self.saved = torch.get_default_dtype()
+        torch.set_default_dtype(self.dtype)
+
+    def __exit__(self, *exc):
+        torch.set_default_dtype(self.saved)
+
+
+def llada_in_place(path: Path, *, device="cpu", dtype=torch.float32, vocab_size: int = 96,
+                   mask_id: int = 93, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
+                   mlp_hidden: int | None = None, seed: int = 0, sharpen: float = 4.0):
+    """(model, tokenizer): a random LLaDA-shaped module (LLaDA's own code, imported from a
+    folder ``path`` that holds only the code and config) with its parameters created and
+    drawn on ``device`` in ``dtype`` (nothing written, nothing on the host), and the word
+    tokenizer. ``LLADA_8B`` gives the real shape."""
+    require_external()
+    path.mkdir(parents=True, exist_ok=True)
+    for f in ("modeling_llada.py", "configuration_llada.py"):
+        shutil.copy(EXTERNAL / "llada" / f, path / f)
+    (path / "__init__.py").write_text("")
+    meta = dict(LLADA_CONFIG, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+                n_kv_heads=n_heads, mlp_hidden_size=mlp_hidden or 2 * d_model,
+                max_sequence_length=4096, vocab_size=vocab_size, embedding_size=vocab_size,
+                mask_token_id=mask_id, eos_token_id=EOS, pad_token_id=PAD,
+                init_device=str(device))
+    (path / "config.json").write_text(json.dumps(meta, indent=1))
+    cfg_mod, mod = _import_folder(path, ["configuration_llada", "modeling_llada"])
+    config = cfg_mod.LLaDAConfig(**{k: v for k, v in meta.items() if k != "auto_map"})
+    with _default_dtype(dtype), torch.device(device):
+        model = mod.LLaDAModelLM(config, init_params=False).eval()
+    _randomise_on(model, model.model.transformer.ff_out.weight.data, [PAD, BOS, mask_id],
+                  seed, sharpen)
+    from unmask.models.hf_compat import honour_attention_mask, restore_config_keys
+
+    restore_config_keys(model.config, meta)  # as loading the folder does (use_cache, ...)
+    honour_attention_mask(model)
+    return model, word_tokenizer(vocab_size, mask_id)
+
+
+def dream_in_place(path: Path, *, device="cpu", dtype=torch.float32, vocab_size: int = 96,
+                   mask_id: int = 93, hidden: int = 64, layers: int = 2, heads: int = 4,
+                   kv_heads: int = 2, intermediate: int | None = None, seed: int = 0,
+                   sharpen: float = 4.0):
+    """(model, tokenizer): a random Dream-shaped module (Dream's own code) built in place on
+    ``device`` in ``dtype``, as :func:`llada_in_place`; ``DREAM_7B`` gives the real shape."""
+    require_external()
+    path.mkdir(parents=True, exist_ok=True)
+    for f in ("modeling_dream.py", "configuration_dream.py", "generation_utils.py"):
+        shutil.copy(EXTERNAL / "dream" / f, path / f)
+    (path / "__init__.py").write_text("")
+    import transformers
+
+    from unmask.models.hf_compat import prepare_transformers
+
+    prepare_transformers(transformers)
+    cfg_mod, mod = _import_folder(path, ["configuration_dream", "modeling_dream"])
+    config = cfg_mod.DreamConfig(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate or 2 * hidden,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+        hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        rope_theta=10000.0, rope_scaling=None, tie_word_embeddings=False, use_cache=False,
+        attention_dropout=0.0, mask_token_id=mask_id, pad_token_id=PAD, bos_token_id=BOS,
+        eos_token_id=EOS)
+    config._attn_implementation = "sdpa"
+    with _default_dtype(dtype), torch.device(device):
+        model = mod.DreamModel(config).eval()
+    _randomise_on(model, model.lm_head.weight.data, [PAD, BOS, mask_id], seed, sharpen)
+    gen_mod = importlib.import_module(mod.__name__.rsplit(".", 1)[0] + ".generation_utils")
+    from unmask.models.hf_compat import _adapt_generation_configs
+
+    _adapt_generation_configs(transformers, gen_mod)  # as loading the folder does
+    model.generation_config = gen_mod.DreamGenerationConfig(
+        bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, mask_token_id=mask_id)
+    return model, word_tokenizer(vocab_size, mask_id)

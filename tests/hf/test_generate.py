@@ -142,7 +142,7 @@ def test_min_new_tokens_refusals(llada_dir, capsys):
     assert main(["generate", "--model", str(llada_dir), "--trust-remote-code", "--prompt", "a",
                  "--gen-length", "8", "--min-new-tokens", "9"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: min_new_tokens:") and "\n" not in err, err
+    assert err.startswith("error: --min-new-tokens:") and "\n" not in err, err
     assert main(["generate", "--model", str(llada_dir), "--trust-remote-code", "--prompt",
                  "the cat", "--gen-length", "8", "--min-new-tokens", "8", "--json"]) == 0
     (line,) = capsys.readouterr().out.splitlines()

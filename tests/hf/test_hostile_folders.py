@@ -205,3 +205,75 @@ def test_generate_names_the_bad_argument(bert_dir, kwargs, field):
             "gen_length": 4, **kwargs}
     with pytest.raises(UnmaskError, match=f"^{field}"):
         generate(args.pop("model"), args.pop("tokenizer"), args.pop("prompts"), **args)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["infill", "--template", "[UNK] zebra <mask>"], "as [UNK] (outside the model's "
+                                                      "vocabulary): 'zebra'"),
+    (["generate", "--prompt", "the", "--gen-length", "8", "--block-length", "3"],
+     "error: --block-length: 3 does not divide gen_length 8"),
+    (["infill", "--template", "the <mask>", "--sampler", "confidence+corrector"],
+     "text decoding (generate, infill) takes no corrector"),
+    (["infill", "--template", "the <mask>", "--steps", "-4.0"],
+     "argument --steps: expected an integer >= 1, got '-4.0'"),
+    (["infill", "--template", "the <mask:²>"], "integer >= 1 (digits 0-9)"),
+    (["infill", "--template", "the <mask:1000000000>"],
+     "1000000000 masked positions exceed the model's max_length 64"),
+])
+def test_refusals_name_the_flag_and_the_part_at_fault(bert_dir, capsys, argv, needle):
+    code = main([*argv, "--model", str(bert_dir), "--threads", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and needle in err, err
+
+
+def test_a_literal_unknown_token_keeps_the_check(bert_dir, capsys):
+    """``[UNK]`` written in the template is the template's; it does not hide another."""
+    assert main(["infill", "--model", str(bert_dir), "--template", "[UNK] the <mask>",
+                 "--threads", "1"]) == 0
+
+
+@pytest.mark.parametrize("kind", ["bert", "esm"])
+def test_weights_past_the_config_are_one_line_and_nothing_before_it(tmp_path, capsys, kind):
+    """No load report of transformers' before the refusal: stderr is the one line."""
+    import transformers
+
+    folder = tmp_path / kind
+    if kind == "bert":
+        cfg = transformers.BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=2,
+                                      num_attention_heads=2, intermediate_size=16,
+                                      max_position_embeddings=16, mask_token_id=4)
+        transformers.BertForMaskedLM(cfg).save_pretrained(str(folder))
+    else:
+        cfg = transformers.EsmConfig(vocab_size=33, hidden_size=8, intermediate_size=16,
+                                     num_hidden_layers=2, num_attention_heads=2,
+                                     pad_token_id=1, mask_token_id=32,
+                                     max_position_embeddings=40,
+                                     position_embedding_type="rotary")
+        transformers.EsmForMaskedLM(cfg).save_pretrained(str(folder))
+    meta = json.loads((folder / "config.json").read_text())
+    meta["num_hidden_layers"] = 1
+    (folder / "config.json").write_text(json.dumps(meta))
+    import subprocess
+    import sys
+
+    # a fresh process: transformers' logging is set once per process
+    proc = subprocess.run([sys.executable, "-m", "unmask", "infill", "--model", str(folder),
+                           "--template", "MKV<mask>", "--threads", "1"],
+                          capture_output=True, text=True, timeout=300)
+    err = proc.stderr
+    assert proc.returncode == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: model: ") and proc.stdout == ""
+
+
+@pytest.mark.parametrize("template, changed", [("The sät <mask>", "'The' as 'the'"),
+                                               ("the sät <mask>", "'sät' as 'sat'"),
+                                               ("the cat <mask>", None)])
+def test_an_uncased_tokenizer_changing_the_context_is_said(bert_dir, capsys, template,
+                                                           changed):
+    assert main(["infill", "--model", str(bert_dir), "--template", template,
+                 "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    if changed is None:
+        assert err == ""
+    else:
+        assert err.count("\n") == 1 and err.startswith("warning: template 0:") and changed in err

@@ -187,3 +187,36 @@ def test_lm_eval_arg_obj_with_keys_in_both_places(llada_dir):
     assert lm.batch_size == 2 and lm.gen_length == 4
     with pytest.raises(UnmaskError, match="model_args: gen_length given twice"):
         UnmaskLM.create_from_arg_string(f"pretrained={llada_dir},gen_length=4,gen_length=8")
+
+
+@settings(max_examples=5, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(positions=st.integers(6, 40), absolute=st.booleans(), extra=st.integers(-3, 3))
+@example(positions=64, absolute=True, extra=1)
+@example(positions=64, absolute=True, extra=2)
+def test_an_esm_template_at_any_length_fills_or_is_one_line(tmp_path_factory, positions,
+                                                            absolute, extra):
+    """A template of the model's max_length (+ extra) residues: filled up to max_length,
+    refused in one line beyond it, never an IndexError (absolute position embeddings count
+    <cls>, <eos> and ESM's position offset)."""
+    import transformers
+
+    from unmask.infill import infill
+    from unmask.models.auto import load_model
+
+    cfg = transformers.EsmConfig(vocab_size=33, hidden_size=8, intermediate_size=16,
+                                 num_hidden_layers=1, num_attention_heads=2, pad_token_id=1,
+                                 mask_token_id=32, max_position_embeddings=positions,
+                                 position_embedding_type="absolute" if absolute else "rotary")
+    folder = tmp_path_factory.mktemp("esm") / "m"
+    transformers.EsmForMaskedLM(cfg).save_pretrained(str(folder))
+    model = load_model(folder)
+    assert model.max_length == positions - (4 if absolute else 2)
+    length = max(model.max_length + extra, 1)
+    template = "A" * (length - 1) + "<mask>"
+    try:
+        (g,) = infill(model, template)
+    except UnmaskError as e:
+        assert length > model.max_length and "max_length" in str(e) and "\n" not in str(e)
+        return
+    assert length <= model.max_length and len(g.text) == length

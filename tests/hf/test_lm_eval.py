@@ -137,4 +137,4 @@ def test_lm_eval_command_line_refuses_bad_args_in_one_line(llada_dir, tmp_path):
                           env={**os.environ, "HF_DATASETS_OFFLINE": "1"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == ("error: model_args: steps: expected an "
-                                                    "integer, got 'abc'")
+                                                    "integer >= 1, got 'abc'")

@@ -146,3 +146,16 @@ def test_a_legacy_training_run_is_still_the_trainers_own(run, tmp_path):
     run("sudoku", "train", "--out", out).refused("holds a training run")
     line = run("mi", "fit", "--model", "sudoku", "--out", out, "--overwrite").refused("--out")
     assert "never written into" in line
+
+
+def test_the_library_fit_claims_its_folder_too(tmp_path):
+    """``unmask.mi.fitting.fit`` refuses a model folder before labelling anything."""
+    from unmask.errors import UnmaskError
+    from unmask.mi.fitting import fit
+
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    with pytest.raises(UnmaskError, match="never written into"):
+        fit(None, out, "sudoku", overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json"]

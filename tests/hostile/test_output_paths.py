@@ -154,7 +154,7 @@ def test_overwrite_starts_afresh_and_resume_continues(tmp_path):
     import torch
 
     from unmask.errors import UnmaskError
-    from unmask.training import LoopConfig, fit
+    from unmask.training.loop import LoopConfig, fit
 
     model = torch.nn.Linear(2, 1)
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from unmask.errors import UnmaskError
 from unmask.infill import MASK_MARK, encode_residues, split_template
-from unmask.protein.tokens import MASK_ID
+from unmask.protein.tokens import MASK_ID, PROTEIN_RESIDUES
 from unmask.validation import text_problem
 
 FAST = settings(max_examples=150, deadline=None,
@@ -55,7 +55,7 @@ def test_any_template_splits_as_the_grammar_says_or_is_one_line(template, limit)
 @given(template=TEMPLATES)
 def test_any_residue_template_encodes_to_residues_and_masks_or_one_line(template):
     try:
-        ids = encode_residues(template, 3, 128)
+        ids = encode_residues(template, PROTEIN_RESIDUES, 3, 128)
     except UnmaskError as e:
         assert "\n" not in str(e) and str(e).startswith("template 3: ")
         return

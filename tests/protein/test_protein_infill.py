@@ -12,9 +12,15 @@ from unmask import UnmaskError, available_samplers, decode, infill, make_sampler
 from unmask.cli import main
 from unmask.infill import encode_residues
 from unmask.models.auto import load_model
-from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, decode_tokens, generation_inputs
+from unmask.protein.tokens import (
+    AMINO_ACIDS,
+    MASK_ID,
+    PROTEIN_RESIDUES,
+    decode_tokens,
+    generation_inputs,
+)
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
+sys.path.insert(0, str(Path(__file__).parents[1] / "samplers"))
 from test_samplers_contract import PARAMS  # noqa: E402
 
 
@@ -25,12 +31,12 @@ def protein():
 
 
 def test_encode_residues():
-    assert encode_residues("AC<mask:2>Y[MASK]".replace("[MASK]", "<mask>")) == [
+    assert encode_residues("AC<mask:2>Y[MASK]".replace("[MASK]", "<mask>"), PROTEIN_RESIDUES) == [
         0, 1, MASK_ID, MASK_ID, 19, MASK_ID]
     for bad, what in (("ACX<mask>", "'X' at position 2"), ("ac<mask>", "'a' at position 0"),
                       ("A C<mask>", "' ' at position 1")):
         with pytest.raises(UnmaskError, match=what):
-            encode_residues(bad)
+            encode_residues(bad, PROTEIN_RESIDUES)
 
 
 @pytest.mark.parametrize("sampler", ["confidence", "topk:k=4", "eb:gamma=0.1"])

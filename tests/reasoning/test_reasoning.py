@@ -28,7 +28,7 @@ from unmask.reasoning.train import (
     training_batch,
 )
 from unmask.samplers.spec import parse_spec
-from unmask.training import LoopConfig, TrainConfig
+from unmask.training.loop import LoopConfig, TrainConfig
 
 pytest.importorskip("reasoning_gym")
 

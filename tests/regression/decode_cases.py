@@ -32,6 +32,9 @@ def _cases() -> list[dict]:
         {"task": "sudoku", "spec": "eb:gamma=1.0,order=confidence+verify"},
         {"task": "sudoku", "spec": "mi-guided:gamma=1.0,order=confidence+verify=0.002"},
         {"task": "sudoku", "spec": "mi-guided:gamma=0.3+verify"},
+        # the rule as plain mi-guided decoded before the Sudoku estimator's recommended setting
+        {"task": "sudoku", "spec": "mi-guided:gamma=0.3,order=entropy,free_max=false,"
+                                   "stop_at_first_miss=false"},
         {"task": "sudoku", "spec": "topk:k=9+verify", "verify_max": 3},
         {"task": "sudoku", "spec": "threshold:tau=0.7+verify=0.01", "temperature": 0.7},
         {"task": "sudoku", "spec": "topk:k=2", "block_size": 27},

@@ -106,7 +106,7 @@ def mi_estimator(tmp: Path) -> dict:
 
 def reasoning(tmp: Path) -> dict:
     from unmask.reasoning.train import ReasoningData, TextModelConfig, train_text_mdm
-    from unmask.training import LoopConfig, TrainConfig
+    from unmask.training.loop import LoopConfig, TrainConfig
 
     loop = LoopConfig(total_steps=20, lr=1e-3, min_lr=5e-5, warmup_steps=3, eval_every=10,
                       metric="accuracy", higher_is_better=True, max_time_s=7200.0,

@@ -29,7 +29,7 @@ from unmask.bench.sweep import Run, Warmup, sweep
 from unmask.bench.table import render_table
 from unmask.decode import DecodeConfig
 from unmask.infill import plan_infill
-from unmask.models.auto import load_model
+from unmask.models.auto import CONVERTED, load_model
 from unmask.pretrained import describe_source
 from unmask.samplers.spec import SamplerSpec
 
@@ -156,7 +156,9 @@ class AntibodyBench(AntibodyBenchTask):
                 wall += seconds
             rows.append(score_fills(ctx.model, entry, setting, cases, reference, gens, wall,
                                     perplexity=not args.no_perplexity))
-        header = {"model": describe_source(ctx.model.source), "settings": args.settings,
+        name = args.model or "antiberty"  # a converted model by its name, not the cache path
+        header = {"model": name if name in CONVERTED else describe_source(ctx.model.source),
+                  "settings": args.settings,
                   "limit": ctx.limit}
         return BenchResult(rows, header)
 

@@ -61,6 +61,10 @@ class AntibodyBenchTask(BenchTask):
                             "first N cases of a setting only (default 4); its recovery is "
                             "compared with sequential's on those")
 
+    def check(self, args) -> None:
+        """A setting named twice is run once (its rows would be doubled)."""
+        args.settings = list(dict.fromkeys(args.settings))
+
 
 #: what ``unmask antibody bench`` builds its flags from, before importing the bench
 DECLARED = AntibodyBenchTask()

@@ -20,7 +20,7 @@ from unmask.errors import require
 from unmask.infill import encode_residues, encode_text
 from unmask.models.base import MaskedModel
 from unmask.protein.metrics import composition, jsd
-from unmask.protein.tokens import encode
+from unmask.protein.tokens import PROTEIN_RESIDUES, encode
 
 
 def residue_recovery(filled: Sequence[str], cases: Sequence[InfillCase]) -> np.ndarray:
@@ -46,7 +46,7 @@ def encode_sequence(model: MaskedModel, sequence: str) -> list[int]:
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is not None:
         return encode_text(tokenizer, sequence)
-    return encode_residues(sequence)
+    return encode_residues(sequence, PROTEIN_RESIDUES)
 
 
 def pseudo_perplexity(model: MaskedModel, sequences: Sequence[str], batch_size: int = 64

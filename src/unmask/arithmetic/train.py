@@ -15,7 +15,7 @@ from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import require
 from unmask.models.transformer import MDMTransformer, TransformerConfig
-from unmask.training import mask_batch
+from unmask.training.mdm import mask_batch
 
 #: task name -> fields given in the prompt (the rest is masked)
 TASKS = {

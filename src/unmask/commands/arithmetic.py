@@ -15,7 +15,7 @@ from unmask.commands.flags.bench import bench_task, run_bench_command
 from unmask.commands.flags.training import training_setup
 from unmask.commands.registry import command
 from unmask.models.transformer import MDMTransformer
-from unmask.training import train
+from unmask.training.mdm import train
 
 
 @command("arithmetic", "train")

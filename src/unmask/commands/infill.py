@@ -4,42 +4,34 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from unmask.commands.flags.engine import resolve_device
-from unmask.commands.flags.paths import read_file_arg
+from unmask.commands.flags.paths import read_items
 from unmask.commands.flags.sampler import sampler_text
+from unmask.commands.flags.types import flags_for
 from unmask.commands.registry import command
-from unmask.errors import UnmaskError, require
-from unmask.infill import infill
-from unmask.io import parse_json
+from unmask.infill import context_change, infill
 from unmask.models.auto import load_model
 
 
-def read_templates(path: str) -> list[str]:
-    """Templates from a file, one a line: a line starting with '"' or '{' is JSON (a string,
-    or an object with a string 'template'), any other non-blank line is the template."""
-    text = read_file_arg(path)
-    templates = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith(('"', "{")):
-            try:
-                item = parse_json(line)
-            except json.JSONDecodeError:
-                raise UnmaskError(f"--file: line {n} starts like JSON but is not") from None
-            line = item.get("template") if isinstance(item, dict) else item
-            require(isinstance(line, str), f"--file: line {n}: expected a string or an "
-                                           "object with a string 'template'")
-        templates.append(line)
-    require(templates, f"--file: {path} holds no template")
-    return templates
+def _warn_normalised(model, templates: list[str]) -> None:
+    """One warning line on stderr for the first template whose given text the model's
+    tokenizer reads otherwise (an uncased model lower-cases it)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    for i, template in enumerate(templates if tokenizer is not None else ()):
+        change = context_change(tokenizer, template)
+        if change:
+            print(f"warning: template {i}: the model's tokenizer reads {change[0]!r} as "
+                  f"{change[1]!r} (it normalises text); the filled text shows the context as "
+                  "the model read it", file=sys.stderr)
+            return
 
 
 @command("infill")
 def infill_cmd(args: argparse.Namespace) -> int:
-    templates = args.template if args.template is not None else read_templates(args.file)
+    templates = (args.template if args.template is not None
+                 else read_items(args.file, "template", plain_lines=True))
     sampler = sampler_text(args)  # refused before the model loads
     options = {"device": resolve_device(args.device)}
     if args.trust_remote_code:
@@ -47,9 +39,12 @@ def infill_cmd(args: argparse.Namespace) -> int:
     if args.dtype:
         options["dtype"] = args.dtype
     model = load_model(args.model, **options)
-    results = infill(model, templates, sampler=sampler, block_length=args.block_length,
-                     steps=args.steps, temperature=args.temperature, seed=args.seed,
-                     batch_size=args.batch_size, confidence=args.confidence)
+    with flags_for("block_length", "steps", "batch_size", "sampler"):
+        results = infill(model, templates, sampler=sampler, block_length=args.block_length,
+                         steps=args.steps, temperature=args.temperature, seed=args.seed,
+                         batch_size=args.batch_size, confidence=args.confidence,
+                         batch_invariant=args.batch_invariant, compile=args.compile)
+    _warn_normalised(model, templates)
     for r in results:
         if args.json:
             row = r.to_json()

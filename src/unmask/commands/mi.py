@@ -4,28 +4,14 @@
   (:func:`unmask.mi.labels.write_labels`).
 - ``mi train``, ``mi eval``: the neural MI estimator's training and its evaluation against
   labels; ``mi map``: the MI maps of Sudoku puzzles.
-- ``mi fit``: an MI estimator for any model in one command, within a CPU budget. It labels
-  ground-truth MI by probing (top-k capped, resumable shards, any engine) until ``--label-s``
-  seconds or ``--contexts`` contexts, trains the estimator on the model's hidden states for at
-  most ``--train-s`` seconds (:func:`unmask.mi.estimator_train.train_estimator`), scores it on
-  the held-out contexts (:func:`unmask.mi.estimator_eval.evaluate_predictions`, with the
-  labels' own noise ceiling) and writes the estimator into ``--out`` itself, so that
-  ``mi-guided:estimator=OUT`` reads it::
-
-    OUT/
-        config.json, estimator.safetensors    the estimator (best held-out loss)
-        eval.json                             held-out metrics, cost, the budget spent
-        labels/                               the label folder (``unmask mi label`` format)
-        train/                                the training run (checkpoint, history)
+- ``mi fit``: an MI estimator for any model in one command, within a CPU budget
+  (:func:`unmask.mi.fitting.fit`, its flags the budget).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import time
-from pathlib import Path
 
 from unmask.bench.recipe import model_recipe
 from unmask.commands.flags.engine import engine_from_args
@@ -34,16 +20,12 @@ from unmask.commands.flags.paths import (
     claim_folder,
     command_name,
     existing_dir,
-    mark_folder,
 )
 from unmask.commands.flags.training import check_resume_args
 from unmask.commands.registry import command
 from unmask.errors import UnmaskError, require
 from unmask.io import (
     IMAGE_SUFFIXES,
-    atomic_path,
-    atomic_write_text,
-    json_safe,
     json_text,
     output_path,
 )
@@ -61,6 +43,7 @@ from unmask.mi.estimator_train import (
     planned_steps,
     train_estimator,
 )
+from unmask.mi.fitting import FitBudget, fit
 from unmask.mi.label_files import MANIFEST
 from unmask.mi.label_set import LabelSet
 from unmask.mi.labels import get_task, write_labels
@@ -89,7 +72,6 @@ def parse_ratio_range(text: str) -> tuple[float, float]:
 @command("mi", "label")
 def mi_label(args: argparse.Namespace) -> int:
     import math
-    import time
 
 
     mask_ratio = parse_ratio_range(args.mask_ratio)
@@ -110,6 +92,7 @@ def mi_label(args: argparse.Namespace) -> int:
             if value is not None:
                 raise UnmaskError(f"{flag}: applies only to --task text")
         options = {}
+    # a label folder is known by its manifest.json (no marker: the folder format is fixed)
     claim_folder(args.out, "--out", "mi label", own_files=(MANIFEST,))
     engine, device = engine_from_args(args)
     # a Ray worker may run in another folder: it reads the model at its absolute path
@@ -122,7 +105,6 @@ def mi_label(args: argparse.Namespace) -> int:
                             shard_size=args.shard_size, batch_size=args.batch_size,
                             top_k=args.top_k, options=options, engine=engine,
                             log=lambda line: print(line, flush=True))
-    mark_folder(args.out, "mi label")  # (until then its manifest.json says whose it is)
     print(f"{manifest['contexts']} contexts in {len(manifest['shards'])} shards at {args.out} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0
@@ -143,7 +125,6 @@ def _load_labels(path: str, model_arg: str | None):
 
 @command("mi", "train")
 def train_mi_estimator(args: argparse.Namespace) -> int:
-    import time
 
     import torch
 
@@ -346,82 +327,26 @@ def model_task(model: MaskedModel, corpus: str | None) -> str:
     return task
 
 
-def _fit_labels(args, model: MaskedModel, task: str, options: dict, out: Path) -> tuple[int, float]:
-    """Label shard after shard until ``--contexts`` or ``--label-s``; (contexts, seconds)."""
-    engine, device = engine_from_args(args)
-    source = (model if args.engine == "local" else
-              model_recipe(task, worker_path(args.model), str(device),
-                           trust_remote_code=args.trust_remote_code))
-    t0, done = time.perf_counter(), 0
-    while done < args.contexts and (done == 0 or time.perf_counter() - t0 < args.label_s):
-        goal = min(args.contexts, done + args.shard_size)
-        manifest = write_labels(source, out, contexts=goal, task=task, seed=args.seed,
-                                eps=args.eps, mask_ratio=parse_ratio_range(args.mask_ratio),
-                                shard_size=args.shard_size, top_k=args.top_k,
-                                options=options, engine=engine)
-        done = manifest["contexts"]
-        print(f"labels: {done} contexts ({time.perf_counter() - t0:.0f} s)", flush=True)
-    return done, time.perf_counter() - t0
-
-
-def _fit_train(args, model: MaskedModel, labels: LabelSet, out: Path) -> tuple[MIEstimator, dict]:
-    """Train the estimator on the labels within ``--train-s``; (the best one, summary)."""
-    import torch
-
-    est_cfg = EstimatorConfig(hidden_size=model.hidden_size,
-                              model_fingerprint=model.fingerprint())
-    cfg = EstimatorTrainConfig(held_out=args.held_out, seed=args.seed,
-                               max_time_s=args.train_s)
-    torch.manual_seed(args.seed)
-    t0 = time.perf_counter()
-    hidden = compute_features(model, labels.tokens, est_cfg)
-    res = train_estimator(MIEstimator(est_cfg), hidden, labels, model.mask_id, cfg, out,
-                          log=lambda line: None,  # the history is in OUT/train
-                          extra={"labels": {"identity": labels.identity,
-                                            "contexts": len(labels)}, "model": args.model},
-                          data={"labels": labels.identity, "contexts": len(labels)})
-    best = MIEstimator.load(out / "best", model)
-    return best, {"seconds": time.perf_counter() - t0, "steps": res["steps"],
-                  "stopped": res["stopped"], "best_step": res["best_step"],
-                  "hidden": hidden}
-
-
-def _fit_evaluate(model: MaskedModel, estimator: MIEstimator, labels: LabelSet, hidden,
-              held_out: float) -> dict:
-    held = held_out_mask(labels.groups, held_out, 0)
-    masked = labels.tokens[held] == model.mask_id
-    directed = labels.directed[held] if labels.directed is not None else None
-    result = evaluate_predictions(predict(estimator, hidden[held], masked), labels.mi[held],
-                                  masked, directed=directed)
-    result["cost"] = cost_fraction(model, estimator, labels.tokens[held][:64])
-    result["contexts"] = int(held.sum())
-    return result
-
-
 @command("mi", "fit")
 def mi_fit(args: argparse.Namespace) -> int:
     out = claim_folder(args.out, "--out", "mi fit", overwrite=args.overwrite,
                        own_files=(f"labels/{MANIFEST}",))
-    parse_ratio_range(args.mask_ratio)
+    budget = FitBudget(contexts=args.contexts, label_s=args.label_s, train_s=args.train_s,
+                       mask_ratio=parse_ratio_range(args.mask_ratio), top_k=args.top_k,
+                       eps=args.eps, shard_size=args.shard_size, held_out=args.held_out,
+                       seed=args.seed)
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
     task = model_task(model, args.corpus)
     options = text_options(args.corpus, args.length) if task == "text" else {}
-    contexts, label_s = _fit_labels(args, model, task, options, out / "labels")
-    mark_folder(out, "mi fit")  # (until then labels/manifest.json says whose it is)
-    labels = LabelSet.from_dir(out / "labels")
-    labels.check_model(model)
-    if (out / "train").exists():  # the training run is cheap: always a fresh one
-        shutil.rmtree(out / "train")
-    estimator, train = _fit_train(args, model, labels, out / "train")
-    result = _fit_evaluate(model, estimator, labels, train.pop("hidden"), args.held_out)
-    result["budget"] = {"label_s": round(label_s, 1), "train_s": round(train["seconds"], 1),
-                        "contexts": contexts, **{k: train[k] for k in ("steps", "stopped",
-                                                                      "best_step")}}
-    for name in ("config.json", MIEstimator.WEIGHTS_FILE):
-        with atomic_path(out / name) as tmp:
-            shutil.copyfile(out / "train" / "best" / name, tmp)
-    atomic_write_text(out / "eval.json", json.dumps(json_safe(result), indent=1) + "\n")
+    engine, device = engine_from_args(args)
+    source = (None if args.engine == "local" else
+              model_recipe(task, worker_path(args.model), str(device),
+                           trust_remote_code=args.trust_remote_code))
+    result = fit(model, out, task, budget=budget, options=options, source=source,
+                 engine=engine, model_name=args.model, overwrite=args.overwrite,
+                 log=lambda line: print(line, flush=True))
+    spent = result["budget"]
     print(format_metrics(result))
-    print(f"estimator: {out} (mi-guided:estimator={out}); labels {label_s:.0f} s, training "
-          f"{train['seconds']:.0f} s ({train['steps']} steps, {train['stopped']})")
+    print(f"estimator: {out} (mi-guided:estimator={out}); labels {spent['label_s']:.0f} s, "
+          f"training {spent['train_s']:.0f} s ({spent['steps']} steps, {spent['stopped']})")
     return 0

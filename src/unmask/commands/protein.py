@@ -14,7 +14,7 @@ from unmask.io import atomic_write_text
 from unmask.protein.data import model_split, split_record, training_batch
 from unmask.protein.model import ProteinMDM, protein_model_config
 from unmask.protein.train import heldout_eval_set, masked_loss
-from unmask.training import train
+from unmask.training.mdm import train
 
 
 def split_from_args(args: argparse.Namespace, model_dir: str | Path | None = None):

@@ -34,6 +34,7 @@ COMMAND_MODULES: dict[tuple[str, ...], tuple[str, str]] = {
     ("reasoning", "train"): ("reasoning", "train the character-level text MDM on the reasoning tasks (checkpoints, --resume)"),  # noqa: E501
     ("results", "plot"): ("results", "Pareto plot (solved %% against passes or wall-clock time) of bench JSON files"),  # noqa: E501
     ("results", "pool"): ("results", "pool bench JSON files of different puzzle sets: outcomes concatenated, paired against sequential decoding and EB's frontier"),  # noqa: E501
+    ("serve",): ("serve", "serve every decoder behind an OpenAI-compatible API (completions, chat, infill; streaming, exact dynamic batching)"),  # noqa: E501
     ("sudoku", "bench"): ("sudoku", "solved %% vs forward passes for every sampler on Sudoku"),
     ("sudoku", "solve"): ("sudoku", "solve Sudoku puzzles with the MDM and a sampler"),
     ("sudoku", "train"): ("sudoku", "train the Sudoku MDM (checkpoints every few minutes)"),

@@ -32,7 +32,7 @@ from unmask.sudoku.train import (
     solve_rate,
     sudoku_model_config,
 )
-from unmask.training import train
+from unmask.training.mdm import train
 
 
 def read_puzzle_args(texts: list[str], file: str | None):

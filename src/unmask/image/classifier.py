@@ -17,7 +17,7 @@ from torch import nn
 
 from unmask.errors import UnmaskError, require
 from unmask.io import atomic_path, atomic_write_text, parse_json
-from unmask.training import LoopConfig, TrainConfig, fit
+from unmask.training.loop import LoopConfig, TrainConfig, fit
 from unmask.validation import is_int
 
 MODEL_TYPE = "digit-classifier"
@@ -154,7 +154,7 @@ def train_classifier(images: torch.Tensor, labels: torch.Tensor, out_dir: str | 
                      override: bool = False, overwrite: bool = False,
                      log: Callable[[str], None] = print) -> DigitClassifier:
     """Fit a :class:`DigitClassifier` on ``images`` (M, 8, 8) in [0, 1] and ``labels`` (M,)
-    with :func:`unmask.training.fit` (checkpoint and history in ``out_dir``, one line per
+    with :func:`unmask.training.loop.fit` (checkpoint and history in ``out_dir``, one line per
     epoch; ``resume`` continues it): AdamW, a cosine learning rate from ``lr`` to 0, +-1
     pixel shifts as augmentation (:class:`ShiftedBatches`). Returns the final weights."""
     require(len(images) == len(labels) and len(images) >= 1,

@@ -22,7 +22,7 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.models.transformer import MDMTransformer, TransformerConfig
-from unmask.training import mask_batch
+from unmask.training.mdm import mask_batch
 from unmask.validation import is_int
 
 SIDE = 8

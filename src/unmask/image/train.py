@@ -9,7 +9,8 @@ import torch.nn.functional as F
 
 from unmask.image.data import DigitSplit, training_batch
 from unmask.models.transformer import MDMTransformer
-from unmask.training import TrainConfig, train
+from unmask.training.loop import TrainConfig
+from unmask.training.mdm import train
 
 #: the metric :func:`train_image_mdm` selects weights by (higher is better)
 SELECT_METRIC = "heldout_score"
@@ -33,7 +34,7 @@ def train_image_mdm(model: MDMTransformer, train_part: DigitSplit, heldout: Digi
                     cfg: TrainConfig, out: str | Path, *, resume: bool = False,
                     overwrite: bool = False,
                     log=print) -> list[dict]:
-    """Train ``model`` on ``train_part`` with :func:`unmask.training.train`; OUT/best holds the
+    """Train ``model`` on ``train_part`` with :func:`unmask.training.mdm.train`; OUT/best holds the
     weights with the lowest held-out masked cross-entropy. Returns the evaluation history."""
     tokens = train_part.tokens()
 

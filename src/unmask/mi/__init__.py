@@ -1,5 +1,8 @@
-"""Pairwise mutual information between masked positions: ground truth by probing, labels."""
+"""Pairwise mutual information between masked positions: ground truth by probing, labels,
+the neural estimator, and :func:`fit` (an estimator for any model within a CPU budget,
+:mod:`unmask.mi.fitting`, imported when first read)."""
 
+from unmask.lazy import lazy_exports
 from unmask.mi.probe import (
     PerturbationMI,
     directed_error_bound,
@@ -9,9 +12,13 @@ from unmask.mi.probe import (
     symmetrize,
 )
 
+__getattr__, _ = lazy_exports(__name__, {"fit": "fitting", "FitBudget": "fitting"})
+
 __all__ = [
+    "FitBudget",
     "PerturbationMI",
     "directed_error_bound",
+    "fit",
     "floor_sequences",
     "naive_sequences",
     "perturbation_mi",

@@ -1,5 +1,5 @@
 """Training the MI estimator on ground-truth label sets, as a step/evaluation pair over
-:func:`unmask.training.fit`.
+:func:`unmask.training.loop.fit`.
 
 The MDM is frozen, so its hidden states are computed once per context and kept
 (:func:`~unmask.mi.estimator_eval.compute_features`); an epoch then costs only the estimator's
@@ -26,7 +26,7 @@ from unmask.metrics import held_out_mask
 from unmask.mi.estimator import MIEstimator
 from unmask.mi.estimator_losses import LOSS_SCALES, held_out_loss, pair_mse, pair_rank_loss
 from unmask.mi.label_set import LabelSet
-from unmask.training import LoopConfig, adamw, fit
+from unmask.training.loop import LoopConfig, adamw, fit
 
 __all__ = ["EstimatorTrainConfig", "augmented_training_set", "planned_steps", "train_estimator"]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from unmask.errors import UnmaskError, require
 from unmask.io import file_sha256
 from unmask.models.files import read_json_object
-from unmask.models.hf import _import_transformers
+from unmask.models.hf import import_transformers
 
 NAME = "antiberty"
 #: the wheel whose weights are converted
@@ -173,7 +173,7 @@ def _write_folder(source: Path, weights: Path, out: Path) -> None:
     """Write the safetensors model, its config and the residue tokenizer into ``out``."""
     import torch
 
-    tr = _import_transformers()  # one line when missing; no progress bars
+    tr = import_transformers()  # one line when missing; no progress bars
 
     meta = read_json_object(source / "AntiBERTy_md_smooth" / "config.json")
     vocab = (source / "vocab.txt").read_text().split()

@@ -98,6 +98,19 @@ def weights_fingerprint(module: nn.Module, prefix: str = "") -> str:
     return h.hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class ResidueAlphabet:
+    """The one-letter residues a model reads as token ids ``0 .. len(letters) - 1``: its
+    templates and outputs are residue strings (proteins), not text through a tokenizer.
+
+    letters: the residues in id order; mask_id, pad_id: its MASK and PAD ids.
+    """
+
+    letters: str
+    mask_id: int
+    pad_id: int
+
+
 class MaskedModel(nn.Module):
     """A masked diffusion model: tokens (B, N) long -> :class:`ModelOutput`.
 
@@ -116,6 +129,8 @@ class MaskedModel(nn.Module):
     task: str | None = None
     #: the tokenizer of a text model (None elsewhere)
     tokenizer: object | None = None
+    #: the residues of a model over residue strings (proteins; None elsewhere)
+    residues: ResidueAlphabet | None = None
     #: the id that pads prompts to a batch, left out of attention (None: the model has none)
     pad_id: int | None = None
     #: the ids that end a text (none: the model has none)

@@ -50,7 +50,7 @@ _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernor
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _import_transformers():
+def import_transformers():
     try:
         import transformers
     except ImportError:
@@ -359,7 +359,7 @@ class HFMaskedModel(MaskedModel):
             require(dtype in DTYPES, f"dtype: expected one of {', '.join(DTYPES)}, got "
                                      f"{dtype!r}")
             dtype = DTYPES[dtype]
-        tr = _import_transformers()
+        tr = import_transformers()
         prepare_transformers(tr)
         options = dict(local_files_only=True, trust_remote_code=runs_code)
         try:
@@ -374,7 +374,7 @@ class HFMaskedModel(MaskedModel):
                                   output_loading_info=True, **options)
         except (pickle.UnpicklingError, OSError, ValueError, KeyError, RuntimeError, TypeError,
                 SafetensorError) as e:
-            raise UnmaskError(_load_failure(directory, config, loader, e)) from None
+            raise UnmaskError(load_failure(directory, config, loader, e)) from None
         missing = sorted(info.get("missing_keys") or [])
         if missing:
             raise UnmaskError(f"model: {directory} weights lack {missing[0]!r} that its config "
@@ -415,7 +415,7 @@ def check_unexpected_weights(directory: Path, model: torch.nn.Module, info: dict
                               "declares: num_hidden_layers, ...)")
 
 
-def _load_failure(directory: Path, config, loader, error: BaseException) -> str:
+def load_failure(directory: Path, config, loader, error: BaseException) -> str:
     """One line for a folder transformers could not load; a tensor whose stored shape differs
     from the one its config.json implies is named with both shapes."""
     # transformers 4.x wraps the unpickling error in a ValueError, then an OSError

@@ -90,3 +90,50 @@ class ExactJointMDM(MaskedModel):
         mi = (pair * ratio.log()).sum((-1, -2))
         keep = ordered_masked_pairs(tokens == self.mask_id)
         return torch.where(keep, mi, torch.zeros_like(mi))
+
+
+class FixedOutputModel(MaskedModel):
+    """A model whose every pass returns the same outputs whatever the tokens: fixed random
+    logits (N, V) and hidden states (N, D), expanded to the batch at no cost (for measuring
+    the decode loop and the samplers without a model).
+
+    n: positions; v: real tokens (ids 0..v-1, MASK = v); hidden: D; layers: hidden layers
+    (and attention layers) returned when asked; sharpness: scale of the logits (larger: more
+    confident proposals, so rules with thresholds reveal more per pass).
+    """
+
+    def __init__(self, *, n: int = 81, v: int = 9, hidden: int = 16, layers: int = 2,
+                 heads: int = 2, sharpness: float = 3.0, seed: int = 0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.n, self.v = n, v
+        self.vocab_size, self.mask_id, self.max_length = v + 1, v, n
+        self.hidden_size = hidden
+        self.real_token_ids = tuple(range(v))
+        logits = torch.randn(n, v + 1, generator=g) * sharpness
+        logits[:, v] = -1e4  # MASK is never proposed
+        self.register_buffer("logits", logits)
+        self.register_buffer("hidden", torch.randn(n, hidden, generator=g))
+        self.register_buffer("attention", torch.softmax(torch.randn(heads, n, n, generator=g),
+                                                        -1))
+        self.layers = layers
+
+    @property
+    def supports_attentions(self) -> bool:
+        return True
+
+    @property
+    def supports_logits_positions(self) -> bool:
+        return True
+
+    def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False,
+                output_attentions: bool = False, logits_positions: slice | None = None
+                ) -> ModelOutput:
+        b, n = tokens.shape
+        cols = logits_positions or slice(0, n)
+        hidden = self.hidden[None, :n].expand(b, -1, -1)
+        layers = (hidden,) * (self.layers + 1) if output_hidden_layers else None
+        att = ((self.attention[None, :, :n, :n].expand(b, -1, -1, -1),) * self.layers
+               if output_attentions else None)
+        return ModelOutput(logits=self.logits[None, cols].expand(b, -1, -1),
+                           hidden=hidden[:, cols], hidden_layers=layers, attentions=att)

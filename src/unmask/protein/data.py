@@ -34,7 +34,7 @@ from unmask.protein.tokens import (
     PAD_ID,
     encode,
 )
-from unmask.training import mask_batch
+from unmask.training.mdm import mask_batch
 
 PROTEOME_FILE = "938293.PRJEB85.HG003687.faa"
 KMER = 5

@@ -23,9 +23,16 @@ from safetensors import SafetensorError
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.files import read_json_object
-from unmask.models.hf import check_unexpected_weights
+from unmask.models.hf import check_unexpected_weights, load_failure
 from unmask.protein.model import check_protein_model
-from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, VOCAB_SIZE, check_padded_tokens
+from unmask.protein.tokens import (
+    AMINO_ACIDS,
+    MASK_ID,
+    PAD_ID,
+    PROTEIN_RESIDUES,
+    VOCAB_SIZE,
+    check_padded_tokens,
+)
 
 #: the ESM-2 alphabet in id order, used when a checkpoint folder has no vocab.txt
 ESM2_ALPHABET = ("<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T",
@@ -48,11 +55,25 @@ def _import_esm(kind: str = "esm"):
     return getattr(transformers, name)
 
 
+def _max_residues(config, base_name: str) -> int:
+    """The residues a row may hold: the position table less <cls> and <eos>; with absolute
+    position embeddings (ESM-2's fairseq layout) positions also start at ``pad_token_id`` + 1,
+    so the table holds that many fewer."""
+    positions = int(config.max_position_embeddings) - 2  # <cls> and <eos>
+    if base_name == "esm" and getattr(config, "position_embedding_type", None) == "absolute":
+        positions -= int(config.pad_token_id or 0) + 1
+    require(positions >= 1, f"model: max_position_embeddings {config.max_position_embeddings} "
+                            "leaves no position for a residue")
+    return positions
+
+
 class EsmMaskedModel(MaskedModel):
     """``EsmForMaskedLM`` behind the :class:`MaskedModel` contract on protein tokens.
 
     esm: the loaded ``EsmForMaskedLM``; vocab: its token strings in id order.
     """
+
+    residues = PROTEIN_RESIDUES
 
     def __init__(self, esm, vocab: list[str] | tuple[str, ...]):
         super().__init__()
@@ -70,8 +91,7 @@ class EsmMaskedModel(MaskedModel):
         self.vocab_size = VOCAB_SIZE
         self.mask_id = MASK_ID
         self.real_token_ids = tuple(range(len(AMINO_ACIDS)))
-        # two slots go to <cls> and <eos>
-        self.max_length = int(esm.config.max_position_embeddings) - 2
+        self.max_length = _max_residues(esm.config, self.base_name)
         self.hidden_size = int(esm.config.hidden_size)
         self.autocast_bf16 = False
         self.cls_id, self.eos_id = vocab.index("<cls>"), vocab.index("<eos>")
@@ -122,10 +142,14 @@ class EsmMaskedModel(MaskedModel):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one line per failure is the CLI's contract
+        hf_logging.set_verbosity_error()  # no load report before that line
         try:
             esm, info = esm_cls.from_pretrained(str(directory), local_files_only=True,
                                                 output_loading_info=True)
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, SafetensorError) as e:
+            if "mismatch" in str(e):  # a shape the config does not imply: named, both shapes
+                config = esm_cls.config_class.from_pretrained(str(directory))
+                raise UnmaskError(load_failure(directory, config, esm_cls, e)) from None
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UnmaskError(f"model: {directory} is not a readable EsmForMaskedLM "
                               f"checkpoint ({first})") from None

@@ -17,6 +17,7 @@ from unmask.protein.tokens import (
     MASK_ID,
     MAX_LENGTH,
     PAD_ID,
+    PROTEIN_RESIDUES,
     VOCAB_SIZE,
     check_padded_tokens,
 )
@@ -35,7 +36,10 @@ def protein_model_config(**overrides) -> TransformerConfig:
 
 
 class ProteinMDM(MDMTransformer):
-    """:class:`MDMTransformer` whose inputs may end in PAD (the given length)."""
+    """:class:`MDMTransformer` whose inputs may end in PAD (the given length); it reads
+    residue templates."""
+
+    residues = PROTEIN_RESIDUES
 
     def check_tokens(self, tokens: torch.Tensor) -> None:
         check_padded_tokens(tokens, super().check_tokens)

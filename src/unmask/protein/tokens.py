@@ -13,10 +13,13 @@ import numpy as np
 import torch
 
 from unmask.errors import UnmaskError, require
+from unmask.models.base import ResidueAlphabet
 
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 MASK_ID = 20
 PAD_ID = 21
+#: what a protein model reads residue templates with (:func:`unmask.infill.infill`)
+PROTEIN_RESIDUES = ResidueAlphabet(AMINO_ACIDS, MASK_ID, PAD_ID)
 VOCAB_SIZE = 22
 MAX_LENGTH = 100
 

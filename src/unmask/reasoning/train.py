@@ -27,7 +27,8 @@ from unmask.models.hf import HFMaskedModel
 from unmask.reasoning.bench import SELECT_SEED, solve
 from unmask.reasoning.tasks import TASKS, Item, get_tasks
 from unmask.reasoning.tokenizer import char_tokenizer
-from unmask.training import TrainConfig, adamw, fit, mask_batch
+from unmask.training.loop import TrainConfig, adamw, fit
+from unmask.training.mdm import mask_batch
 from unmask.validation import is_int
 
 #: training problems of the k-th task come from generator seed TRAIN_SEED + k (problem i of
@@ -189,7 +190,7 @@ def train_text_mdm(out: str | Path, cfg: TrainConfig, *,
                    data: ReasoningData | None = None, eval_n: int = 32, resume: bool = False,
                    override: bool = False, overwrite: bool = False, log=print
                    ) -> list[dict]:
-    """Train the text MDM with :func:`unmask.training.fit` as ``cfg`` says (on the CPU);
+    """Train the text MDM with :func:`unmask.training.loop.fit` as ``cfg`` says (on the CPU);
     OUT/best holds the weights (and tokenizer) with the best held-out accuracy. Returns the
     evaluation history."""
     require(cfg.device == "cpu", f"device: the text MDM trains on the CPU, got {cfg.device!r}")

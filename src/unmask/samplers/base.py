@@ -358,12 +358,20 @@ def budget_prefix(cost: torch.Tensor, scores: torch.Tensor, eligible: torch.Tens
 
 def at_least_one(reveal: torch.Tensor, scores: torch.Tensor, eligible: torch.Tensor
                  ) -> torch.Tensor:
-    """Add the best-scoring eligible position to rows that reveal nothing (always progress)."""
-    empty = ~reveal.any(1)
-    if bool(empty.any()):
-        best = top_k_mask(scores, eligible, torch.ones_like(empty, dtype=torch.long))
-        reveal = reveal | (best & empty[:, None])
-    return reveal
+    """Add the best-scoring eligible position to rows that reveal nothing (always progress;
+    ties to the lower position, as :func:`top_k_mask`). No host read."""
+    empty = ~reveal.any(1, keepdim=True)
+    best = best_position(scores, eligible)
+    return reveal | (best & empty)
+
+
+def best_position(scores: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+    """(B, N) bool: each row's highest-scoring eligible position (the first of equal ones;
+    none in a row with no eligible position) = ``top_k_mask`` with k = 1, without sorting."""
+    masked_scores = torch.where(eligible, scores.double(), -math.inf)
+    first = masked_scores.argmax(1, keepdim=True)  # the first maximum
+    best = torch.zeros_like(eligible).scatter_(1, first, True)
+    return best & eligible
 
 
 SCAN_ORDERS = ("entropy", "confidence")

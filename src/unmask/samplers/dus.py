@@ -93,9 +93,15 @@ class DUSSampler(Sampler):
                 f"skip_exp: must be an integer >= 1, got {self.skip_exp}")
 
     def groups(self, n: int, device) -> torch.Tensor:
-        """(N,) long: each position's dilation group."""
-        return torch.tensor(_group_index(n, self.block or n, self.base, self.skip_exp),
-                            dtype=torch.long, device=device)
+        """(N,) long: each position's dilation group (built once per length and device)."""
+        key = (n, str(device))
+        cached = getattr(self, "_groups", {})
+        if key not in cached:
+            cached[key] = torch.tensor(_group_index(n, self.block or n, self.base,
+                                                    self.skip_exp),
+                                       dtype=torch.long, device=device)
+            self._groups = cached
+        return cached[key]
 
     def select(self, state: StepState) -> Selection:
         group = self.groups(state.tokens.shape[1], state.tokens.device).expand_as(state.eligible)

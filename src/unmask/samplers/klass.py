@@ -62,8 +62,6 @@ class KLASSSampler(CountRule, Sampler):
         self._seen[rows] = True
         stable = (kls < self.kl_threshold).all(1)
         reveal = stable & (state.x0_prob > self.conf_threshold) & state.eligible
-        empty = ~reveal.any(1)
-        if bool(empty.any()):
-            fallback = top_k_mask(state.x0_prob, state.eligible, self.count(state))
-            reveal = torch.where(empty[:, None], fallback, reveal)
-        return Selection(reveal)
+        # rows with nothing stable take the top-k (computed for every row: no host read)
+        fallback = top_k_mask(state.x0_prob, state.eligible, self.count(state))
+        return Selection(torch.where(reveal.any(1, keepdim=True), reveal, fallback))

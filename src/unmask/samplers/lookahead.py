@@ -166,12 +166,14 @@ class LookaheadSampler(CountRule, Sampler):
             return torch.zeros(b, dtype=torch.bool, device=state.tokens.device)
         sure = (state.x0_prob >= self.bypass) & state.eligible  # (B, N)
         rows = sure.any(1)
-        if bool(rows.any()):
-            cands.reveal[rows, 0] = sure[rows]
-            cands.tokens[rows, 0] = torch.where(sure[rows], state.x0[rows], state.tokens[rows])
-            cands.valid[rows, 1:] = False
-            cands.cost[rows, 0] = torch.where(sure[rows], state.entropy[rows].double(),
-                                              0.0).sum(-1)
+        # every row rewritten where it bypasses (no host read)
+        cands.reveal[:, 0] = torch.where(rows[:, None], sure, cands.reveal[:, 0])
+        cands.tokens[:, 0] = torch.where(rows[:, None], torch.where(sure, state.x0,
+                                                                    state.tokens),
+                                         cands.tokens[:, 0])
+        cands.valid[:, 1:] &= ~rows[:, None]
+        cost = torch.where(sure, state.entropy.double(), 0.0).sum(-1)
+        cands.cost[:, 0] = torch.where(rows, cost, cands.cost[:, 0])
         return rows
 
     def _prune(self, cands: Candidates) -> None:

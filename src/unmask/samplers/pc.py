@@ -90,9 +90,14 @@ class PCSampler(CountRule, Sampler):
             require(bool(f.sum() > 0), "frequencies: no mass on the model's real tokens")
         return (f / f.sum()).log()
 
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        self._log_f = None  # (V,) on the decode's device, from its first pass
+
     def select(self, state: StepState) -> Selection:
-        real = state.real_mask.to(state.tokens.device)
-        log_f = self.log_frequency(real).to(state.tokens.device)[state.x0]  # (B, N)
+        if getattr(self, "_log_f", None) is None:  # once per decode (it checks the table)
+            real = state.real_mask.to(state.tokens.device)
+            self._log_f = self.log_frequency(real).to(state.tokens.device)
+        log_f = self._log_f[state.x0]  # (B, N)
         # a token never seen in the corpus is maximally informative: capped at alpha
         info = (-state.x0_prob.double() * log_f).clamp(max=self.alpha)
         n = state.tokens.shape[1]

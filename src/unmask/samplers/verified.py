@@ -73,11 +73,13 @@ class VerifiedReveal:
 PREFIXES = ("all", "doubling")
 
 
-def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor, *,
-                   tolerance: float, max_sequences: int, output_hidden_layers: bool
+def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor,
+                   per_row: list[int], *, tolerance: float, max_sequences: int,
+                   output_hidden_layers: bool
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                               list[tuple[slice, ModelOutput]]]:
-    """Run the model on the prefixes ``seqs`` (B, K, N) where ``need`` (B, K) holds.
+    """Run the model on the prefixes ``seqs`` (B, K, N) where ``need`` (B, K) holds
+    (``per_row``: its row sums, on the host).
 
     Returns (proposed (B, K, N) long, -1 where not run; confidence (B, K, N) float64, the
     proposed token's probability, filled only when ``tolerance`` < 1; prefix_entropy
@@ -91,19 +93,8 @@ def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor, *,
     confidence = torch.zeros(b, width, n, dtype=torch.float64, device=device)
     prefix_entropy = torch.zeros(b, width, n, dtype=torch.float64, device=device)
     calls: list[tuple[slice, ModelOutput]] = []
-    per_row = need.sum(1).tolist()
-    start = 0
-    while start < b:
-        # whole rows per call, up to max_sequences sequences; rows that need nothing join the
-        # call before them, so calls cover the rows in order (none at all when none needs one)
-        stop, total = start + 1, per_row[start]
-        while stop < b and (total == 0 or per_row[stop] == 0
-                            or total + per_row[stop] <= max_sequences):
-            total += per_row[stop]
-            stop += 1
-        if not total:
-            break
-        rows, here = slice(start, stop), need[start:stop]
+    for rows in _row_chunks(per_row, max_sequences):
+        here = need[rows]
         out = state.model(seqs[rows][here], state.row_ids[rows, None].expand(-1, width)[here],
                           output_hidden_layers=output_hidden_layers)
         lp = real_log_probs(out.logits, real)
@@ -114,8 +105,30 @@ def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor, *,
         if tolerance < 1.0:
             confidence[rows][here] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
         calls.append((rows, out))
-        start = stop
     return proposed, confidence, prefix_entropy, calls
+
+
+def _row_chunks(per_row: list[int], max_sequences: int) -> list[slice]:
+    """The rows of each model call: whole rows, up to ``max_sequences`` sequences (a row's
+    count from ``per_row``) per call; rows that need nothing join the call before them, so
+    calls cover the rows in order (none at all when none needs one)."""
+    b, total = len(per_row), sum(per_row)
+    if total <= max_sequences:
+        return [slice(0, b)] if total else []
+    chunks, start = [], 0
+    while start < b:
+        # whole rows per call, up to max_sequences sequences; rows that need nothing join the
+        # call before them, so calls cover the rows in order (none at all when none needs one)
+        stop, total = start + 1, per_row[start]
+        while stop < b and (total == 0 or per_row[stop] == 0
+                            or total + per_row[stop] <= max_sequences):
+            total += per_row[stop]
+            stop += 1
+        if not total:
+            break
+        chunks.append(slice(start, stop))
+        start = stop
+    return chunks
 
 
 def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | None = None,
@@ -146,7 +159,7 @@ def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | Non
     seqs = torch.where(pre.in_prefix, state.x0[:, None, :], state.tokens[:, None, :])
     need = pre.evaluated & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
     proposed, confidence, prefix_entropy, calls = _prefix_passes(
-        state, seqs, need, tolerance=tolerance, max_sequences=max_sequences,
+        state, seqs, need, pre.per_row, tolerance=tolerance, max_sequences=max_sequences,
         output_hidden_layers=output_hidden_layers)
 
     ok = torch.ones_like(pre.valid)
@@ -171,6 +184,18 @@ def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | Non
                           rejected=pre.k - accepted)
 
 
+def _needed(k: torch.Tensor, n_masked: torch.Tensor, prefixes: str) -> torch.Tensor:
+    """(B,) how many of the prefixes P_1 .. P_k a row evaluates hold a MASK, from the draft
+    sizes ``k`` (B,) and the masked counts (B,): P_m has one unless m = n_masked (the draft
+    is masked positions), and P_k is always evaluated."""
+    if prefixes == "doubling":  # lengths 1, 2, 4, ... up to k, and k
+        powers = 2 ** torch.arange(62, device=k.device)
+        evaluated = (powers[None, :] <= k[:, None]).sum(1) + ((k & (k - 1)) != 0).long()
+    else:
+        evaluated = k
+    return evaluated - ((k == n_masked) & (k > 0)).long()
+
+
 @dataclass
 class _Prefixes:
     """The prefixes P_1 .. P_K of a draft (in descending confidence) and which are evaluated.
@@ -179,7 +204,8 @@ class _Prefixes:
     draft sizes (capped); m: (K,) 1..K; in_prefix: (B, K, N) the members of P_m; valid:
     (B, K) m <= k; evaluated: (B, K) the prefixes given a model call; under: (B, K - 1) the
     prefix index (s_r - 1) under which d_{r+1} is checked; pos: (B, K) the drafted positions
-    by rank.
+    by rank; per_row: each row's evaluated prefixes that hold a MASK (the sequences it needs
+    run), on the host.
     """
 
     order: torch.Tensor
@@ -192,6 +218,7 @@ class _Prefixes:
     under: torch.Tensor
     pos: torch.Tensor
     n: int
+    per_row: list[int]
 
     @classmethod
     def of(cls, state: StepState, draft: torch.Tensor, max_draft: int | None, prefixes: str
@@ -203,7 +230,9 @@ class _Prefixes:
         k = draft.sum(1)
         if max_draft is not None:
             k = k.clamp(max=max_draft)
-        width = int(k.max()) if b else 0
+        # the one host read of a verified pass: the draft sizes and sequences per row
+        sizes = torch.stack([k, _needed(k, state.masked.sum(1), prefixes)]).tolist()
+        width, per_row = max(sizes[0], default=0), sizes[1]
         ranks = torch.empty_like(order)
         ranks.scatter_(1, order, torch.arange(n, device=device).expand(b, n))
         m = torch.arange(1, width + 1, device=device)
@@ -219,7 +248,8 @@ class _Prefixes:
         # (s_r = r for "all"; >= 1 from rank 1 on: P_1 is always evaluated)
         last = torch.where(evaluated, m[None, :], 0).cummax(1).values  # (B, K): s_m
         under = (last[:, :-1] - 1).clamp(min=0)  # (B, K - 1)
-        return cls(order, ranks, k, m, in_prefix, valid, evaluated, under, order[:, :width], n)
+        return cls(order, ranks, k, m, in_prefix, valid, evaluated, under, order[:, :width], n,
+                   per_row)
 
     def at(self, t: torch.Tensor) -> torch.Tensor:
         """t (B, K, N) -> (B, K - 1): t[b, under, pos], d_{r+1}'s value under P_{s_r}."""

@@ -33,7 +33,7 @@ from unmask.sudoku.datasets import training_grids
 from unmask.sudoku.solver import is_valid_solution, make_puzzles
 from unmask.sudoku.symmetry import augment
 from unmask.sudoku.tokens import MASK_ID, VOCAB_SIZE, grid_to_tokens, tokens_to_grid
-from unmask.training import BatchFn, mask_batch
+from unmask.training.mdm import BatchFn, mask_batch
 
 
 def sudoku_model_config(**overrides) -> TransformerConfig:

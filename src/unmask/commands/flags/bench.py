@@ -14,9 +14,7 @@ it::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
-import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -40,7 +38,6 @@ from unmask.commands.flags.threads import add_threads_arg
 from unmask.commands.flags.types import add_seed_arg, temperatures_type
 from unmask.commands.registry import COMMAND_MODULES
 from unmask.errors import UnmaskError
-from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
 from unmask.validation import int_at_least
 
 if TYPE_CHECKING:
@@ -125,7 +122,11 @@ def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
 
 def run_bench_command(task: BenchTask, args: argparse.Namespace) -> int:
     """Run ``task``'s bench with the flags of :func:`add_bench_args`."""
+    import dataclasses
+    import json
+
     from unmask.bench.contract import BenchContext
+    from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
     from unmask.models.auto import check_task
 
     engine, device = engine_from_args(args)
@@ -181,6 +182,8 @@ def _decode(task: BenchTask, ctx: BenchContext) -> BenchResult:
     """``task.run`` over the context, with a progress bar; once per temperature when the
     task decodes one at a time (rows labelled with their temperature when there are
     several)."""
+    import dataclasses
+
     from unmask.bench.contract import BenchResult, with_temperature
     from unmask.progress import progress_bar
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from unmask.commands.flags.paths import cache_folder
+from unmask.commands.flags.types import literal_of
 from unmask.errors import UnmaskError
-from unmask.parallel.workers import ENGINES, Engine, LocalEngine, make_engine
 from unmask.validation import positive_int
 
 
@@ -27,7 +27,8 @@ def resolve_device(name: str):
 def add_engine_args(p: argparse.ArgumentParser, *, gpus: bool = True) -> None:
     """``--engine`` and ``--workers`` (:mod:`unmask.parallel.workers`); ``gpus``: the command has
     ``--device``, and a Ray worker on cuda reserves one GPU."""
-    p.add_argument("--engine", default="local", choices=ENGINES,
+    p.add_argument("--engine", default="local",
+                   choices=literal_of("unmask.parallel.workers:ENGINES"),
                    help="local: this process (default); ray: Ray actors, one model each, on "
                         "the cluster at RAY_ADDRESS or a local one (pip install 'unmask[ray]')")
     p.add_argument("--workers", type=positive_int, default=None,
@@ -51,6 +52,8 @@ def engine_from_args(args: argparse.Namespace):
     device with an index under Ray."""
     import torch
 
+    from unmask.parallel.workers import LocalEngine, make_engine
+
     name = getattr(args, "device", "cpu")
     if args.engine == "local":
         if args.workers not in (None, 1):
@@ -69,9 +72,11 @@ def engine_from_args(args: argparse.Namespace):
     return engine, device
 
 
-def driver_device(engine: Engine, device):
+def driver_device(engine, device):
     """Where the command's own copy of the model goes: ``device`` on the local engine; the
     CPU beside remote workers (the driver reads the model's metadata, the workers decode)."""
     import torch
+
+    from unmask.parallel.workers import LocalEngine
 
     return device if isinstance(engine, LocalEngine) else torch.device("cpu")

@@ -7,7 +7,7 @@ import argparse
 from unmask.commands.flags.engine import add_device_arg
 from unmask.commands.flags.sampler import add_sampler_arg
 from unmask.commands.flags.threads import add_threads_arg
-from unmask.commands.flags.types import add_confidence_arg, add_seed_arg
+from unmask.commands.flags.types import add_confidence_arg, add_pass_args, add_seed_arg
 from unmask.validation import finite_float, non_negative_int, positive_int
 
 
@@ -43,6 +43,7 @@ def generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust-remote-code", action="store_true",
                    help="run modelling code shipped inside the model folder (only from there)")
     p.add_argument("--dtype", default=None, help="float32, bfloat16 or float16")
+    add_pass_args(p)
     add_threads_arg(p)
     p.add_argument("--json", action="store_true", help="one JSON object per prompt")
     add_device_arg(p)

@@ -1,12 +1,6 @@
 """The paths a command reads and writes, checked before any work: input folders and files,
-output folders (created or filled), output files that must differ.
-
-A command that writes a folder claims it (:func:`claim_folder`): the folder must be new,
-empty, or this command's own run (a marker file :data:`RUN_MARKER` it wrote there, or the
-files its earlier versions left); anything else is refused in one line unless the command
-has ``--overwrite`` and the user gives it, and a folder that holds a model (``config.json``,
-weights) that is not the command's own output is never written into, ``--overwrite`` or
-not."""
+output folders (created or filled, claimed with :func:`unmask.folders.claim_folder`), output
+files that must differ."""
 
 from __future__ import annotations
 
@@ -17,6 +11,17 @@ import sys
 from pathlib import Path
 
 from unmask.errors import UnmaskError
+from unmask.folders import (  # noqa: F401  (the folder guard, for the commands)
+    MODEL_FILE_PATTERNS,
+    RUN_MARKER,
+    TRAINING_RUN_FILES,
+    claim_folder,
+    claim_problem,
+    folder_problem,
+    mark_folder,
+    model_files,
+    run_marker,
+)
 
 
 def existing_dir(path: str | Path, what: str) -> Path:
@@ -34,20 +39,32 @@ def read_file_arg(path: str) -> str:
         raise UnmaskError(f"--file: cannot read {path} ({e.__class__.__name__})") from None
 
 
-def folder_problem(path: str | Path) -> str | None:
-    """What keeps ``path`` from being a folder a command creates or fills (None: nothing): it
-    must be a folder or not exist yet, and the nearest existing folder above it writable."""
-    if str(path) == "":
-        return "empty path"
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        return f"{path} exists and is not a folder"
-    above = next(p for p in (path, *path.parents) if p.exists())
-    if not above.is_dir():
-        return f"{above} is a file, not a folder"
-    if not os.access(above, os.W_OK | os.X_OK):
-        return f"folder {above} is not writable"
-    return None
+def read_items(path: str, key: str, *, plain_lines: bool) -> list[str]:
+    """The strings of ``--file PATH``, one a non-blank line: a JSON string, or an object with a
+    string ``key``; with ``plain_lines`` a line that does not start like JSON (``"`` or
+    ``{``) is the string itself, else every line must be JSON. Refused in one line naming the
+    line; a file with none is refused too."""
+    from unmask.io import parse_json  # too deep a nesting is refused in one line too
+
+    items = []
+    for n, line in enumerate(read_file_arg(path).splitlines(), 1):
+        line = line.strip() if plain_lines else line
+        if not line.strip():
+            continue
+        if not plain_lines or line.startswith(('"', "{")):
+            try:
+                item = parse_json(line)
+            except json.JSONDecodeError:
+                raise UnmaskError(f"--file: line {n} " + ("starts like JSON but is not"
+                                  if plain_lines else "is not JSON")) from None
+            line = item.get(key) if isinstance(item, dict) else item
+            if not isinstance(line, str):
+                raise UnmaskError(f"--file: line {n}: expected a string or an object with a "
+                                  f"string {key!r}")
+        items.append(line)
+    if not items:
+        raise UnmaskError(f"--file: {path} holds no {key}")
+    return items
 
 
 def output_folder(path: str | Path, what: str) -> Path:
@@ -101,98 +118,3 @@ def distinct_outputs(**paths: Path | None) -> None:
             raise UnmaskError(f"--{flag.replace('_', '-')}: same file as --{seen[key]} "
                               f"({path}); give two different paths")
         seen[key] = flag.replace("_", "-")
-
-
-#: the file a command writes into a folder it claims: {"command": "mi fit"}
-RUN_MARKER = ".unmask-run.json"
-#: names that make a folder a model folder: a config, weights in any format
-MODEL_FILE_PATTERNS = ("config.json", "*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt",
-                       "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.npz", "*.pkl")
-#: what a training run holds (:func:`unmask.training.fit`)
-TRAINING_RUN_FILES = ("checkpoint.pt", "history.jsonl")
-
-
-def run_marker(path: str | Path) -> str | None:
-    """The command that claimed the folder ``path`` (its :data:`RUN_MARKER`), or None."""
-    try:
-        data = json.loads((Path(path) / RUN_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    command = data.get("command") if isinstance(data, dict) else None
-    return command if isinstance(command, str) else None
-
-
-def model_files(path: str | Path) -> list[str]:
-    """The files in ``path`` and its sub-folders (one level down) that make it a model
-    folder (:data:`MODEL_FILE_PATTERNS`), as paths relative to it, sorted."""
-    path = Path(path)
-    found: set[str] = set()
-    for folder in (path, *(p for p in _entries(path) if p.is_dir() and not p.is_symlink())):
-        for entry in _entries(folder):
-            if any(entry.match(pattern) for pattern in MODEL_FILE_PATTERNS):
-                found.add(str(entry.relative_to(path)))
-    return sorted(found)
-
-
-def _entries(folder: Path) -> list[Path]:
-    try:
-        return sorted(folder.iterdir())
-    except OSError:
-        return []
-
-
-def claim_problem(path: str | Path, command: str, *, overwrite: bool | None = None,
-                  own_files: tuple[str, ...] = ()) -> str | None:
-    """Why ``command`` may not write into the folder ``path`` (None: it may): see
-    :func:`claim_folder`."""
-    problem = folder_problem(path)
-    if problem or not Path(path).is_dir():
-        return problem
-    path = Path(path)
-    held = [p.name for p in _entries(path) if p.name != RUN_MARKER]
-    marker = run_marker(path)
-    if not held or marker == command or (
-            marker is None and any(any(path.glob(pattern)) for pattern in own_files)):
-        return None  # new, empty, or this command's own run
-    whose = f"a run of `{marker}`" if marker else "files"
-    models = model_files(path)
-    if models:
-        return (f"{path} holds a model ({models[0]}), not a run of `{command}`; a model "
-                "folder is never written into (not even with --overwrite): give a new or "
-                "empty folder")
-    if overwrite:
-        return None
-    advice = ", or add --overwrite" if overwrite is not None else ""
-    return (f"{path} holds {whose} that `{command}` did not write ({held[0]}); give a new or "
-            f"empty folder{advice}")
-
-
-def claim_folder(path: str | Path, what: str, command: str, *, overwrite: bool | None = None,
-                 own_files: tuple[str, ...] = ()) -> Path:
-    """Check, before any work, that ``command`` may write into the folder ``path``; one line
-    ``"{what}: ..."`` (:class:`UnmaskError`) otherwise. Nothing is created here (the command
-    calls :func:`mark_folder` when it starts writing).
-
-    It may when the folder is new or empty, or is this command's own run: its
-    :data:`RUN_MARKER` names ``command``, or (no marker) it holds a file matching one of
-    ``own_files`` (glob patterns: what the command wrote before it left a marker).
-    Otherwise it is refused, unless ``overwrite`` is True (None: the command has no
-    ``--overwrite``) and the folder holds no model (:func:`model_files`): a model folder is
-    never written into.
-    """
-    problem = claim_problem(path, command, overwrite=overwrite, own_files=own_files)
-    if problem:
-        raise UnmaskError(f"{what}: {problem}")
-    return Path(path)
-
-
-def mark_folder(path: str | Path, command: str) -> Path:
-    """Create the folder ``path`` if needed and record ``command`` as its writer
-    (:data:`RUN_MARKER`, written atomically), after :func:`claim_folder`."""
-    from unmask.io import atomic_write_text
-
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    if run_marker(path) != command:
-        atomic_write_text(path / RUN_MARKER, json.dumps({"command": command}) + "\n")
-    return path

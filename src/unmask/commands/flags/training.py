@@ -1,5 +1,5 @@
 """The flags every ``unmask TASK train`` of an MDM shares, and the
-:class:`~unmask.training.TrainConfig` they describe: one place for both (the library is
+:class:`~unmask.training.loop.TrainConfig` they describe: one place for both (the library is
 imported when the flags are read, not when they are added)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from unmask.commands.flags.paths import TRAINING_RUN_FILES, claim_folder, comman
 from unmask.commands.flags.threads import add_threads_arg
 from unmask.commands.flags.types import add_seed_arg
 from unmask.errors import UnmaskError
-from unmask.io import parse_json
 from unmask.validation import (
     field_hints,
     field_problem,
@@ -72,9 +71,9 @@ def add_training_args(p: argparse.ArgumentParser, *, out: str, steps: int, batch
 
 
 def training_config(args: argparse.Namespace, metric: str = "accuracy"):
-    """The :class:`~unmask.training.TrainConfig` the flags of :func:`add_training_args`
+    """The :class:`~unmask.training.loop.TrainConfig` the flags of :func:`add_training_args`
     describe, selecting the weights of the highest ``metric``."""
-    from unmask.training import LoopConfig, TrainConfig
+    from unmask.training.loop import LoopConfig, TrainConfig
 
     if args.decay_by_time and not args.max_time:
         raise UnmaskError("--decay-by-time: needs --max-time (the time budget to decay over)")
@@ -92,6 +91,8 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
     initialisation); return (architecture overrides from ``--model-config``, the
     :class:`TrainConfig` of :func:`training_config`)."""
     import torch
+
+    from unmask.io import parse_json
 
     claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
                  own_files=TRAINING_RUN_FILES)
@@ -127,7 +128,7 @@ def add_resume_args(p: argparse.ArgumentParser) -> None:
 def check_resume_args(args: argparse.Namespace) -> None:
     """--override-config only with --resume; an --out holding a run only with --resume or
     --overwrite (checked before any work)."""
-    from unmask.training import check_run_folder
+    from unmask.training.loop import check_run_folder
 
     if args.override_config and not args.resume:
         raise UnmaskError("--override-config: only with --resume")

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import importlib.util
 import math
+import re
 from pathlib import Path
 
+from unmask.errors import UnmaskError
 from unmask.validation import (  # noqa: F401  (the argument types, re-exported)
     finite_float,
     int_at_least,
@@ -22,22 +25,23 @@ from unmask.validation import (  # noqa: F401  (the argument types, re-exported)
 
 
 @functools.cache
-def _source(module: str) -> ast.Module:
-    """The syntax tree of ``module``'s source, read without importing it (its package is)."""
+def _source(module: str) -> list[str]:
+    """The lines of ``module``'s source, read without importing it (its package is)."""
     spec = importlib.util.find_spec(module)
-    return ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return Path(spec.origin).read_text(encoding="utf-8").splitlines()
 
 
 def _named(where: str) -> ast.AST:
-    """The top-level statement ``"module:NAME"`` names (a class, a function, an assignment)."""
+    """The top-level statement ``"module:NAME"`` names (a class, a function, an assignment),
+    parsed alone: its lines run from the one that names it to the next top-level line."""
     module, name = where.split(":")
-    for node in _source(module).body:
-        if getattr(node, "name", None) == name:
-            return node
-        targets = [t.id for t in getattr(node, "targets", [getattr(node, "target", None)])
-                   if isinstance(t, ast.Name)]
-        if name in targets:
-            return node
+    lines = _source(module)
+    head = re.compile(rf"(class|def)\s+{name}\b|{name}\s*[:=]")
+    for i, line in enumerate(lines):
+        if head.match(line):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j][:1] not in
+                        ("", " ", "\t", ")", "]", "}", "#")), len(lines))
+            return ast.parse("\n".join(lines[i:end])).body[0]
     raise KeyError(f"{module} has no top-level {name!r}")
 
 
@@ -93,3 +97,28 @@ def add_confidence_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", choices=literal_of("unmask.decode:CONFIDENCE"), default="draw",
                    help="what confidence-type rules rank by when sampling: the drawn token's "
                         "probability (draw, default) or the largest probability (max)")
+
+
+@contextlib.contextmanager
+def flags_for(*names: str):
+    """Around a library call made with flags' values: a refusal that names one of the call's
+    arguments (``block_length: ...``) names its flag instead (``--block-length: ...``)."""
+    try:
+        yield
+    except UnmaskError as e:
+        text = str(e)
+        for name in names:
+            if text.startswith(f"{name}: "):
+                raise UnmaskError(f"--{name.replace('_', '-')}: {text[len(name) + 2:]}"
+                                  ) from None
+        raise
+
+
+def add_pass_args(p: argparse.ArgumentParser) -> None:
+    """``--batch-invariant`` and ``--compile``: how the model's passes run (docs/gpu.md)."""
+    p.add_argument("--batch-invariant", action="store_true",
+                   help="each row's tokens are those it gets alone, bit for bit (the model "
+                        "runs one row at a time; slower)")
+    p.add_argument("--compile", action="store_true",
+                   help="run the model under torch.compile (CUDA graphs on a GPU; the first "
+                        "passes of each shape compile)")

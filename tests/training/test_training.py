@@ -6,7 +6,8 @@ import torch
 from unmask.errors import UnmaskError
 from unmask.models.transformer import MDMTransformer
 from unmask.sudoku.train import SudokuPool, sudoku_model_config
-from unmask.training import LoopConfig, TrainConfig, masked_cross_entropy, train
+from unmask.training.loop import LoopConfig, TrainConfig
+from unmask.training.mdm import masked_cross_entropy, train
 
 
 def mdm_config(*, bf16=True, seed=0, device="cpu", **loop) -> TrainConfig:
@@ -106,7 +107,7 @@ def test_batches_are_pure_functions_of_step(pool):
 def test_decay_by_time_ends_the_schedule_with_whichever_budget_runs_out():
     import math
 
-    from unmask.training import warmup_cosine_lr
+    from unmask.training.loop import warmup_cosine_lr
 
     steps = LoopConfig(lr=1e-3, min_lr=1e-5, warmup_steps=10, total_steps=110)
     timed = LoopConfig(**{**steps.__dict__, "max_time_s": 100.0, "decay_by_time": True})
@@ -196,7 +197,7 @@ def _linear_task():
 
 def _fit_linear(out, loop, *, resume=False, progress=None, evaluate=None, settings=None,
                 override=False, log=None, overwrite=False):
-    from unmask.training import fit
+    from unmask.training.loop import fit
 
     batch = _linear_task()
     torch.manual_seed(1)
@@ -215,7 +216,7 @@ def _fit_linear(out, loop, *, resume=False, progress=None, evaluate=None, settin
 
 
 def test_ctrl_c_in_a_step_saves_a_checkpoint_and_resume_equals_an_uninterrupted_run(tmp_path):
-    from unmask.training import LoopConfig
+    from unmask.training.loop import LoopConfig
 
     loop = LoopConfig(total_steps=12, lr=0.05, warmup_steps=2, eval_every=5)
     full, _ = _fit_linear(tmp_path / "a", loop)
@@ -236,7 +237,7 @@ def test_ctrl_c_in_a_step_saves_a_checkpoint_and_resume_equals_an_uninterrupted_
 
 
 def test_early_stopping_counts_evaluations_without_a_better_metric(tmp_path):
-    from unmask.training import LoopConfig
+    from unmask.training.loop import LoopConfig
 
     scores = iter([3.0, 2.0, 2.5, 2.0, 2.1, 1.0])
     loop = LoopConfig(total_steps=100, lr=0.01, eval_every=2, metric="m", patience=3)
@@ -250,7 +251,7 @@ def test_early_stopping_counts_evaluations_without_a_better_metric(tmp_path):
 def test_an_overwritten_run_starts_a_fresh_history(tmp_path):
     import json
 
-    from unmask.training import LoopConfig
+    from unmask.training.loop import LoopConfig
 
     loop = LoopConfig(total_steps=4, lr=0.01, eval_every=2, metric="m",
                       evaluate_at_start=True)
@@ -395,7 +396,7 @@ def test_sigint_during_training_saves_a_checkpoint_and_exits_130(tmp_path):
     import time
     from pathlib import Path
 
-    src = Path(__file__).resolve().parents[1] / "src"
+    src = Path(__file__).resolve().parents[2] / "src"
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -441,7 +442,7 @@ def test_written_weights_have_the_usual_permissions(tmp_path):
 def test_mask_batch_masks_below_the_ratio_among_eligible_and_at_least_one():
     import numpy as np
 
-    from unmask.training import mask_batch
+    from unmask.training.mdm import mask_batch
 
     targets = torch.arange(8).view(2, 4)
     ratio = np.array([[0.5], [0.1]])
@@ -468,7 +469,7 @@ FLAT_RECORD = {"batch_size": 8, "lr": 0.003, "min_lr": 5e-05, "weight_decay": 0.
 
 
 def test_a_flat_train_config_record_reads_as_the_nested_config():
-    from unmask.training import saved_config
+    from unmask.training.loop import saved_config
 
     cfg = TrainConfig.from_record(FLAT_RECORD)
     assert cfg == mdm_config(batch_size=8, lr=3e-3, warmup_steps=1, total_steps=4,

@@ -8,7 +8,8 @@ from unmask import DecodeConfig, decode, make_sampler
 from unmask.models.transformer import MDMTransformer
 from unmask.probs import previous_pass_probs, real_log_probs
 from unmask.sudoku.train import SudokuPool, sudoku_model_config
-from unmask.training import LoopConfig, TrainConfig, masked_cross_entropy, train
+from unmask.training.loop import LoopConfig, TrainConfig
+from unmask.training.mdm import masked_cross_entropy, train
 
 
 def tiny(**overrides):

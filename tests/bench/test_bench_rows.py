@@ -136,7 +136,7 @@ def test_pareto_plot_legend_of_many_rows_leaves_the_axes_clear(tmp_path, monkeyp
 
 def test_default_sudoku_specs_parse_and_hold_the_target_rows():
     from unmask.samplers.spec import parse_spec
-    from unmask.sudoku.bench import DEFAULT_SPECS
+    from unmask.sudoku.bench_task import DEFAULT_SPECS
 
     entries = [parse_spec(s) for s in DEFAULT_SPECS]
     assert len({e.label for e in entries}) == len(entries)

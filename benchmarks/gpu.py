@@ -1,0 +1,597 @@
+"""The prepared GPU run: unmask beside the references on one GPU, nothing downloaded, in one
+call (about 6-8 minutes on one H200), printing its tables and writing one JSON.
+
+    PYTHONPATH=src:tests/hf python benchmarks/gpu.py [--out gpu.json] [--device cuda]
+        [--sections loop sudoku llada dream] [--budget-s 460] [--sharpen 4]
+    PYTHONPATH=src:tests/hf python benchmarks/gpu.py --dry-run   # tiny shapes on the CPU
+
+Sections (each timed with the device synchronised; a section that fails is recorded in the
+JSON with its error and the run goes on; one that would start past ``--budget-s`` is
+skipped):
+
+- ``loop``: the zero-cost model (benchmarks/loop_overhead.py) on the device: each sampler's
+  loop + selection ms per pass at batch 1, 64, 1000 against confidence's, and host reads per
+  pass (each a synchronisation here).
+- ``sudoku``: the shipped Sudoku model on the 1,000 hard puzzles at batch 1000: solved %,
+  passes, wall, ms per pass and host reads per pass for sequential, ``lossless``,
+  ``topk:k=7``, MI-guided and verified rows; and the shipped text model's tokens/s at batch
+  1 and 64.
+- ``llada``: a random LLaDA-8B-shaped model (LLaDA's own modelling code, bf16, built in place
+  on the device): (1) one batch-1 pass against the weight-read bound (parameter bytes over
+  the measured copy bandwidth), eager and under ``torch.compile``; (2) unmask ``generate``
+  against Fast-dLLM's ``generate`` / ``generate_with_prefix_cache`` /
+  ``generate_with_dual_cache`` (threshold 0.9 and low-confidence 32 steps; gen 128, block
+  32, prompt 32; batch 1 and 8; the references take one row, so batch 8 runs them 8 times):
+  tokens/s, ratio, rows with the reference's tokens; (3) ``--compile`` against eager at
+  batch 1 with the dual cache; (4) batch 8 against each row alone, default and
+  ``batch_invariant``, and the bf16 GEMM of 8 rows' positions against one row's;
+  (5) diffusers' ``LLaDA2Pipeline`` (threshold 0.9) beside unmask, when diffusers imports.
+- ``dream``: a random Dream-7B-shaped model (Dream's code): unmask against Dream's own
+  ``diffusion_generate`` (maskgit_plus, one token a step) at batch 1 and 8.
+
+Needs Fast-dLLM's code folder (``$UNMASK_FASTDLLM``, ../shared/external/fast-dllm or
+shared/external/fast-dllm in the repository, see tests/hf/dllm_models.py) and einops (LLaDA's
+code imports it; pure Python); the models are random, so tokens measure agreement, not
+quality. On a machine that reaches no package index, carry both in (docs/gpu.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import platform
+import random
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: the run's shapes: real (on a GPU) and the dry run's (CPU, seconds)
+SHAPES = {
+    "real": {"llada": "LLADA_8B", "dream": "DREAM_7B", "gen": 128, "block": 32, "prompt": 32,
+             "steps": 32, "batch": 8, "puzzles": 1000, "loop_batches": [1, 64, 1000]},
+    "dry": {"llada": {"vocab_size": 96, "mask_id": 93, "d_model": 32, "n_layers": 2,
+                      "n_heads": 4},
+            "dream": {"vocab_size": 96, "mask_id": 93, "hidden": 32, "layers": 2, "heads": 4,
+                      "kv_heads": 2},
+            "gen": 16, "block": 8, "prompt": 8, "steps": 4, "batch": 3, "puzzles": 4,
+            "loop_batches": [1, 4]},
+}
+SUDOKU_SPECS = ["confidence", "lossless", "topk:k=7", "mi-guided:gamma=0.3",
+                "mi-guided:gamma=1.0,order=confidence+verify=0.002", "eb+verify"]
+LOOP_SAMPLERS = ["confidence", "eb", "topk", "threshold", "klass", "dus", "factor", "pc",
+                 "mi-guided", "eb+verify", "info-gain"]
+RULES = {"threshold": ("threshold:tau=0.9", {"threshold": 0.9}),
+         "low-confidence": ("confidence", {})}
+REFERENCES = {None: "generate", "prefix": "generate_with_prefix_cache",
+              "dual": "generate_with_dual_cache"}
+
+
+class Run:
+    """The run's settings, clock and results."""
+
+    def __init__(self, args):
+        self.args, self.device = args, torch.device(args.device)
+        self.shape = SHAPES["dry" if args.dry_run else "real"]
+        self.t0 = time.perf_counter()
+        self.results: dict = {"meta": _meta(args), "sections": {}, "skipped": [],
+                              "errors": {}}
+
+    def left(self) -> float:
+        return self.args.budget_s - (time.perf_counter() - self.t0)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def timed(self, fn):
+        """(seconds, fn()) with the device synchronised on both ends."""
+        self.sync()
+        t0 = time.perf_counter()
+        out = fn()
+        self.sync()
+        return time.perf_counter() - t0, out
+
+
+def _meta(args) -> dict:
+    meta = {"torch": torch.__version__, "python": platform.python_version(),
+            "device": args.device, "dry_run": args.dry_run}
+    if torch.cuda.is_available() and args.device.startswith("cuda"):
+        meta["gpu"] = torch.cuda.get_device_name(args.device)
+    for name in ("transformers", "diffusers"):
+        with contextlib.suppress(ImportError):
+            meta[name] = __import__(name).__version__
+    return meta
+
+
+def _table(title: str, head: list[str], rows: list[list]) -> None:
+    print(f"\n## {title}\n\n| " + " | ".join(head) + " |\n" + "|---" * len(head) + "|")
+    for r in rows:
+        print("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in r)
+              + " |", flush=True)
+
+
+# ------------------------------------------------------------------ loop and Sudoku
+
+
+def section_loop(run: Run) -> dict:
+    import loop_overhead as lo
+
+    from unmask.models.toy import FixedOutputModel
+
+    model = FixedOutputModel().to(run.device)
+    cases = lo.cases()
+    out = {}
+    for label in LOOP_SAMPLERS:
+        build = cases[label]
+        reads = lo.host_reads_per_pass(model, build, batch=min(64, max(
+            run.shape["loop_batches"])))[0]
+        out[label] = {"host_reads_per_pass": reads, **{
+            f"b{b}": lo.time_per_pass(model, build, b, repeats=2)
+            for b in run.shape["loop_batches"]}}
+    rows = []
+    for label, r in out.items():
+        cells = [f"{r[f'b{b}']['ms_per_pass']:.3f} "
+                 f"({r[f'b{b}']['ms_per_pass'] / out['confidence'][f'b{b}']['ms_per_pass']:.2f}x)"
+                 for b in run.shape["loop_batches"]]
+        rows.append([label, *cells, r["host_reads_per_pass"]])
+    _table("loop + selection per pass, zero-cost model",
+           ["sampler", *(f"b={b} ms (vs conf)" for b in run.shape["loop_batches"]),
+            "host reads/pass"], rows)
+    return out
+
+
+def section_sudoku(run: Run) -> dict:
+    from unmask import decode
+    from unmask.host_reads import count_host_reads
+    from unmask.models.auto import load_model
+    from unmask.presets import PRESETS
+    from unmask.samplers.spec import parse_spec
+    from unmask.sudoku.datasets import load_set
+    from unmask.sudoku.tokens import grid_to_tokens
+
+    model = load_model("sudoku", device=run.device)
+    puzzles, solutions = load_set("hard")
+    n = run.shape["puzzles"]
+    x, answer = grid_to_tokens(puzzles[:n]), grid_to_tokens(solutions[:n])
+    decode(model, x[:2].to(run.device), "confidence")  # warm-up
+    out, rows = {}, []
+    for spec in SUDOKU_SPECS:
+        sampler_spec = PRESETS[spec].spec if spec in PRESETS else spec
+        decode(model, answer.to(run.device), parse_spec(sampler_spec).build())  # loads
+        with count_host_reads() as once:  # the set-up every decode makes
+            decode(model, answer.to(run.device), parse_spec(sampler_spec).build())
+        with count_host_reads() as counted:
+            wall, res = run.timed(lambda s=sampler_spec: decode(
+                model, x.to(run.device), parse_spec(s).build(), seed=0))
+        passes = int(res.steps.max())
+        # less the set-up and the first pass's logits check, made once a decode
+        reads = counted.total - once.total - 1
+        solved = float((res.tokens.cpu() == answer).all(1).double().mean())
+        out[spec] = {"solved": solved, "passes": passes, "mean_nfe": float(res.nfe.double().mean()),
+                     "wall_s": wall, "ms_per_pass": 1e3 * wall / passes,
+                     "host_reads_per_pass": reads / passes}
+        rows.append([spec, f"{100 * solved:.1f}", float(res.nfe.double().mean()), passes,
+                     wall, 1e3 * wall / passes, reads / passes])
+    _table(f"shipped Sudoku model, {n} hard puzzles in one batch",
+           ["sampler", "solved %", "mean NFE", "passes", "wall s", "ms/pass",
+            "host reads/pass"], rows)
+    out["text"] = _shipped_text(run)
+    return out
+
+
+def _shipped_text(run: Run) -> list[dict]:
+    """The shipped text model (``unmask generate``'s default): tokens/s at batch 1 and 64,
+    gen 64 in blocks of 16, confidence and EB."""
+    from unmask.generate import generate
+    from unmask.models.auto import load_model
+
+    model = load_model("text", device=run.device)
+    prompts = [f"Q: {i} + {i + 3}? A:" for i in range(64)]
+    out, rows = [], []
+    for spec in ("confidence", "eb:gamma=0.1"):
+        for batch in (1, 64 if not run.args.dry_run else 4):
+            def call(batch=batch, spec=spec):
+                return generate(model, None, prompts[:batch], sampler=spec, gen_length=64,
+                                block_length=16, stop_at_eos=False)
+            call()  # warm-up
+            wall, gens = run.timed(call)
+            nfe = max(g.nfe for g in gens)
+            out.append({"sampler": spec, "batch": batch, "tok_s": batch * 64 / wall,
+                        "passes": nfe, "ms_per_pass": 1e3 * wall / nfe})
+            rows.append([spec, batch, batch * 64 / wall, nfe, 1e3 * wall / nfe])
+    _table("shipped text model, gen 64, blocks of 16",
+           ["sampler", "batch", "tok/s", "passes", "ms/pass"], rows)
+    return out
+
+
+# ------------------------------------------------------------------ LLaDA-8B shape
+
+
+def _prompts(n: int, length: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(f"w{rng.randrange(3, 90)}" for _ in range(length)) for _ in range(n)]
+
+
+def _build(run: Run, family: str):
+    import dllm_models
+
+    from unmask.models.hf import HFMaskedModel
+
+    shape = run.shape[family]
+    if isinstance(shape, str):
+        shape = getattr(dllm_models, shape)
+    make = dllm_models.llada_in_place if family == "llada" else dllm_models.dream_in_place
+    dtype = torch.bfloat16 if run.device.type == "cuda" or run.args.dry_run else torch.float32
+    wall, (hf, tok) = run.timed(lambda: make(Path(tempfile.mkdtemp()) / family,
+                                             device=run.device, dtype=dtype,
+                                             sharpen=run.args.sharpen, **shape))
+    params = sum(p.numel() for p in hf.parameters())
+    print(f"\n{family}: {params / 1e9:.2f} B parameters ({dtype}) built in {wall:.1f} s",
+          flush=True)
+    return HFMaskedModel(hf, tok), {"parameters": params, "build_s": wall, "shape": shape}
+
+
+def _bandwidth(run: Run) -> float:
+    """Device copy bandwidth, bytes/s (read + write of a 1 GiB buffer; 8 MiB dry)."""
+    n = (1 << 30) if run.device.type == "cuda" else (1 << 23)
+    a = torch.empty(n, dtype=torch.uint8, device=run.device)
+    b = torch.empty_like(a)
+    b.copy_(a)
+    wall, _ = run.timed(lambda: [b.copy_(a) for _ in range(5)])
+    return 2 * 5 * n / wall
+
+
+def _pass_times(run: Run, model, compile_too: bool) -> dict:
+    """One batch-1 pass (prompt + gen positions) eager and compiled, against the weight-read
+    bound."""
+    from unmask.compiled import compiled
+
+    n = run.shape["prompt"] + run.shape["gen"]
+    x = torch.randint(3, 90, (1, n), device=run.device)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.hf.parameters())
+    bw = _bandwidth(run)
+    out = {"weight_bytes": weight_bytes, "copy_bandwidth_Bps": bw,
+           "bound_ms": 1e3 * weight_bytes / bw}
+
+    def best(k: int = 5) -> float:
+        with torch.inference_mode():
+            model.hf(input_ids=x)  # warm-up (and, compiled, the compile)
+            model.hf(input_ids=x)
+            return min(run.timed(lambda: model.hf(input_ids=x))[0] for _ in range(k))
+
+    out["eager_ms"] = 1e3 * best()
+    if compile_too:
+        with compiled(model):
+            out["compiled_ms"] = 1e3 * best()
+    rows = [["eager", out["eager_ms"], out["eager_ms"] / out["bound_ms"]]]
+    if "compiled_ms" in out:
+        rows.append(["compiled", out["compiled_ms"], out["compiled_ms"] / out["bound_ms"]])
+    _table(f"one batch-1 pass of {n} positions; bound {out['bound_ms']:.2f} ms "
+           f"({weight_bytes / 1e9:.1f} GB at {bw / 1e12:.2f} TB/s copy)",
+           ["mode", "ms", "x bound"], rows)
+    return out
+
+
+def _unmask(run: Run, model, prompts, spec, steps, cache, **kw):
+    from unmask.generate import generate
+
+    wall, gens = run.timed(lambda: generate(
+        model, None, prompts, sampler=spec, gen_length=run.shape["gen"],
+        block_length=run.shape["block"], steps=steps, stop_at_eos=False, cache_kv=cache,
+        **kw))
+    return wall, [g.token_ids for g in gens], sum(g.nfe for g in gens)
+
+
+def _reference(run: Run, model, prompts, kw, steps, cache):
+    import dllm_models
+
+    fn = getattr(dllm_models.fastdllm_generate(), REFERENCES[cache])
+
+    def rows():
+        tokens, nfe = [], 0
+        for p in prompts:
+            ids = torch.tensor([model.tokenizer(p)["input_ids"]], device=run.device)
+            x, n = fn(model.hf, ids, steps=steps, gen_length=run.shape["gen"],
+                      block_length=run.shape["block"], temperature=0.0, mask_id=model.mask_id,
+                      **kw)
+            tokens.append(x[0, ids.shape[1]:].tolist())
+            nfe += int(n)
+        return tokens, nfe
+
+    wall, (tokens, nfe) = run.timed(rows)
+    return wall, tokens, nfe
+
+
+def _engines(run: Run, model, prompts_all) -> list[dict]:
+    """unmask against Fast-dLLM's functions, every rule, cache and batch."""
+    out, rows = [], []
+    for batch in (1, run.shape["batch"]):
+        prompts = prompts_all[:batch]
+        for rule, (spec, kw) in RULES.items():
+            steps = run.shape["steps"] if rule == "low-confidence" else None
+            ref_steps = steps or run.shape["gen"] // run.shape["block"]
+            for cache in (None, "prefix", "dual"):
+                if run.left() < 60:
+                    run.results["skipped"].append(f"llada engines {rule} {cache} b{batch}")
+                    continue
+                # untimed first runs: kernels and LLaDA's compiled attention meet their
+                # shapes (the references run batch-1 shapes at every batch)
+                _unmask(run, model, prompts, spec, steps, cache)
+                if batch == 1:
+                    _reference(run, model, prompts, kw, ref_steps, cache)
+                u = _unmask(run, model, prompts, spec, steps, cache)
+                r = _reference(run, model, prompts, kw, ref_steps, cache)
+                n_tok = batch * run.shape["gen"]
+                same = sum(a == b for a, b in zip(u[1], r[1], strict=True))
+                out.append({"rule": rule, "batch": batch, "cache": cache or "none",
+                            "unmask_tok_s": n_tok / u[0], "ref_tok_s": n_tok / r[0],
+                            "ratio": r[0] / u[0], "same_rows": same, "rows": batch,
+                            "unmask_nfe": u[2], "ref_nfe": r[2], "unmask_ms_per_pass":
+                            1e3 * u[0] / max(u[2] / batch, 1)})
+                rows.append([rule, batch, cache or "none", n_tok / u[0], n_tok / r[0],
+                             f"{r[0] / u[0]:.2f}x", f"{same}/{batch}", u[2], r[2]])
+    _table("unmask generate vs Fast-dLLM (same model, greedy)",
+           ["rule", "batch", "cache", "unmask tok/s", "Fast-dLLM tok/s", "ratio",
+            "same tokens", "unmask NFE", "ref NFE"], rows)
+    return out
+
+
+def _batch_equality(run: Run, model, prompts) -> dict:
+    """Batch B against each row alone (low-confidence, no cache): default and
+    batch_invariant; and the bf16 GEMM at the model's width for B rows' positions."""
+    spec, steps = "confidence", run.shape["steps"]
+    alone = [_unmask(run, model, [p], spec, steps, None)[1][0] for p in prompts]
+    out = {}
+    for mode in (False, True):
+        wall, tokens, _ = _unmask(run, model, prompts, spec, steps, None, batch_invariant=mode)
+        out["batch_invariant" if mode else "default"] = {
+            "same_rows": sum(a == b for a, b in zip(tokens, alone, strict=True)),
+            "rows": len(prompts), "wall_s": wall}
+    out["gemm"] = _gemm_rows(run, model)
+    _table(f"batch {len(prompts)} against each row alone (low-confidence, no cache)",
+           ["mode", "rows equal to alone", "wall s"],
+           [[k, f"{v['same_rows']}/{v['rows']}", v["wall_s"]] for k, v in out.items()
+            if k != "gemm"])
+    _table("bf16 GEMM: one row's positions computed alone vs inside the batch's",
+           ["weight", "reduced-precision reduction", "bitwise equal", "max |diff|"],
+           [[g["weight"], g["reduced_precision_reduction"], g["equal"], g["max_abs_diff"]]
+            for g in out["gemm"]])
+    return out
+
+
+@torch.no_grad()
+def _gemm_rows(run: Run, model) -> list[dict]:
+    """The first row's positions through each distinct linear weight shape, alone (M = n)
+    and inside B rows' (M = B n), with bf16 reduced-precision reductions on and off."""
+    n = run.shape["prompt"] + run.shape["gen"]
+    shapes = {}
+    for name, p in model.hf.named_parameters():
+        if p.dim() == 2 and "wte" not in name and "embed" not in name:
+            shapes.setdefault(tuple(p.shape), (name, p))
+    out = []
+    flag = torch.backends.cuda.matmul
+    saved = flag.allow_bf16_reduced_precision_reduction
+    try:
+        for reduced in (True, False):
+            flag.allow_bf16_reduced_precision_reduction = reduced
+            for name, w in shapes.values():
+                x = torch.randn(run.shape["batch"] * n, w.shape[1], device=run.device,
+                                dtype=w.dtype)
+                alone = torch.nn.functional.linear(x[:n], w)
+                inside = torch.nn.functional.linear(x, w)[:n]
+                out.append({"weight": f"{name} {tuple(w.shape)}",
+                            "reduced_precision_reduction": reduced,
+                            "equal": bool(torch.equal(alone, inside)),
+                            "max_abs_diff": float((alone.float() - inside.float()).abs().max())})
+    finally:
+        flag.allow_bf16_reduced_precision_reduction = saved
+    return out
+
+
+def _compiled_generate(run: Run, model, prompt) -> dict:
+    """--compile against eager at batch 1, dual cache, low-confidence: tokens and speed."""
+    spec, steps = "confidence", run.shape["steps"]
+    eager = _unmask(run, model, [prompt], spec, steps, "dual")
+    _unmask(run, model, [prompt], spec, steps, "dual", compile=True)  # compiles
+    fast = _unmask(run, model, [prompt], spec, steps, "dual", compile=True)
+    out = {"eager_tok_s": run.shape["gen"] / eager[0], "compiled_tok_s": run.shape["gen"]
+           / fast[0], "same_tokens": eager[1] == fast[1], "nfe": fast[2],
+           "compiled_ms_per_pass": 1e3 * fast[0] / fast[2],
+           "eager_ms_per_pass": 1e3 * eager[0] / eager[2]}
+    _table("generate --compile vs eager (batch 1, dual cache, low-confidence)",
+           ["eager tok/s", "compiled tok/s", "eager ms/pass", "compiled ms/pass",
+            "same tokens"],
+           [[out["eager_tok_s"], out["compiled_tok_s"], out["eager_ms_per_pass"],
+             out["compiled_ms_per_pass"], out["same_tokens"]]])
+    return out
+
+
+class _PipelineModel(torch.nn.Module):
+    """LLaDA's module as the pipeline calls a model: ``position_ids`` (which LLaDA's forward
+    does not take; its rotary positions count from 0 as the pipeline's do) dropped."""
+
+    def __init__(self, hf):
+        super().__init__()
+        self.hf, self.config = hf, hf.config
+
+    @property
+    def dtype(self):
+        return next(self.hf.parameters()).dtype
+
+    @property
+    def device(self):
+        return next(self.hf.parameters()).device
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, **kwargs):
+        return self.hf(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def _diffusers(run: Run, model, prompts) -> dict:
+    """diffusers' LLaDA2Pipeline (threshold 0.9, block refinement) beside unmask's threshold
+    rule on the same model, batch 1 and B. The pipeline runs the model on the prefix up to
+    the current block (LLaDA2 is block-causal); this model is bidirectional, so tokens may
+    differ: the row is about speed."""
+    try:
+        import diffusers
+    except ImportError:
+        return {"skipped": "diffusers is not installed"}
+    pipe = diffusers.LLaDA2Pipeline(model=_PipelineModel(model.hf),
+                                    scheduler=diffusers.BlockRefinementScheduler(),
+                                    tokenizer=model.tokenizer)
+    pipe.set_progress_bar_config(disable=True)
+    out, rows = [], []
+    for batch in (1, run.shape["batch"]):
+        ids = torch.tensor([model.tokenizer(p)["input_ids"] for p in prompts[:batch]],
+                           device=run.device)
+
+        def call(ids=ids):
+            return pipe(input_ids=ids, use_chat_template=False, gen_length=run.shape["gen"],
+                        block_length=run.shape["block"], num_inference_steps=run.shape["block"],
+                        threshold=0.9, editing_threshold=None, minimal_topk=1,
+                        eos_early_stop=False, sampling_method="greedy", temperature=0.0,
+                        output_type="seq")
+
+        call()  # warm-up
+        wall, res = run.timed(call)
+        u = _unmask(run, model, prompts[:batch], "threshold:tau=0.9", None, None)
+        theirs = [row[ids.shape[1]:].tolist() if len(row) > run.shape["gen"] else row.tolist()
+                  for row in res.sequences]
+        same = sum(a == b for a, b in zip(u[1], theirs, strict=True))
+        n_tok = batch * run.shape["gen"]
+        out.append({"batch": batch, "pipeline_tok_s": n_tok / wall, "unmask_tok_s":
+                    n_tok / u[0], "ratio": wall / u[0], "same_rows": same})
+        rows.append([batch, n_tok / wall, n_tok / u[0], f"{wall / u[0]:.2f}x", f"{same}/{batch}"])
+    _table("diffusers LLaDA2Pipeline vs unmask (threshold 0.9)",
+           ["batch", "pipeline tok/s", "unmask tok/s", "ratio", "same tokens"], rows)
+    return {"rows": out}
+
+
+def section_llada(run: Run) -> dict:
+    model, out = _build(run, "llada")
+    prompts = _prompts(run.shape["batch"], run.shape["prompt"])
+    compile_too = not run.args.no_compile
+    # what matters most first; a part starts only with time for it (the compiles take a
+    # minute or more on an 8 B model) and for the Dream section after
+    parts = [("engines", lambda: _engines(run, model, prompts), 60),
+             ("batch_equality", lambda: _batch_equality(run, model, prompts), 40),
+             ("pass", lambda: _pass_times(run, model, compile_too=compile_too), 150 if
+              compile_too else 30),
+             ("compile", lambda: (_compiled_generate(run, model, prompts[0]) if compile_too
+                                  else {"skipped": "--no-compile"}), 120 if compile_too else 0),
+             ("diffusers", lambda: _diffusers(run, model, prompts), 60)]
+    for name, part, need in parts:
+        _part(run, out, name, part, need)
+    model = None  # free the weights before the next section
+    _free(run)
+    return out
+
+
+def section_dream(run: Run) -> dict:
+    model, out = _build(run, "dream")
+    prompts = _prompts(run.shape["batch"], run.shape["prompt"])
+    gen = run.shape["gen"]
+
+    def engines():
+        rows, res = [], []
+        for batch in (1, run.shape["batch"]):
+            ids = torch.tensor([model.tokenizer(p)["input_ids"] for p in prompts[:batch]],
+                               device=run.device)
+
+            def ref(ids=ids):
+                return model.hf.diffusion_generate(ids, model.hf.generation_config,
+                                                   max_new_tokens=gen, steps=gen,
+                                                   alg="maskgit_plus", temperature=0.0,
+                                                   eps=0.0)
+
+            with contextlib.redirect_stdout(None):
+                ref()
+                wall_r, x = run.timed(ref)
+            seqs = x.sequences if hasattr(x, "sequences") else x
+            theirs = [row[ids.shape[1]:].tolist() for row in seqs]
+            u = _unmask(run, model, prompts[:batch], "confidence", None, None)
+            same = sum(a == b for a, b in zip(u[1], theirs, strict=True))
+            n_tok = batch * gen
+            res.append({"batch": batch, "unmask_tok_s": n_tok / u[0], "ref_tok_s":
+                        n_tok / wall_r, "ratio": wall_r / u[0], "same_rows": same})
+            rows.append([batch, n_tok / u[0], n_tok / wall_r, f"{wall_r / u[0]:.2f}x",
+                         f"{same}/{batch}"])
+        _table("unmask (confidence, one block) vs Dream's diffusion_generate (maskgit_plus, "
+               "one token a step)", ["batch", "unmask tok/s", "Dream tok/s", "ratio",
+                                     "same tokens"], rows)
+        return res
+
+    _part(run, out, "engines", engines)
+    model = None  # free the weights before the next section
+    _free(run)
+    return out
+
+
+def _part(run: Run, out: dict, name: str, part, need: float = 30) -> None:
+    """``out[name] = part()``, unless fewer than ``need`` seconds of the budget are left
+    (then skipped) or it fails (then its error)."""
+    if run.left() < need:
+        run.results["skipped"].append(name)
+        return
+    try:
+        out[name] = part()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # one failed part must not cost the others (nor a skip:
+        # the model helpers skip, as in the tests, when the reference code or einops is absent)
+        out[name] = {"error": f"{type(e).__name__}: {e}"}
+        print(f"\n{name} failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",
+              flush=True)
+
+
+def _free(run: Run) -> None:
+    gc.collect()
+    if run.device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+SECTIONS = {"loop": section_loop, "sudoku": section_sudoku, "llada": section_llada,
+            "dream": section_dream}
+#: seconds a section needs left to start
+NEEDS = {"loop": 30, "sudoku": 30, "llada": 120, "dream": 45}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="gpu.json")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
+    ap.add_argument("--budget-s", type=float, default=450.0,
+                    help="start no part after this many seconds")
+    ap.add_argument("--sharpen", type=float, default=4.0,
+                    help="scale of the random output layers (confident predictions)")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="tiny shapes on the CPU (checks the whole run in seconds)")
+    args = ap.parse_args(argv)
+    if args.dry_run:
+        args.device, args.no_compile = "cpu", True
+        torch._dynamo.config.disable = True  # LLaDA's code compiles its attention
+    import sys
+
+    for extra in (ROOT / "benchmarks", ROOT / "tests" / "hf"):
+        if str(extra) not in sys.path:
+            sys.path.insert(0, str(extra))
+    run = Run(args)
+    for name in args.sections:
+        _part(run, run.results["sections"], name, lambda f=SECTIONS[name]: f(run), NEEDS[name])
+    run.results["wall_s"] = time.perf_counter() - run.t0
+    Path(args.out).write_text(json.dumps(run.results, indent=1))
+    print(f"\nwall {run.results['wall_s']:.0f} s; skipped: {run.results['skipped'] or 'none'};"
+          f" wrote {args.out}")
+    return run.results
+
+
+if __name__ == "__main__":
+    main()

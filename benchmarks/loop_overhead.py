@@ -1,0 +1,195 @@
+"""What the decode loop and each sampler cost per pass without a model, and how many host
+reads (device synchronisations on a GPU) each makes per pass, against confidence decoding.
+
+The model is :class:`~unmask.models.toy.FixedOutputModel`: fixed random logits and hidden
+states, expanded to the batch at no cost, so the wall is the loop's work (log-softmax,
+proposals, bookkeeping, the write) plus the sampler's selection (plus, for samplers that run
+the model themselves, their own batching around the zero-cost model). Sudoku's shape: 81
+positions, 9 tokens, ``--blanks`` of them masked (48: a Sudoku's share), one block.
+
+    PYTHONPATH=src python benchmarks/loop_overhead.py [--batches 1 64 1000] [--repeats 2]
+        [--threads 1] [--only confidence eb ...] [--json out.json]
+
+Columns: ms/pass = best-of-``--repeats`` decode wall / passes (the rows' largest step count;
+every sampler decoded once per round, round-robin, after an untimed round);
+vs conf = ms/pass over confidence's at the same batch (target <= 1.2x except the lookahead
+samplers info-gain and lookum, which evaluate candidates every pass); passes; wall s (best
+round). Host reads per pass: :func:`unmask.host_reads.count_host_reads` over one decode at
+batch 64 less the reads a decode makes once (the input check), divided by its passes; the
+loop's own count is confidence's (its ``select`` reads nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from unmask import Verified, decode, make_sampler
+from unmask.host_reads import count_host_reads
+from unmask.models.toy import FixedOutputModel
+from unmask.samplers.base import available_samplers
+from unmask.samplers.spec import parse_spec
+
+#: samplers that evaluate candidate next states every pass (exempt from the 1.2x target)
+LOOKAHEAD = ("info-gain", "lookum")
+
+
+def _estimator(model):
+    from unmask.mi.estimator import EstimatorConfig, MIEstimator
+
+    torch.manual_seed(0)
+    return MIEstimator(EstimatorConfig(hidden_size=model.hidden_size))
+
+
+def _corrector(model):
+    from unmask.corrector import Corrector, CorrectorConfig
+
+    torch.manual_seed(0)
+    return Corrector(CorrectorConfig.for_model(model, d=8, n_heads=2))
+
+
+#: parameters a registered sampler needs beyond its defaults (a function of the model)
+PARAMS = {
+    "mi-guided": lambda m: {"estimator": _estimator(m), "gamma": 1.0},
+    "mi-oracle": lambda m: {"gamma": 1.0, "eps": 0.0},
+    "demask": lambda m: {"estimator": _estimator(m), "bound": 0.5},
+}
+
+
+def cases() -> dict:
+    """label -> build(model) -> (sampler, hooks): every registered sampler with its defaults,
+    verified passes (all prefixes and doubling), and the hooks (corrector, WINO, ReMDM)."""
+    from unmask.hooks import corrector_hooks
+
+    out = {name: (lambda m, n=name: (make_sampler(n, **PARAMS.get(n, lambda _: {})(m)), ()))
+           for name in available_samplers()}
+    out["eb+verify"] = lambda m: (Verified(make_sampler("eb")), ())
+    out["eb+verify (doubling)"] = lambda m: (Verified(make_sampler("eb"), prefixes="doubling"),
+                                             ())
+    out["topk:k=3+verify=0"] = lambda m: (Verified(make_sampler("topk", k=3), tolerance=0.0),
+                                          ())
+    out["confidence+corrector"] = lambda m: (make_sampler("confidence"),
+                                             corrector_hooks(_corrector(m), max_remasks=1))
+    for spec in ("threshold:tau=0.7+wino=0.9", "topk:k=2+remdm=0.05"):
+        out[spec] = lambda m, s=spec: (parse_spec(s).build(), ())
+    out["eb (stop at EOS)"] = lambda m: (_stop_at_eos(make_sampler("eb"), m), ())
+    out["eb+verify (stop at EOS)"] = lambda m: (_stop_at_eos(Verified(make_sampler("eb")), m),
+                                                ())
+    return out
+
+
+def _stop_at_eos(sampler, model):
+    """``sampler`` as ``generate`` wraps it: a row whose last block of 9 is all EOS (here
+    the model's first token) ends."""
+    from unmask.generate import StopAtEOS
+
+    return StopAtEOS(sampler, eos_id=model.real_token_ids[0], block=9, gen_start=0)
+
+
+def masked(model: FixedOutputModel, batch: int, blanks: int | None = None) -> torch.Tensor:
+    """(batch, N) inputs: every position masked, or ``blanks`` per row (the first ones of a
+    fixed random order; the others hold the fixed argmax tokens)."""
+    x = torch.full((batch, model.n), model.mask_id, dtype=torch.long)
+    if blanks is not None and blanks < model.n:
+        given = torch.randperm(model.n, generator=torch.Generator().manual_seed(0))[blanks:]
+        x[:, given] = model.logits[given, :model.v].argmax(-1)
+    return x
+
+
+def time_per_pass(model, build, batch: int, repeats: int) -> dict:
+    """Best-of-``repeats`` wall of one decode of ``batch`` fully masked rows, per pass."""
+    return time_round_robin(model, {"one": build}, batch, repeats)["one"]
+
+
+def time_round_robin(model, builds: dict, batch: int, repeats: int,
+                     blanks: int | None = None) -> dict:
+    """label -> best-of-``repeats`` wall per pass of one decode of ``batch`` rows with
+    ``blanks`` masked positions each (None: all), every label once per round (so a slow
+    spell of a shared machine hits them alike); below batch 1000 a first round warms up,
+    untimed."""
+    x = masked(model, batch, blanks)
+    best = {label: {"wall_s": float("inf"), "passes": 0} for label in builds}
+    first = 0 if batch < 1000 else 1
+    for round_ in range(first, repeats + 1):
+        for label, build in builds.items():
+            sampler, hooks = build(model)
+            t0 = time.perf_counter()
+            res = decode(model, x, sampler, hooks=hooks, seed=0)
+            passes = int(res.steps.max())  # the copy back waits for the device
+            wall = time.perf_counter() - t0
+            if round_ and wall < best[label]["wall_s"]:
+                best[label] = {"wall_s": wall, "passes": passes}
+    for t in best.values():
+        t["ms_per_pass"] = 1e3 * t["wall_s"] / max(t["passes"], 1)
+    return best
+
+
+def host_reads_per_pass(model, build, batch: int = 64, config=None):
+    """(reads per pass, passes, reads by calling line) of one decode of ``batch`` fully masked
+    rows, less the reads a decode makes once: checking the input (counted on a batch with
+    nothing to decode) and the first pass's logits (:func:`unmask.models.handle.check_logits`,
+    one read)."""
+    sampler, hooks = build(model)
+    x = masked(model, batch)
+    with count_host_reads() as once:
+        decode(model, torch.zeros_like(x), sampler, config, hooks=hooks)
+    with count_host_reads(sites=True) as reads:
+        res = decode(model, x, sampler, config, hooks=hooks, seed=0)
+    passes = int(res.steps.max())
+    # the first pass's check of the model's logits is made once a decode too
+    first = sum(n for site, n in reads.by_site.items() if site.endswith(" check_logits"))
+    return (reads.total - once.total - first) / max(passes, 1), passes, reads.by_site
+
+
+def _row(label: str, r: dict, base: dict, batches: list[int]) -> str:
+    cells = []
+    for b in batches:
+        t = r[f"b{b}"]
+        t["vs_confidence"] = t["ms_per_pass"] / base[f"b{b}"]["ms_per_pass"]
+        flag = "" if label in LOOKAHEAD or t["vs_confidence"] <= 1.2 else " !"
+        cells.append(f"{t['ms_per_pass']:.3f} ({t['vs_confidence']:.2f}x{flag}, {t['passes']})")
+    extra = r["host_reads_per_pass"] - base["host_reads_per_pass"]
+    return (f"| {label} | " + " | ".join(cells)
+            + f" | {r['host_reads_per_pass']:.2f} ({extra:+.2f}) |")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1000])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--blanks", type=int, default=48,
+                    help="masked positions per row (of 81; a hard Sudoku has 55-60)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", nargs="+", help="labels to run (default: all)")
+    ap.add_argument("--json", help="also write the tables here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    model = FixedOutputModel()
+    table = {k: v for k, v in cases().items() if not args.only or k in args.only}
+    if "confidence" not in table:
+        table = {"confidence": cases()["confidence"], **table}
+    rows, t_start = {}, time.perf_counter()
+    print("| sampler | " + " | ".join(f"b={b} ms/pass (vs conf, passes)" for b in args.batches)
+          + " | host reads/pass (vs loop) |")
+    print("|---" * (len(args.batches) + 2) + "|")
+    for label, build in table.items():
+        per, n_pass, _ = host_reads_per_pass(model, build)
+        rows[label] = {"host_reads_per_pass": per, "host_read_passes": n_pass}
+    for b in args.batches:
+        for label, t in time_round_robin(model, table, b, args.repeats,
+                                         args.blanks).items():
+            rows[label][f"b{b}"] = t
+    for label, r in rows.items():
+        print(_row(label, r, rows["confidence"], args.batches), flush=True)
+    print(f"\nwall {time.perf_counter() - t_start:.1f} s, {args.threads} thread(s), "
+          f"torch {torch.__version__}; ! = above the 1.2x target")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"batches": args.batches, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""One decode call over several compatible jobs: the path of :func:`unmask.generate.generate`
+and :func:`unmask.infill.infill` (their batch layouts, EOS rules and result readers), with one
+seed per row, block-by-block progress for streaming and rows that can be cancelled.
+
+A row decodes exactly as it would alone: :func:`unmask.decode.decode` gives each row its own
+random stream (its seed), and the jobs of one call share every setting and the row width
+(:class:`~unmask.serve.jobs.Settings`), so a row's prompt sits at the same positions as when
+it is decoded alone by ``generate(prompt, seed=its seed)``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+
+from unmask.decode import DecodeConfig, decode
+from unmask.generate import Generation, generations, parse_sampler, prompt_batch, with_steps
+from unmask.hooks import Hook
+from unmask.infill import plan_infill
+from unmask.samplers.base import Selection, StepState
+from unmask.samplers.wrapper import SamplerWrapper
+from unmask.serve.jobs import Job, ServedModel
+
+
+@dataclass
+class CancelRows(SamplerWrapper):
+    """``inner``, except that rows named by ``cancelled()`` (indices into the decoded batch)
+    reveal every eligible position at once with the loop's proposal: a cancelled row leaves
+    the batch after one pass per block it has left, and the other rows are untouched (each
+    row's choice is its own)."""
+
+    cancelled: Callable[[], list[int]] = field(default=list)
+
+    def select(self, state: StepState) -> Selection:
+        sel = self.inner.select(state)
+        gone = self.cancelled()
+        if not gone:
+            return sel
+        ended = torch.isin(state.row_ids, torch.tensor(gone, device=state.row_ids.device))
+        if not bool(ended.any()):
+            return sel
+        tokens = state.x0 if sel.tokens is None else sel.tokens
+        reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
+        tokens = torch.where(ended[:, None], state.x0, tokens)
+        return Selection(reveal, tokens, next_output=sel.next_output, entropy=sel.entropy)
+
+
+class BlockWatch(Hook):
+    """Reports each watched row's generated blocks as they are committed (hold no MASK), in
+    order: ``report(row, ids)`` with the generated ids of the committed blocks so far.
+
+    It reads the tokens the loop holds at each pass (before the pass's write), so a block is
+    reported one pass after it is filled; the last ones come with the decode's result. It
+    changes nothing and reads no per-position value (``reads_eligible_only``).
+    """
+
+    reads_eligible_only: ClassVar[bool] = True
+
+    def __init__(self, rows: list[int], gen_start: int, block: int,
+                 report: Callable[[int, list[int]], None]):
+        self.rows, self.gen_start, self.block, self.report = rows, gen_start, block, report
+        self.sent = {r: 0 for r in rows}
+
+    def prepare(self, model, sampler, tokens):
+        self.watch = torch.tensor(self.rows, dtype=torch.long, device=tokens.device)
+
+    def after_write(self, rows, state, remask):
+        picked = torch.isin(rows, self.watch).nonzero().squeeze(1)
+        if not picked.numel():
+            return remask
+        gen = state.tokens[picked, self.gen_start:]  # (R, G)
+        masked = (gen == state.mask_id).view(len(picked), -1, self.block).any(-1)  # (R, blocks)
+        done = torch.where(masked.any(1), masked.long().argmax(1), masked.shape[1])
+        for k, (row, n) in enumerate(zip(rows[picked].tolist(), done.tolist(), strict=True)):
+            if n > self.sent[row]:
+                self.sent[row] = n
+                self.report(row, gen[k, :n * self.block].tolist())
+        return remask
+
+
+@dataclass
+class Call:
+    """How a group of jobs decodes: its input, sampler, loop settings and result reader."""
+
+    x: torch.Tensor
+    ends: object
+    sampler: object
+    config: DecodeConfig
+    read: Callable[[object, float], list[Generation]]
+
+
+def _generate_call(served: ServedModel, jobs: list[Job]) -> Call:
+    s = jobs[0].settings
+    rows = [ids for job in jobs for ids in job.rows]
+    texts = [t for job in jobs for t in job.texts]
+    block = s.block_length or s.gen_length
+    x, ends = prompt_batch(served.model, rows, block, s.gen_length,
+                           min_new_tokens=s.min_new_tokens)
+    sampler = with_steps(parse_sampler(s.sampler), s.steps, s.gen_length // block)
+    config = DecodeConfig(temperature=s.temperature, block_size=block, confidence=s.confidence,
+                          cache_kv=served.options.cache_kv,
+                          batch_invariant=served.options.batch_invariant)
+    return Call(x, ends, sampler, config,
+                lambda res, wall: generations(res, served.tokenizer, texts, ends, wall))
+
+
+def _infill_call(served: ServedModel, jobs: list[Job]) -> Call:
+    s = jobs[0].settings
+    plan = plan_infill(served.model, [t for job in jobs for t in job.texts],
+                       block_length=s.block_length)
+    x, ends = plan.batch(plan.encoded)
+    sampler = with_steps(parse_sampler(s.sampler), s.steps, 1)
+    config = DecodeConfig(temperature=s.temperature, block_size=s.block_length,
+                          confidence=s.confidence,
+                          batch_invariant=served.options.batch_invariant)
+    return Call(x, ends, sampler, config, lambda res, wall: plan.read(res, 0, ends, wall))
+
+
+def decode_jobs(served: ServedModel, jobs: list[Job],
+                report: Callable[[Job, int, list[int]], None] | None = None,
+                ) -> list[list[Generation]]:
+    """Decode ``jobs`` (equal :class:`~unmask.serve.jobs.Settings`) in one call; one list of
+    :class:`~unmask.generate.Generation` per job, a row each.
+
+    ``report(job, i, ids)``: the generated ids of row ``i`` of a streaming ``job`` whenever
+    its committed blocks grow. A job whose ``cancelled`` is set is dropped from the call
+    within one pass per block it has left (its results are still returned).
+    """
+    call = (_generate_call if jobs[0].settings.kind == "generate" else _infill_call)(served,
+                                                                                    jobs)
+    owner = [(job, i) for job in jobs for i in range(len(job.rows))]
+    seeds = torch.tensor([s for job in jobs for s in job.seeds], dtype=torch.long)
+    hooks = [] if call.ends is None else list(call.ends.hooks())
+    watched = [r for r, (job, _) in enumerate(owner) if job.stream]
+    if report is not None and watched and call.ends is not None:
+        hooks.append(BlockWatch(watched, call.ends.gen_start, call.config.block_size,
+                                lambda r, ids: report(owner[r][0], owner[r][1], ids)))
+
+    def cancelled() -> list[int]:
+        return [r for r, (job, _) in enumerate(owner) if job.cancelled]
+
+    sampler = call.sampler if call.ends is None else call.ends.sampler(call.sampler)
+    t0 = time.perf_counter()
+    res = decode(served.model, call.x.to(served.model.device), CancelRows(sampler, cancelled),
+                 call.config, seed=seeds, hooks=hooks)
+    rows = call.read(res, time.perf_counter() - t0)
+    out, at = [], 0
+    for job in jobs:
+        out.append(rows[at:at + len(job.rows)])
+        at += len(job.rows)
+    return out

@@ -289,7 +289,8 @@ def test_unset_fields_take_the_estimators_recommended_setting(tiny_transformer, 
         0.7, 1.0, True, True, "confidence")
     plain.prepare(m)  # prepared again (a second decode): still the recommendation
     assert plain.gamma == 0.7 and plain.free_max
-    # a caller who sets any rule field spells the rule out: the others take RULE_DEFAULTS
+    # a spec that sets any of the rule's fields is the rule it names: the others keep the
+    # sampler's defaults, recommendation or not
     mine = make_sampler("mi-guided", estimator=folder, gamma=0.2)
     mine.prepare(m)
     assert (mine.gamma, mine.order, mine.free_max, mine.stop_at_first_miss) == (
@@ -322,11 +323,12 @@ def test_a_bad_recommendation_is_refused_by_name(tiny_transformer, tmp_path, tex
         make_sampler("mi-guided", estimator=folder).prepare(tiny_transformer)
 
 
-def test_the_shipped_sudoku_estimator_recommends_a_valid_setting():
+@pytest.mark.parametrize("name", ["sudoku_mi_estimator", "antiberty_mi_estimator"])
+def test_the_shipped_estimators_recommend_a_valid_setting(name):
     from unmask.pretrained import pretrained_path
     from unmask.samplers.mi_guided import RULE_DEFAULTS, read_recommended
 
-    params = read_recommended(pretrained_path("sudoku_mi_estimator"))
+    params = read_recommended(pretrained_path(name))
     assert params and set(params) <= set(RULE_DEFAULTS)
     make_sampler("mi-guided", **params)  # typed and checked as a spec's parameters are
 

@@ -7,8 +7,11 @@ descending confidence); take position i while its cost
 fits the remaining budget (which starts at gamma); otherwise i waits for a later pass.
 Independent, confident positions go in parallel; dependent ones are split across passes.
 The MI matrix I comes from the neural estimator on the hidden states of the same forward pass
-(no extra model call), for the pairs that can change the pass's set only
-(:meth:`_BudgetedMISampler.candidates`).
+(no extra model call); on large inputs only the pairs that can change the pass's set are
+computed (:meth:`_BudgetedMISampler.candidates`). Neither the estimator on small inputs nor
+the rule reads anything back from the device, so a pass costs an EB pass plus the estimator.
+Parameters left unset take the estimator's recommended setting (``recommended.json`` beside
+its weights), else :data:`RULE_DEFAULTS`.
 """
 
 from __future__ import annotations
@@ -178,10 +181,10 @@ RECOMMENDED_FILE = "recommended.json"
 class _BudgetedMISampler(Sampler):
     """Shared fields and rule of the MI-guided samplers; subclasses supply the MI matrix.
 
-    A sampler given none of the rule's settings (plain ``mi-guided``) decodes with the
-    estimator's recommended setting where the estimator has one (:meth:`apply_recommended`, at
-    :meth:`prepare`); a sampler given any of them takes :data:`RULE_DEFAULTS` for the others,
-    so a spelled-out spec decodes alike with every estimator.
+    When the caller sets none of the rule's fields (plain ``mi-guided``), they take the
+    estimator's recommended setting where it has one (:meth:`apply_recommended`, at
+    :meth:`prepare`); fields left unset otherwise take :data:`RULE_DEFAULTS`, so a spec that
+    names some parameters means the same rule with or without a recommendation.
     """
 
     gamma: float | None = None
@@ -200,16 +203,16 @@ class _BudgetedMISampler(Sampler):
         self.apply_recommended({})
 
     def apply_recommended(self, params: dict) -> None:
-        """Give every field the caller left unset its value in ``params`` (a recommended
-        setting, used only when the caller set none of the rule's fields), else
-        :data:`RULE_DEFAULTS`; then check the rule's settings."""
+        """Give the fields their values in ``params`` (a recommended setting) if the caller
+        set none of them, else (and for those ``params`` leaves out) :data:`RULE_DEFAULTS`
+        to each field left unset; then check the rule's settings."""
         unknown = sorted(set(params) - set(RULE_DEFAULTS))
         require(not unknown, f"recommended setting: unknown parameter {unknown[:1]}; accepted: "
                              f"{', '.join(RULE_DEFAULTS)}")
-        if len(self._unset) < len(RULE_DEFAULTS):
-            params = {}  # a spelled-out rule: the documented defaults for the rest
+        plain = len(self._unset) == len(RULE_DEFAULTS)
         for key in self._unset:
-            setattr(self, key, params.get(key, RULE_DEFAULTS[key]))
+            setattr(self, key, params.get(key, RULE_DEFAULTS[key]) if plain
+                    else RULE_DEFAULTS[key])
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
         require(self.lam >= 0, f"lam: must be >= 0, got {self.lam}")
         check_uncharged(self.free_head, self.free_max)

@@ -53,7 +53,8 @@ fi
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 
 t0=$(stamp)
-unmask sudoku train --device "$DEVICE" --out "$RUN" --model-config "$CONFIG" \
+# --overwrite: RUN holds the pool copied in above, which this command did not write
+unmask sudoku train --device "$DEVICE" --out "$RUN" --overwrite --model-config "$CONFIG" \
     --steps "$STEPS" --batch-size "$BATCH" --lr "$LR" --warmup "$WARMUP" --eval-every 2000 \
     --max-time "$TRAIN_S" --decay-by-time --pool "$POOL" 2>&1 | tee "$OUT/train.log"
 t1=$(stamp)

@@ -159,3 +159,15 @@ def test_the_library_fit_claims_its_folder_too(tmp_path):
     with pytest.raises(UnmaskError, match="never written into"):
         fit(None, out, "sudoku", overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == ["config.json"]
+
+
+def test_a_training_run_stopped_before_its_first_checkpoint_is_still_its_own(run, tmp_path):
+    """A trainer marks its folder when it claims it: files it writes before its first
+    checkpoint (the Sudoku pool's cache) do not make its own folder foreign."""
+    out = tmp_path / "run"
+    run("sudoku", "train", "--out", out, "--decay-by-time").refused("--decay-by-time")
+    assert run_marker(out) == "sudoku train"
+    (out / "cache").mkdir()
+    (out / "cache" / "sudoku-pool-10-1000.npz").write_bytes(b"x")
+    run("sudoku", "train", "--out", out, "--decay-by-time").refused("--decay-by-time")
+    run("protein", "train", "--out", out, "--decay-by-time").refused("--out")

@@ -8,7 +8,12 @@ import argparse
 import json
 
 from unmask.commands.flags.engine import add_device_arg, resolve_device
-from unmask.commands.flags.paths import TRAINING_RUN_FILES, claim_folder, command_name
+from unmask.commands.flags.paths import (
+    TRAINING_RUN_FILES,
+    claim_folder,
+    command_name,
+    mark_folder,
+)
 from unmask.commands.flags.threads import add_threads_arg
 from unmask.commands.flags.types import add_seed_arg
 from unmask.errors import UnmaskError
@@ -96,6 +101,9 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
 
     claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
                  own_files=TRAINING_RUN_FILES)
+    # marked at once, so a run killed before its first checkpoint (after writing a cache of
+    # its own there) is still this command's to resume
+    mark_folder(args.out, command_name(args))
     if getattr(args, "device", None) is not None:
         resolve_device(args.device)
     check_resume_args(args)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from unmask.commands.flags.engine import add_device_arg, resolve_device
 from unmask.commands.flags.paths import (
@@ -101,9 +102,11 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
 
     claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
                  own_files=TRAINING_RUN_FILES)
-    # marked at once, so a run killed before its first checkpoint (after writing a cache of
-    # its own there) is still this command's to resume
-    mark_folder(args.out, command_name(args))
+    # a new or empty folder is marked at once, so a run stopped before its first checkpoint
+    # (after writing a cache of its own there) is still this command's; a folder that holds
+    # a run is left untouched here (resuming or overwriting it is the loop's to decide)
+    if not Path(args.out).is_dir() or not any(Path(args.out).iterdir()):
+        mark_folder(args.out, command_name(args))
     if getattr(args, "device", None) is not None:
         resolve_device(args.device)
     check_resume_args(args)

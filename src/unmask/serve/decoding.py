@@ -18,7 +18,7 @@ from typing import ClassVar
 import torch
 
 from unmask.decode import DecodeConfig, decode
-from unmask.generate import Generation, generations, parse_sampler, prompt_batch, with_steps
+from unmask.generate import Generation, PromptLayout, parse_sampler, with_steps
 from unmask.hooks import Hook
 from unmask.infill import plan_infill
 from unmask.samplers.base import Selection, StepState
@@ -98,14 +98,14 @@ def _generate_call(served: ServedModel, jobs: list[Job]) -> Call:
     rows = [ids for job in jobs for ids in job.rows]
     texts = [t for job in jobs for t in job.texts]
     block = s.block_length or s.gen_length
-    x, ends = prompt_batch(served.model, rows, block, s.gen_length,
-                           min_new_tokens=s.min_new_tokens)
+    layout = PromptLayout(served.model, served.tokenizer, texts, rows, block, s.gen_length,
+                          min_new_tokens=s.min_new_tokens)
+    x, ends = layout.batch(rows)
     sampler = with_steps(parse_sampler(s.sampler), s.steps, s.gen_length // block)
     config = DecodeConfig(temperature=s.temperature, block_size=block, confidence=s.confidence,
                           cache_kv=served.options.cache_kv,
                           batch_invariant=served.options.batch_invariant)
-    return Call(x, ends, sampler, config,
-                lambda res, wall: generations(res, served.tokenizer, texts, ends, wall))
+    return Call(x, ends, sampler, config, lambda res, wall: layout.read(res, 0, ends, wall))
 
 
 def _infill_call(served: ServedModel, jobs: list[Job]) -> Call:

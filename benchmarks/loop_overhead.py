@@ -14,7 +14,9 @@ Columns: ms/pass = best-of-``--repeats`` decode wall / passes (the rows' largest
 every sampler decoded once per round, round-robin, after an untimed round);
 vs conf = ms/pass over confidence's at the same batch (target <= 1.2x except the lookahead
 samplers info-gain and lookum, which evaluate candidates every pass); passes; wall s (best
-round). Host reads per pass: :func:`unmask.host_reads.count_host_reads` over one decode at
+round). mi-guided and demask run their MI estimator, a network of its own; their rows
+"(zero-cost estimator)" give it a fixed answer, so the wall is the selection rule's alone.
+Host reads per pass: :func:`unmask.host_reads.count_host_reads` over one decode at
 batch 64 less the reads a decode makes once (the input check), divided by its passes; the
 loop's own count is confidence's (its ``select`` reads nothing).
 """
@@ -51,6 +53,27 @@ def _corrector(model):
     return Corrector(CorrectorConfig.for_model(model, d=8, n_heads=2))
 
 
+def _fixed_mi(sampler, model):
+    """``sampler`` (mi-guided or demask) with a zero-cost dependence head: the estimator's
+    MI on the model's fixed hidden states, computed once and expanded to every batch, so
+    the wall is the selection rule's alone (the estimator is a network of its own, like the
+    model)."""
+    head = getattr(sampler, "_mi", sampler)
+    head.prepare(model)
+    x = torch.full((1, model.n), model.mask_id, dtype=torch.long)
+    with torch.inference_mode():
+        out = model(x, output_hidden_layers=head.needs_hidden_layers)
+        est = head.estimator
+        fixed = est(est.features(out, model), x == model.mask_id)[0]  # (N, N)
+
+    def mutual_information(state, rows=None):
+        return fixed.expand(state.tokens.shape[0], -1, -1)
+
+    head.mutual_information = mutual_information
+    head.prepare = lambda model: None
+    return sampler
+
+
 #: parameters a registered sampler needs beyond its defaults (a function of the model)
 PARAMS = {
     "mi-guided": lambda m: {"estimator": _estimator(m), "gamma": 1.0},
@@ -66,6 +89,9 @@ def cases() -> dict:
 
     out = {name: (lambda m, n=name: (make_sampler(n, **PARAMS.get(n, lambda _: {})(m)), ()))
            for name in available_samplers()}
+    for name in ("mi-guided", "demask"):
+        out[f"{name} (zero-cost estimator)"] = lambda m, n=name: (
+            _fixed_mi(make_sampler(n, **PARAMS[n](m)), m), ())
     out["eb+verify"] = lambda m: (Verified(make_sampler("eb")), ())
     out["eb+verify (doubling)"] = lambda m: (Verified(make_sampler("eb"), prefixes="doubling"),
                                              ())

@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from unmask.samplers import mi_guided
 from unmask.samplers.mi_guided import cap_by_entropy, mi_budget_select
 
 
@@ -95,6 +96,21 @@ def test_same_sets_as_the_reference_scan(inputs, stop, flags):
     got = mi_budget_select(entropy, mi, eligible, scores, gamma, lam, stop, free_head,
                            free_max)
     assert torch.equal(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rule_inputs(), st.booleans(), st.sampled_from(FLAGS))
+def test_same_sets_when_the_scan_gathers_rows_each_step(inputs, stop, flags):
+    """Inputs above ``SCAN_REORDER_MAX`` keep costs by position and gather each step's MI
+    row: the same sets as the reference (here with the threshold at 0)."""
+    entropy, mi, eligible, scores, gamma, lam = inputs
+    args = (entropy, mi, eligible, scores, gamma, lam, stop, *flags)
+    saved, mi_guided.SCAN_REORDER_MAX = mi_guided.SCAN_REORDER_MAX, 0
+    try:
+        got = mi_budget_select(*args)
+    finally:
+        mi_guided.SCAN_REORDER_MAX = saved
+    assert torch.equal(got, reference_select(*args))
 
 
 def test_same_sets_on_many_large_random_batches():

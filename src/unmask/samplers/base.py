@@ -393,19 +393,40 @@ def scan_order_scores(state: StepState, order: str) -> torch.Tensor:
     return -state.entropy if order == "entropy" else state.x0_prob
 
 
-def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, accept) -> torch.Tensor:
-    """(B, N) bool: visit each row's eligible positions in descending ``scores`` (B, N) and take
-    position i when ``accept(i, rows, taken)`` holds ((B,) bool; i (B,) the position visited in
-    each row, taken (B, N) bool so far); the first eligible position is always taken
-    (progress). Vectorised over rows: one step per rank."""
+def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Tensor,
+                limit: float, aggregate: str = "max", available: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """(B, N) bool: visit each row's eligible positions in descending ``scores`` (B, N) (ties
+    to the lower index) and take position j when it is ``available`` (B, N) bool (None: all)
+    and its load fits: load_j <= ``limit`` (>= 0), where load_j aggregates ('max' or 'sum')
+    ``charges[b, i, j]`` (B, N, N) over the positions i taken before j. The first eligible
+    position is always taken (progress).
+
+    Sequential in rank (what is taken changes every later load) and vectorised over rows:
+    one step per rank, each a gather of the taken positions' charge rows and three
+    element-wise operations on (B, N), none read back; bool charges run as uint8."""
     b, n = scores.shape
+    device = scores.device
     order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
-    rows = torch.arange(b, device=scores.device)
-    taken = torch.zeros(b, n, dtype=torch.bool, device=scores.device)
+    # (N, B): the flat index (row * N + position) of each row's t-th position in scan order
+    flat = (order + torch.arange(b, device=device)[:, None] * n).T.contiguous()
+    ok = eligible if available is None else available & eligible
+    ok = ok.gather(1, order)
+    ok[:, :1] = eligible.gather(1, order[:, :1])
+    ok = ok.T.contiguous()  # (N, B) in scan order
+    if charges.dtype == torch.bool:
+        charges = charges.view(torch.uint8)
+    rows = charges.reshape(b * n, n)
+    load = torch.zeros(b, n, dtype=charges.dtype, device=device)
+    taken = torch.zeros(n, b, dtype=charges.dtype, device=device)
     n_scan = int(eligible.sum(1).max()) if b else 0
     for t in range(n_scan):
-        i = order[:, t]
-        ok = eligible[rows, i] & (accept(i, rows, taken) | (t == 0))
-        taken[rows, i] |= ok
-    return taken
+        fits = load.view(-1).index_select(0, flat[t]) <= limit
+        torch.mul(ok[t], fits, out=taken[t])
+        charge = rows.index_select(0, flat[t]) * taken[t][:, None]  # (B, N)
+        if aggregate == "max":
+            torch.maximum(load, charge, out=load)
+        else:
+            load += charge
+    return torch.zeros_like(eligible).scatter_(1, order, taken.T.bool()) & eligible

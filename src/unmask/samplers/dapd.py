@@ -36,8 +36,7 @@ def greedy_independent_set(adjacency: torch.Tensor, scores: torch.Tensor,
     taken; eligible: (B, N) bool. The highest-scoring eligible position of each row that has one
     is always taken (progress), candidate or not. Vectorised over rows: one step per rank.
     """
-    return greedy_scan(scores, eligible, lambda i, rows, taken: (
-        candidates[rows, i] & ~(adjacency[rows, i] & taken).any(1)))
+    return greedy_scan(scores, eligible, adjacency, 0, "max", available=candidates)
 
 
 @register("dapd")
@@ -71,20 +70,23 @@ class DAPDSampler(Sampler):
                 f"min_confidence: must be in [0, 1], got {self.min_confidence}")
 
     def dependence(self, state: StepState) -> torch.Tensor:
-        """(B, N, N) N * (A + A^T) / 2 in float64, A the head- (and layer-) averaged
-        attention of the state's pass."""
+        """(B, N, N) N * (A + A^T) / 2, A the head- (and layer-) averaged attention of the
+        state's pass, summed in float32 (float64 for float64 weights)."""
         att = state.output.attentions
         if att is None:
             raise UnmaskError("dapd: the model returns no attention weights; DAPD needs one "
                               "that does (supports_attentions, e.g. an MDMTransformer)")
-        if self.layer is None:
-            a = torch.stack([w.double().mean(1) for w in att]).mean(0)
-        else:
+        if self.layer is not None:
             if not -len(att) <= self.layer < len(att):
                 raise UnmaskError(f"layer: {self.layer} is outside the model's {len(att)} "
                                   "attention layers")
-            a = att[self.layer].double().mean(1)
-        return a.shape[-1] * (a + a.transpose(1, 2)) / 2
+            att = (att[self.layer],)
+        total = None  # (B, N, N) sum over layers and heads
+        for w in att:
+            part = w.sum(1, dtype=torch.promote_types(w.dtype, torch.float32))
+            total = part if total is None else total.add_(part)
+        n, averaged = total.shape[-1], len(att) * att[0].shape[1]
+        return (total + total.transpose(1, 2)).mul_(n / (2 * averaged))
 
     def prepare(self, model) -> None:
         if not model.supports_attentions:
@@ -93,9 +95,7 @@ class DAPDSampler(Sampler):
                               "MDMTransformer)")
 
     def select(self, state: StepState) -> Selection:
-        n = state.tokens.shape[1]
-        eye = torch.eye(n, dtype=torch.bool, device=state.tokens.device)
-        adjacency = (self.dependence(state) > self.tau) & ~eye
+        adjacency = self.dependence(state) > self.tau  # the diagonal is never read
         candidates = state.eligible & (state.x0_prob >= self.min_confidence)
         return Selection(greedy_independent_set(adjacency, state.x0_prob, candidates,
                                                 state.eligible))

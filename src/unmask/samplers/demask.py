@@ -34,14 +34,10 @@ def dependence_bounded_set(mi: torch.Tensor, scores: torch.Tensor, eligible: tor
     """(B, N) bool: the greedy set, in descending ``scores`` (B, N), of eligible positions
     (B, N) whose dependence ``mi`` (B, N, N) with the positions taken before stays within
     ``bound`` ('max' over them or their 'sum'). The first eligible position is always taken."""
-    mi = mi.double()
-
-    def accept(i, rows, taken):
-        with_taken = mi[rows, i] * taken  # (B, N): I_ij for j taken, 0 elsewhere
-        load = with_taken.amax(1) if aggregate == "max" else with_taken.sum(1)
-        return load <= bound + 1e-12
-
-    return greedy_scan(scores, eligible, accept)
+    # taking i charges every j its I_ji: the transpose, in float64 (one copy)
+    charges = torch.empty(mi.shape, dtype=torch.float64, device=mi.device)
+    charges.copy_(mi.transpose(1, 2))
+    return greedy_scan(scores, eligible, charges, bound + 1e-12, aggregate)
 
 
 @register("demask")

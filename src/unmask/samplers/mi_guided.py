@@ -90,20 +90,12 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
         take = _budget_prefix_taken(own, _paid_to_earlier(mi, order, eligible, lam), valid,
                                     limit, free_max)
     else:
-        take = _budget_scan_taken(own, _paid_to_each(mi, order), valid, limit, lam, free_max)
+        take = _budget_scan_taken(own, mi, order, valid, limit, lam, free_max)
     reveal = torch.zeros_like(eligible).scatter_(1, order, take)
     # progress: a row that takes nothing reveals the first position of its scan
     empty = ~reveal.any(1) & eligible.any(1)
     head = torch.zeros_like(eligible).scatter_(1, order[:, :1], empty[:, None])
     return reveal | head
-
-
-def _paid_to_each(mi: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """(B, N, N) in scan ``order`` (B, N): [b, t, s] = mi[b, s-th, t-th scanned], the MI
-    that the s-th scanned position pays to the t-th once the t-th is taken (row t
-    contiguous, for the scan's steps)."""
-    batch = torch.arange(order.shape[0], device=order.device)[:, None, None]
-    return mi[batch, order[:, None, :], order[:, :, None]]
 
 
 def _paid_to_earlier(mi: torch.Tensor, order: torch.Tensor, eligible: torch.Tensor,
@@ -132,24 +124,50 @@ def _budget_prefix_taken(own: torch.Tensor, paid: torch.Tensor, valid: torch.Ten
     return valid & (miss.cumsum(1) == 0)
 
 
-def _budget_scan_taken(own: torch.Tensor, pays: torch.Tensor, valid: torch.Tensor,
-                       limit: float, lam: float, free_max: bool) -> torch.Tensor:
+#: up to this many MI entries (B * N * N) the scan reorders the MI once and then reads views
+#: each step; above it, it gathers each step's rows (fewer bytes moved, more operations)
+SCAN_REORDER_MAX = 2**17
+
+
+def _paid_to_each(mi: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """(B, N, N) in scan ``order`` (B, N): [b, t, s] = mi[b, s-th, t-th scanned], the MI
+    that the s-th scanned position pays to the t-th once the t-th is taken."""
+    batch = torch.arange(order.shape[0], device=order.device)[:, None, None]
+    return mi[batch, order[:, None, :], order[:, :, None]]
+
+
+def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
+                       valid: torch.Tensor, limit: float, lam: float, free_max: bool
+                       ) -> torch.Tensor:
     """(B, N) bool in scan order: the rule passing over positions that do not fit, from own
-    costs ``own`` (B, N) and the MI ``pays`` (B, N, N) (:func:`_paid_to_each`), both in scan
-    order. The scan is
-    sequential in t (what is taken changes every later charge): one step per position, each
-    a few tensor operations over the batch, none read back. ``cost`` (B, N) holds every
-    position's own cost plus lam * its MI with the positions taken so far, ``spent`` (B, 1)
-    the charges of the positions taken."""
+    costs ``own`` (B, N) and ``valid`` (B, N), both in scan ``order`` (B, N), and the MI
+    ``mi`` (B, N, N). The scan is sequential in t (what is taken changes every later charge):
+    one step per position, each a few tensor operations over the batch, none read back.
+    ``cost`` (B, N) holds every position's own cost plus lam * its MI with the positions
+    taken so far (an invalid position fits no finite budget), ``spent`` (B, 1) the charges
+    of the positions taken. Small inputs (:data:`SCAN_REORDER_MAX`) keep ``cost`` in scan
+    order and the MI reordered to match; large ones keep ``cost`` by position and gather
+    the row of MI each step pays: the same arithmetic either way."""
     b, n = own.shape
-    cost = torch.where(valid, own, torch.inf)  # an invalid position fits no finite budget
+    cost = torch.where(valid, own, torch.inf)
+    if b * n * n <= SCAN_REORDER_MAX:
+        cost_at, pays = cost.split(1, 1), _paid_to_each(mi, order).unbind(1)
+    else:
+        cost = torch.empty_like(cost).scatter_(1, order, cost)
+        # (N, B): the flat index (row * N + position) of each row's t-th scanned position;
+        # (B * N, N): [b * N + i, j] = I[b, j, i], the MI position j pays once i is taken
+        flat = (order + torch.arange(b, device=order.device)[:, None] * n).T.contiguous()
+        rows = mi.transpose(1, 2).reshape(b * n, n)
     spent, top = own.new_zeros(b, 1), own.new_zeros(b, 1)
     taken = valid.new_zeros(n, b, 1)
-    # per-step views, made once: cost[:, t], own[:, t], the MI every position pays to t once
-    # t is taken, and the taken flags of step t
-    costs, owns, pays, takes = cost.split(1, 1), own.split(1, 1), pays.unbind(1), taken.unbind(0)
+    owns, takes = own.split(1, 1), taken.unbind(0)
     for t in range(n):
-        charged = spent + costs[t]
+        if b * n * n <= SCAN_REORDER_MAX:
+            cost_t, pays_t = cost_at[t], pays[t]
+        else:
+            cost_t = cost.view(-1).index_select(0, flat[t])[:, None]
+            pays_t = rows.index_select(0, flat[t])
+        charged = spent + cost_t
         if free_max:
             top_new = torch.maximum(top, owns[t])
             torch.le(charged - top_new, limit, out=takes[t])
@@ -157,7 +175,7 @@ def _budget_scan_taken(own: torch.Tensor, pays: torch.Tensor, valid: torch.Tenso
         else:
             torch.le(charged, limit, out=takes[t])
         spent = torch.where(takes[t], charged, spent)
-        cost.addcmul_(takes[t], pays[t], value=lam)
+        cost.addcmul_(takes[t], pays_t, value=lam)
     return taken.squeeze(-1).T & valid
 
 

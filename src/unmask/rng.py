@@ -7,16 +7,18 @@ All arithmetic stays in int64 below 2**49, so it is exact on every backend.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 _M32 = 0xFFFFFFFF
 
 
 def _mul32(a: torch.Tensor, c: int) -> torch.Tensor:
-    """(a * c) mod 2**32 for a in [0, 2**32), split in 16-bit halves to avoid int64 overflow."""
-    a_lo, a_hi = a & 0xFFFF, a >> 16
-    c_lo, c_hi = c & 0xFFFF, c >> 16
-    return (a_lo * c_lo + (((a_hi * c_lo + a_lo * c_hi) & 0xFFFF) << 16)) & _M32
+    """(a * c) mod 2**32 for a in [0, 2**32): a's low 16 bits times c (< 2**48) plus its high
+    16 bits times c's low 16, shifted (< 2**48); the high halves' product is a multiple of
+    2**32. No int64 overflow."""
+    return ((a & 0xFFFF) * c + (((a >> 16) * (c & 0xFFFF)) << 16)) & _M32
 
 
 def mix32(x: torch.Tensor) -> torch.Tensor:
@@ -41,15 +43,30 @@ def row_uniform(seeds: torch.Tensor, step: torch.Tensor, stream: int,
     numel = 1
     for s in shape:
         numel *= s
-    idx = torch.arange(start, start + numel, device=device, dtype=torch.int64)
     key = mix32((seeds & _M32) ^ mix32((seeds >> 32) & _M32))
     key = mix32((key + mix32((step & _M32) + 0x632BE5AB)) & _M32)
-    key = mix32((key ^ mix32(torch.full_like(key, stream & _M32) + 0x85EBCA77)) & _M32)
-    h = mix32((key[:, None] + mix32(idx)[None, :]) & _M32)
+    key = mix32((key ^ _mix32_int((stream & _M32) + 0x85EBCA77)) & _M32)
+    h = mix32((key[:, None] + _mixed_index(start, numel, device)[None, :]) & _M32)
     h1 = mix32((h + 0x9E3779B9) & _M32)
     h2 = mix32((h ^ 0x27D4EB2F) & _M32)
     u = ((h1 >> 6).double() * 2.0**26 + (h2 >> 6).double() + 0.5) / 2.0**52
     return u.view(seeds.shape[0], *shape)
+
+
+def _mix32_int(x: int) -> int:
+    """:func:`mix32` of one Python int in [0, 2**32)."""
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & _M32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & _M32
+    return x ^ (x >> 16)
+
+
+@functools.lru_cache(maxsize=32)
+def _mixed_index(start: int, numel: int, device: torch.device) -> torch.Tensor:
+    """mix32 of the element indices start .. start + numel - 1: the same for every row and
+    step, so made once per shape (read only)."""
+    return mix32(torch.arange(start, start + numel, device=device, dtype=torch.int64))
 
 
 def row_gumbel(seeds: torch.Tensor, step: torch.Tensor, stream: int,

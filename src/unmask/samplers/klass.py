@@ -39,27 +39,22 @@ class KLASSSampler(CountRule, Sampler):
         # leave the working batch as they finish; the vocabulary size is known at the 1st step
         self._batch_size = batch_size
         self._prev: torch.Tensor | None = None  # (B_total, N, V) previous log-probabilities
-        self._kl: torch.Tensor | None = None  # (B_total, history, N), newest first
-        self._seen = torch.zeros(batch_size, dtype=torch.bool)
+        self._kl: torch.Tensor | None = None  # (B_total, history, N) nats, newest first
 
     def select(self, state: StepState) -> Selection:
-        rows = state.row_ids
-        lp = state.log_probs.double()
+        rows, lp = state.row_ids, state.log_probs  # lp: (B, N, V), in the model's precision
         if self._prev is None:
             b, n, v = self._batch_size, lp.shape[1], lp.shape[2]
-            self._prev = torch.full((b, n, v), -torch.inf, dtype=torch.float64, device=lp.device)
-            self._kl = torch.full((b, self.history, n), torch.inf, dtype=torch.float64,
+            self._prev = torch.full((b, n, v), -torch.inf, dtype=lp.dtype, device=lp.device)
+            self._kl = torch.full((b, self.history, n), torch.inf, dtype=lp.dtype,
                                   device=lp.device)
-            self._seen = self._seen.to(lp.device)
-        prev = self._prev[rows]
-        p = lp.exp()
-        # a token that gained mass from zero makes KL infinite: not stable
-        kl = torch.where(p > 0, p * (lp - prev), 0.0).sum(-1)  # (B, N)
-        kl = torch.where(self._seen[rows, None], kl, torch.inf)
+        # a token that gained mass from zero makes KL infinite: not stable (so is a row's
+        # first step, against the -inf it starts from)
+        p = state.probs
+        kl = torch.where(p > 0, p * (lp - self._prev[rows]), 0.0).sum(-1)  # (B, N) nats
         kls = torch.cat([kl[:, None], self._kl[rows, :-1]], dim=1)
         self._kl[rows] = kls
         self._prev[rows] = lp
-        self._seen[rows] = True
         stable = (kls < self.kl_threshold).all(1)
         reveal = stable & (state.x0_prob > self.conf_threshold) & state.eligible
         # rows with nothing stable take the top-k (computed for every row: no host read)

@@ -331,7 +331,8 @@ class _Loop:
     def step_state(self, rows, x, masked, eligible, out, hooks, cols: slice) -> StepState:
         """The state of ``rows``, whose distributions at the positions ``cols`` ``out``
         holds (B, W, V)."""
-        log_probs = real_log_probs(out.logits, self.real_mask)
+        log_probs = (real_log_probs(out.logits, self.real_mask) if out.log_probs is None
+                     else out.log_probs)
         for hook in hooks:
             log_probs = hook.adjust_log_probs(rows, log_probs, cols)
         probs = log_probs.exp()

@@ -30,28 +30,35 @@ class ModelOutput:
     hidden_layers: optional tuple of (B, N, D), one per layer (index 0 = embeddings).
     attentions: optional tuple of (B, H, N, N) attention weights, one per applied attention
         layer (row i: how position i reads every j), for a model asked ``output_attentions``.
+    log_probs: optional (B, N, V) ``real_log_probs`` of ``logits`` (:mod:`unmask.probs`),
+        set by whoever ran the pass and computed them already (a verifier handing its pass
+        to the loop), so the loop does not compute them again; None elsewhere.
     """
 
     logits: torch.Tensor
     hidden: torch.Tensor
     hidden_layers: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    log_probs: torch.Tensor | None = None
 
     def rows(self, index: torch.Tensor) -> ModelOutput:
         """The pass restricted to the rows ``index`` (a (R,) long index or (B,) bool mask)."""
-        layers, att = self.hidden_layers, self.attentions
+        layers, att, lp = self.hidden_layers, self.attentions, self.log_probs
         return ModelOutput(logits=self.logits[index], hidden=self.hidden[index],
                            hidden_layers=None if layers is None else
                            tuple(h[index] for h in layers),
-                           attentions=None if att is None else tuple(a[index] for a in att))
+                           attentions=None if att is None else tuple(a[index] for a in att),
+                           log_probs=None if lp is None else lp[index])
 
     def positions(self, lo: int, hi: int) -> ModelOutput:
         """The pass's logits and hidden states at the positions ``lo:hi`` of the rows only
         (the per-layer tensors are left as they are)."""
         if lo == 0 and hi == self.logits.shape[1]:
             return self
+        lp = self.log_probs
         return ModelOutput(logits=self.logits[:, lo:hi], hidden=self.hidden[:, lo:hi],
-                           hidden_layers=self.hidden_layers, attentions=self.attentions)
+                           hidden_layers=self.hidden_layers, attentions=self.attentions,
+                           log_probs=None if lp is None else lp[:, lo:hi])
 
     def pick(self, evaluated: torch.Tensor, choice: torch.Tensor) -> ModelOutput:
         """One candidate's pass per row, from a batched call over candidates.
@@ -68,15 +75,18 @@ class ModelOutput:
         def take(t: torch.Tensor) -> torch.Tensor:
             return torch.where(has.view(-1, *[1] * (t.dim() - 1)), t[pick], 0.0)
 
-        layers, att = self.hidden_layers, self.attentions
+        layers, att, lp = self.hidden_layers, self.attentions, self.log_probs
         return ModelOutput(logits=take(self.logits), hidden=take(self.hidden),
                            hidden_layers=None if layers is None else tuple(map(take, layers)),
-                           attentions=None if att is None else tuple(map(take, att)))
+                           attentions=None if att is None else tuple(map(take, att)),
+                           log_probs=None if lp is None else take(lp))
 
     @staticmethod
     def cat(parts: list[ModelOutput]) -> ModelOutput:
-        """The passes ``parts`` of consecutive rows, as one."""
+        """The passes ``parts`` of consecutive rows, as one (with ``log_probs`` only where
+        every part has them)."""
         layers, att = parts[0].hidden_layers, parts[0].attentions
+        lps = [o.log_probs for o in parts]
         return ModelOutput(logits=torch.cat([o.logits for o in parts]),
                            hidden=torch.cat([o.hidden for o in parts]),
                            hidden_layers=None if layers is None else tuple(
@@ -84,7 +94,8 @@ class ModelOutput:
                                                          strict=True)),
                            attentions=None if att is None else tuple(
                                torch.cat(a) for a in zip(*(o.attentions for o in parts),
-                                                         strict=True)))
+                                                         strict=True)),
+                           log_probs=None if any(lp is None for lp in lps) else torch.cat(lps))
 
 
 def weights_fingerprint(module: nn.Module, prefix: str = "") -> str:

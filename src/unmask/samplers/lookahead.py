@@ -16,6 +16,7 @@ candidate evaluated.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -205,7 +206,9 @@ class LookaheadSampler(CountRule, Sampler):
             rows = state.row_ids[:, None].expand(b, c)[need]
             out = state.model(cands.tokens[need], rows)
             real = state.real_mask.to(out.logits.device)
-            ent = entropy_from_log_probs(real_log_probs(out.logits, real))  # (M, N)
+            lp = real_log_probs(out.logits, real)
+            out = dataclasses.replace(out, log_probs=lp)  # the loop's, if it wins
+            ent = entropy_from_log_probs(lp)  # (M, N)
             hbar_next[need] = mean_or_sum(ent, next_masked[need], self.remaining)
         hbar = mean_or_sum(state.entropy, state.masked, self.remaining)
         objective = hbar[:, None] - hbar_next - self.cost_weight * cands.cost

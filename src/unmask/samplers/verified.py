@@ -38,6 +38,7 @@ both.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -104,7 +105,7 @@ def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor,
         prefix_entropy[rows][here] = entropy_from_log_probs(lp).double()
         if tolerance < 1.0:
             confidence[rows][here] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
-        calls.append((rows, out))
+        calls.append((rows, dataclasses.replace(out, log_probs=lp)))  # the loop's next lp
     return proposed, confidence, prefix_entropy, calls
 
 

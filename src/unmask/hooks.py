@@ -257,9 +257,10 @@ class WinoVerify(_RevealConfidence):
         seqs = state.tokens[r].clone()
         seqs[torch.arange(len(r), device=seqs.device), p] = self.mask_id
         out = state.model(seqs, state.row_ids[r])
-        lp = real_log_probs(out.logits, state.real_mask.to(seqs.device))
-        kept = lp[torch.arange(len(r), device=seqs.device), p].gather(
-            -1, state.tokens[r, p][:, None]).squeeze(-1).exp()
+        # each sequence is read at its checked position only: (R, V)
+        lp = real_log_probs(out.logits[torch.arange(len(r), device=seqs.device), p],
+                            state.real_mask.to(seqs.device))
+        kept = lp.gather(-1, state.tokens[r, p][:, None]).squeeze(-1).exp()
         new = torch.zeros_like(remask)
         new[r[kept < self.tau2], p[kept < self.tau2]] = True
         self.counts[rows] += new.long()

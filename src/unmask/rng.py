@@ -14,15 +14,16 @@ import torch
 _M32 = 0xFFFFFFFF
 
 
-def _mul32(a: torch.Tensor, c: int) -> torch.Tensor:
+def _mul32(a: torch.Tensor | int, c: int) -> torch.Tensor | int:
     """(a * c) mod 2**32 for a in [0, 2**32): a's low 16 bits times c (< 2**48) plus its high
     16 bits times c's low 16, shifted (< 2**48); the high halves' product is a multiple of
     2**32. No int64 overflow."""
     return ((a & 0xFFFF) * c + (((a >> 16) * (c & 0xFFFF)) << 16)) & _M32
 
 
-def mix32(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit avalanche hash (lowbias32) of int64 values in [0, 2**32)."""
+def mix32(x: torch.Tensor | int) -> torch.Tensor | int:
+    """A 32-bit avalanche hash (lowbias32) of int64 values in [0, 2**32) (a tensor, or one
+    Python int: the same operations)."""
     x = x ^ (x >> 16)
     x = _mul32(x, 0x7FEB352D)
     x = x ^ (x >> 15)
@@ -45,21 +46,12 @@ def row_uniform(seeds: torch.Tensor, step: torch.Tensor, stream: int,
         numel *= s
     key = mix32((seeds & _M32) ^ mix32((seeds >> 32) & _M32))
     key = mix32((key + mix32((step & _M32) + 0x632BE5AB)) & _M32)
-    key = mix32((key ^ _mix32_int((stream & _M32) + 0x85EBCA77)) & _M32)
+    key = mix32((key ^ mix32((stream & _M32) + 0x85EBCA77)) & _M32)
     h = mix32((key[:, None] + _mixed_index(start, numel, device)[None, :]) & _M32)
     h1 = mix32((h + 0x9E3779B9) & _M32)
     h2 = mix32((h ^ 0x27D4EB2F) & _M32)
     u = ((h1 >> 6).double() * 2.0**26 + (h2 >> 6).double() + 0.5) / 2.0**52
     return u.view(seeds.shape[0], *shape)
-
-
-def _mix32_int(x: int) -> int:
-    """:func:`mix32` of one Python int in [0, 2**32)."""
-    x ^= x >> 16
-    x = (x * 0x7FEB352D) & _M32
-    x ^= x >> 15
-    x = (x * 0x846CA68B) & _M32
-    return x ^ (x >> 16)
 
 
 @functools.lru_cache(maxsize=32)

@@ -393,6 +393,14 @@ def scan_order_scores(state: StepState, order: str) -> torch.Tensor:
     return -state.entropy if order == "entropy" else state.x0_prob
 
 
+def flat_scan_index(order: torch.Tensor) -> torch.Tensor:
+    """(N, B) long: [t, b] = b * N + order[b, t], the flat index into a (B, N) tensor of each
+    row's t-th position in scan ``order`` (B, N) (for ``index_select`` on ``.view(-1)``, or on
+    the rows of a (B * N, N) reshape)."""
+    b, n = order.shape
+    return (order + torch.arange(b, device=order.device)[:, None] * n).T.contiguous()
+
+
 def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Tensor,
                 limit: float, aggregate: str = "max", available: torch.Tensor | None = None
                 ) -> torch.Tensor:
@@ -409,8 +417,7 @@ def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Ten
     device = scores.device
     order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
-    # (N, B): the flat index (row * N + position) of each row's t-th position in scan order
-    flat = (order + torch.arange(b, device=device)[:, None] * n).T.contiguous()
+    flat = flat_scan_index(order)
     ok = eligible if available is None else available & eligible
     ok = ok.gather(1, order)
     ok[:, :1] = eligible.gather(1, order[:, :1])

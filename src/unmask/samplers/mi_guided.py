@@ -34,6 +34,7 @@ from unmask.samplers.base import (
     StepState,
     budget_prefix,
     check_scan_order,
+    flat_scan_index,
     register,
     scan_order_scores,
 )
@@ -150,19 +151,18 @@ def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
     the row of MI each step pays: the same arithmetic either way."""
     b, n = own.shape
     cost = torch.where(valid, own, torch.inf)
-    if b * n * n <= SCAN_REORDER_MAX:
+    reordered = b * n * n <= SCAN_REORDER_MAX
+    if reordered:
         cost_at, pays = cost.split(1, 1), _paid_to_each(mi, order).unbind(1)
     else:
         cost = torch.empty_like(cost).scatter_(1, order, cost)
-        # (N, B): the flat index (row * N + position) of each row's t-th scanned position;
         # (B * N, N): [b * N + i, j] = I[b, j, i], the MI position j pays once i is taken
-        flat = (order + torch.arange(b, device=order.device)[:, None] * n).T.contiguous()
-        rows = mi.transpose(1, 2).reshape(b * n, n)
+        flat, rows = flat_scan_index(order), mi.transpose(1, 2).reshape(b * n, n)
     spent, top = own.new_zeros(b, 1), own.new_zeros(b, 1)
     taken = valid.new_zeros(n, b, 1)
     owns, takes = own.split(1, 1), taken.unbind(0)
     for t in range(n):
-        if b * n * n <= SCAN_REORDER_MAX:
+        if reordered:
             cost_t, pays_t = cost_at[t], pays[t]
         else:
             cost_t = cost.view(-1).index_select(0, flat[t])[:, None]

@@ -45,8 +45,9 @@ from unmask.validation import is_int, text_problem
 
 #: ``<mask>`` or ``<mask:N>`` (what follows the colon is checked to be an integer >= 1)
 MASK_MARK = re.compile(r"<mask(?::([^>]*))?>")
-#: the count of ``<mask:N>``: ASCII digits only (``²`` and ``①`` are digits to Python)
-_COUNT = re.compile(r"[0-9]+")
+#: the count of ``<mask:N>``: ASCII digits only (``²`` and ``①`` are digits to Python), with
+#: spaces or tabs around them (not other characters Python calls whitespace, such as \x1f)
+_COUNT = re.compile(r"[ \t]*[0-9]+[ \t]*")
 
 
 def split_template(template: str, index: int = 0, limit: int | None = None
@@ -62,7 +63,7 @@ def split_template(template: str, index: int = 0, limit: int | None = None
     at, total = 0, 0
     for m in MASK_MARK.finditer(template):
         count = m.group(1)
-        n = 1 if count is None else int(count) if _COUNT.fullmatch(count.strip()) else 0
+        n = 1 if count is None else int(count) if _COUNT.fullmatch(count) else 0
         require(n >= 1, f"template {index}: {m.group()!r}: the count after 'mask:' must be an "
                         "integer >= 1 (digits 0-9)")
         total += n

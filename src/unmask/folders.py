@@ -70,6 +70,12 @@ def _entries(folder: Path) -> list[Path]:
         return []
 
 
+def holds_nothing(path: str | Path) -> bool:
+    """True when the folder ``path`` is new or holds nothing but a :data:`RUN_MARKER` (any
+    command may claim it)."""
+    return not any(p.name != RUN_MARKER for p in _entries(Path(path)))
+
+
 def claim_problem(path: str | Path, command: str, *, overwrite: bool | None = None,
                   own_files: tuple[str, ...] = ()) -> str | None:
     """Why ``command`` may not write into the folder ``path`` (None: it may): see
@@ -78,9 +84,8 @@ def claim_problem(path: str | Path, command: str, *, overwrite: bool | None = No
     if problem or not Path(path).is_dir():
         return problem
     path = Path(path)
-    held = [p.name for p in _entries(path) if p.name != RUN_MARKER]
     marker = run_marker(path)
-    if not held or marker == command or (
+    if holds_nothing(path) or marker == command or (
             marker is None and any(any(path.glob(pattern)) for pattern in own_files)):
         return None  # new, empty, or this command's own run
     whose = f"a run of `{marker}`" if marker else "files"
@@ -91,8 +96,9 @@ def claim_problem(path: str | Path, command: str, *, overwrite: bool | None = No
                 "empty folder")
     if overwrite:
         return None
+    held = next(p.name for p in _entries(path) if p.name != RUN_MARKER)
     advice = ", or add --overwrite" if overwrite is not None else ""
-    return (f"{path} holds {whose} that `{command}` did not write ({held[0]}); give a new or "
+    return (f"{path} holds {whose} that `{command}` did not write ({held}); give a new or "
             f"empty folder{advice}")
 
 

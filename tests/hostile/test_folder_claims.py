@@ -15,6 +15,7 @@ from unmask.commands.flags.paths import (
     RUN_MARKER,
     TRAINING_RUN_FILES,
     claim_problem,
+    holds_nothing,
     mark_folder,
     model_files,
     run_marker,
@@ -171,3 +172,15 @@ def test_a_training_run_stopped_before_its_first_checkpoint_is_still_its_own(run
     (out / "cache" / "sudoku-pool-10-1000.npz").write_bytes(b"x")
     run("sudoku", "train", "--out", out, "--decay-by-time").refused("--decay-by-time")
     run("protein", "train", "--out", out, "--decay-by-time").refused("--out")
+
+
+def test_a_folder_holding_only_another_commands_marker_becomes_the_trainers(run, tmp_path):
+    """Nothing but a marker is nothing to keep: the claim allows it (:func:`holds_nothing`)
+    and the trainer marks it as its own, as it does a new or empty folder."""
+    out = mark_folder(tmp_path / "run", "mi label")
+    assert holds_nothing(out) and claim_problem(out, "sudoku train") is None
+    run("sudoku", "train", "--out", out, "--decay-by-time").refused("--decay-by-time")
+    assert run_marker(out) == "sudoku train"
+    assert sorted(p.name for p in out.iterdir()) == [RUN_MARKER]
+    (out / "cache").mkdir()
+    assert not holds_nothing(out) and holds_nothing(tmp_path / "new")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from unmask.commands.flags.engine import add_device_arg, resolve_device
 from unmask.commands.flags.paths import (
     TRAINING_RUN_FILES,
     claim_folder,
     command_name,
+    holds_nothing,
     mark_folder,
 )
 from unmask.commands.flags.threads import add_threads_arg
@@ -102,10 +102,10 @@ def training_setup(args: argparse.Namespace, metric: str = "accuracy"
 
     claim_folder(args.out, "--out", command_name(args), overwrite=args.overwrite,
                  own_files=TRAINING_RUN_FILES)
-    # a new or empty folder is marked at once, so a run stopped before its first checkpoint
-    # (after writing a cache of its own there) is still this command's; a folder that holds
-    # a run is left untouched here (resuming or overwriting it is the loop's to decide)
-    if not Path(args.out).is_dir() or not any(Path(args.out).iterdir()):
+    # a folder holding nothing yet is marked at once, so a run stopped before its first
+    # checkpoint (after writing a cache of its own there) is still this command's; a folder
+    # that holds a run is left untouched here (resuming or overwriting it is the loop's)
+    if holds_nothing(args.out):
         mark_folder(args.out, command_name(args))
     if getattr(args, "device", None) is not None:
         resolve_device(args.device)

@@ -1,5 +1,6 @@
 """Verified parallel reveals (the ``Verified`` sampler wrapper, :mod:`unmask.samplers.verified`)."""
 
+import dataclasses
 import pytest
 import torch
 
@@ -294,35 +295,35 @@ def test_prefixes_must_be_known():
         Verified(make_sampler("topk"), prefixes="bisect")
 
 
-@pytest.mark.parametrize("spec", ["topk:k=3+verify", "eb:gamma=1.0+verify=0.05,prefixes=doubling",
+@pytest.mark.parametrize("spec", ["topk:k=3+verify=0.5", "eb:gamma=1.0+verify=0.05,prefixes=doubling",
                                   "info-gain"])
 def test_a_handed_over_pass_carries_the_loops_own_log_probs(spec, tiny_transformer,
                                                             monkeypatch):
-    """A verifier or lookahead sampler that ran the model on the next state hands the loop
-    that pass with its real-token log-probabilities, computed on its own batch of prefixes or
-    candidates: exactly what the loop would compute from the logits (so skipping the loop's
-    computation changes nothing), and the decode equals one where nothing is handed over."""
-    from unmask.models.base import ModelOutput
+    """A verifier (with a tolerance below 1, which reads every prefix's log-probabilities)
+    or a lookahead sampler that ran the model on the next state hands the loop that pass with
+    its real-token log-probabilities, computed on its own batch of prefixes or candidates:
+    exactly what the loop would compute from the logits (so skipping the loop's computation
+    changes nothing), and the decode equals one where nothing is handed over."""
+    from unmask.decode import _Loop
 
     m = tiny_transformer
     x = torch.full((3, 12), m.mask_id)
     x[1, ::4] = 2
     handed = []
-    rows = ModelOutput.rows
+    step_state = _Loop.step_state
 
-    def spy(self, index):  # the rows that go on to the next pass
-        if self.log_probs is not None:
-            handed.append(rows(self, index))
-        return rows(self, index)
+    def spy(self, rows, x, masked, eligible, out, hooks, cols):
+        if out.log_probs is not None:
+            handed.append(out)
+        return step_state(self, rows, x, masked, eligible, out, hooks, cols)
 
-    monkeypatch.setattr(ModelOutput, "rows", spy)
+    monkeypatch.setattr(_Loop, "step_state", spy)
     res = decode(m, x, parse_spec(spec).build())
     assert handed
     for out in handed:
         assert torch.equal(out.log_probs, real_log_probs(out.logits, m.real_token_mask))
-    monkeypatch.setattr(ModelOutput, "rows",
-                        lambda self, index: rows(self, index).__class__(
-                            **{**vars(rows(self, index)), "log_probs": None}))
+    monkeypatch.setattr(_Loop, "step_state", lambda self, *a: step_state(
+        self, *a[:4], dataclasses.replace(a[4], log_probs=None), *a[5:]))
     plain = decode(m, x, parse_spec(spec).build())
     for field in ("tokens", "steps", "nfe", "sequences", "cumulative_entropy", "reveal_step"):
         assert torch.equal(getattr(res, field), getattr(plain, field)), field

@@ -74,39 +74,52 @@ class VerifiedReveal:
 PREFIXES = ("all", "doubling")
 
 
-def _prefix_passes(state: StepState, seqs: torch.Tensor, need: torch.Tensor,
-                   per_row: list[int], *, tolerance: float, max_sequences: int,
-                   output_hidden_layers: bool
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+def _prefix_passes(state: StepState, seqs: torch.Tensor, pre: _Prefixes, need: torch.Tensor,
+                   *, tolerance: float, max_sequences: int, output_hidden_layers: bool
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
                               list[tuple[slice, ModelOutput]]]:
-    """Run the model on the prefixes ``seqs`` (B, K, N) where ``need`` (B, K) holds
-    (``per_row``: its row sums, on the host).
+    """Run the model on the prefixes ``seqs`` (B, K, N) where ``need`` (B, K) holds.
 
-    Returns (proposed (B, K, N) long, -1 where not run; confidence (B, K, N) float64, the
-    proposed token's probability, filled only when ``tolerance`` < 1; prefix_entropy
-    (B, K, N) float64; the calls as (row slice, output) pairs, rows in order).
+    Each d_{r+1} (r >= 1) is read under P_{s_r} only, so its log-probabilities, proposal and
+    entropy are taken at those K - 1 (prefix, position) pairs alone; the loop computes the
+    accepted prefix's over every position when it reads that pass (unless ``tolerance`` < 1
+    computed them for every prefix already).
+
+    Returns (proposed (B, K - 1) long, d_{r+1}'s proposal under P_{s_r}; entropy (B, K - 1)
+    float64 nats, its entropy there; confidence (B, K, N) float64, each position's proposed
+    token's probability under each prefix, when ``tolerance`` < 1, else None; the calls as
+    (row slice, output) pairs, rows in order). Entries of ranks r + 1 >= k are not defined.
     """
     b, width, n = seqs.shape
     device = seqs.device
     real = state.real_mask.to(device)
     noise = state.gumbel(0, tuple(state.log_probs.shape[1:])) if state.temperature > 0 else None
-    proposed = torch.full((b, width, n), -1, dtype=torch.long, device=device)
-    confidence = torch.zeros(b, width, n, dtype=torch.float64, device=device)
-    prefix_entropy = torch.zeros(b, width, n, dtype=torch.float64, device=device)
+    proposed = torch.zeros(b, width - 1, dtype=torch.long, device=device)
+    entropy = torch.zeros(b, width - 1, dtype=torch.float64, device=device)
+    confidence = (torch.zeros(b, width, n, dtype=torch.float64, device=device)
+                  if tolerance < 1.0 else None)
     calls: list[tuple[slice, ModelOutput]] = []
-    for rows in _row_chunks(per_row, max_sequences):
+    for rows in _row_chunks(pre.per_row, max_sequences):
         here = need[rows]
         out = state.model(seqs[rows][here], state.row_ids[rows, None].expand(-1, width)[here],
                           output_hidden_layers=output_hidden_layers)
-        lp = real_log_probs(out.logits, real)
-        tok = propose(lp, state.temperature,
-                      None if noise is None else noise[rows, None].expand(-1, width, -1, -1)[here])
-        proposed[rows][here] = tok
-        prefix_entropy[rows][here] = entropy_from_log_probs(lp).double()
-        if tolerance < 1.0:
+        # the call's sequence of (row, prefix) in row-major order of ``here``
+        seq = here.flatten().long().cumsum(0).view(here.shape) - 1  # (R, K)
+        at_seq = seq.gather(1, pre.under[rows]).clamp(min=0)  # (R, K - 1)
+        at_pos = pre.pos[rows, 1:]  # (R, K - 1)
+        lp_at = real_log_probs(out.logits[at_seq, at_pos], real)  # (R, K - 1, V)
+        noise_at = (None if noise is None else
+                    noise[rows][torch.arange(len(here), device=device)[:, None], at_pos])
+        proposed[rows] = propose(lp_at, state.temperature, noise_at)
+        entropy[rows] = entropy_from_log_probs(lp_at).double()
+        if confidence is not None:  # every position of every prefix
+            lp = real_log_probs(out.logits, real)  # (S, N, V), S = here.sum()
+            tok = propose(lp, state.temperature, None if noise is None else
+                          noise[rows, None].expand(-1, width, -1, -1)[here])
             confidence[rows][here] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
-        calls.append((rows, dataclasses.replace(out, log_probs=lp)))  # the loop's next lp
-    return proposed, confidence, prefix_entropy, calls
+            out = dataclasses.replace(out, log_probs=lp)  # the loop's next lp
+        calls.append((rows, out))
+    return proposed, entropy, confidence, calls
 
 
 def _row_chunks(per_row: list[int], max_sequences: int) -> list[slice]:
@@ -159,13 +172,13 @@ def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | Non
     pre = _Prefixes.of(state, draft, max_draft, prefixes)
     seqs = torch.where(pre.in_prefix, state.x0[:, None, :], state.tokens[:, None, :])
     need = pre.evaluated & (seqs == state.mask_id).any(-1)  # complete prefixes need no call
-    proposed, confidence, prefix_entropy, calls = _prefix_passes(
-        state, seqs, need, pre.per_row, tolerance=tolerance, max_sequences=max_sequences,
+    proposed, prefix_entropy, confidence, calls = _prefix_passes(
+        state, seqs, pre, need, tolerance=tolerance, max_sequences=max_sequences,
         output_hidden_layers=output_hidden_layers)
 
     ok = torch.ones_like(pre.valid)
-    ok[:, 1:] = pre.at(proposed) == state.x0.gather(1, pre.pos[:, 1:])
-    if tolerance < 1.0:
+    ok[:, 1:] = proposed == state.x0.gather(1, pre.pos[:, 1:])
+    if confidence is not None:
         # the surest eligible position sequential decoding would see before d_{r+1}: the open
         # positions of P_r, with their confidences under P_{s_r}
         open_ = state.eligible[:, None, :] & ~pre.in_prefix  # (B, K, N): open under P_m
@@ -260,11 +273,11 @@ class _Prefixes:
     def paid_entropy(self, state: StepState, prefix_entropy: torch.Tensor,
                      accepted: torch.Tensor) -> torch.Tensor:
         """(B, N) nats each revealed position pays: d_1 its entropy on the current state,
-        d_{r+1} its entropy under P_{s_r}; 0 elsewhere."""
+        d_{r+1} its entropy under P_{s_r} (``prefix_entropy`` (B, K - 1)); 0 elsewhere."""
         b, width = self.pos.shape
         paid = torch.zeros(b, width, dtype=torch.float64, device=self.pos.device)
         paid[:, 0] = state.entropy.double().gather(1, self.pos[:, :1]).squeeze(1)
-        paid[:, 1:] = self.at(prefix_entropy)
+        paid[:, 1:] = prefix_entropy
         entropy = torch.zeros(b, self.n, dtype=torch.float64, device=self.pos.device)
         entropy.scatter_(1, self.pos, torch.where(self.m[None, :] <= accepted[:, None],
                                                   paid, 0.0))

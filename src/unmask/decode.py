@@ -169,10 +169,10 @@ def decode(
         for hook in hooks:
             keep = hook.keep_rows(state)
             still = still if keep is None else still | keep
-        _stop_if_broken(broken, still, sampler)  # the pass's one host read
-        cached = (sel.next_output.rows(still)
-                  if reuse_next and sel.next_output is not None else None)
-        rows = rows[still]
+        all_go_on = _stop_if_broken(broken, still, sampler)  # the pass's one host read
+        cached = (None if not reuse_next or sel.next_output is None
+                  else sel.next_output if all_go_on else sel.next_output.rows(still))
+        rows = rows if all_go_on else rows[still]
         if progress is not None:
             progress(tokens.shape[0] - len(rows))
     stats = {k: v for part in (sampler, *hooks) for k, v in part.stats().items()}
@@ -431,10 +431,11 @@ def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
     return new, broken
 
 
-def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler) -> None:
-    """Read the pass's contract flags together with whether any row goes on (one host read
-    for both); RuntimeError naming the first broken part of the contract."""
-    flags = torch.cat([broken, still.any()[None]]).tolist()
-    for problem, bad in zip(CONTRACT, flags, strict=False):
+def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler) -> bool:
+    """Read the pass's contract flags together with whether every row goes on (one host read
+    for both; returned); RuntimeError naming the first broken part of the contract."""
+    *flags, all_go_on = torch.cat([broken, still.all()[None]]).tolist()
+    for problem, bad in zip(CONTRACT, flags, strict=True):
         if bad:
             raise RuntimeError(f"sampler {sampler.label!r} {problem}")
+    return all_go_on

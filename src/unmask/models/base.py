@@ -73,7 +73,8 @@ class ModelOutput:
         has = evaluated.gather(1, choice[:, None])[:, :, None]  # (B, 1, 1)
 
         def take(t: torch.Tensor) -> torch.Tensor:
-            return torch.where(has.view(-1, *[1] * (t.dim() - 1)), t[pick], 0.0)
+            return t.index_select(0, pick).masked_fill_(~has.view(-1, *[1] * (t.dim() - 1)),
+                                                        0.0)
 
         layers, att, lp = self.hidden_layers, self.attentions, self.log_probs
         return ModelOutput(logits=take(self.logits), hidden=take(self.hidden),
@@ -85,6 +86,8 @@ class ModelOutput:
     def cat(parts: list[ModelOutput]) -> ModelOutput:
         """The passes ``parts`` of consecutive rows, as one (with ``log_probs`` only where
         every part has them)."""
+        if len(parts) == 1:
+            return parts[0]
         layers, att = parts[0].hidden_layers, parts[0].attentions
         lps = [o.log_probs for o in parts]
         return ModelOutput(logits=torch.cat([o.logits for o in parts]),

@@ -26,8 +26,10 @@ skipped):
   batch 1 with the dual cache; (4) batch 8 against each row alone, default and
   ``batch_invariant``, and the bf16 GEMM of 8 rows' positions against one row's;
   (5) diffusers' ``LLaDA2Pipeline`` (threshold 0.9) beside unmask, when diffusers imports.
-- ``dream``: a random Dream-7B-shaped model (Dream's code): unmask against Dream's own
-  ``diffusion_generate`` (maskgit_plus, one token a step) at batch 1 and 8.
+- ``dream``: a random Dream-7B-shaped model (Dream's code): unmask (confidence, one block)
+  against Dream's own ``diffusion_generate`` (maskgit_plus, one step a generated token) at
+  batch 1 and 8, timed; tokens compared at 2 steps with float32 logits, where Dream's
+  choices are unmask's (``section_dream``).
 
 Needs Fast-dLLM's code folder (``$UNMASK_FASTDLLM``, ../shared/external/fast-dllm or
 shared/external/fast-dllm in the repository, see tests/hf/dllm_models.py) and einops (LLaDA's
@@ -279,13 +281,15 @@ def _pass_times(run: Run, model, compile_too: bool) -> dict:
     return out
 
 
-def _unmask(run: Run, model, prompts, spec, steps, cache, **kw):
+def _unmask(run: Run, model, prompts, spec, steps, cache, block=None, **kw):
+    """(wall s, token ids per row, passes) of unmask ``generate`` in blocks of ``block``
+    (default: the run's)."""
     from unmask.generate import generate
 
     wall, gens = run.timed(lambda: generate(
         model, None, prompts, sampler=spec, gen_length=run.shape["gen"],
-        block_length=run.shape["block"], steps=steps, stop_at_eos=False, cache_kv=cache,
-        **kw))
+        block_length=block or run.shape["block"], steps=steps, stop_at_eos=False,
+        cache_kv=cache, **kw))
     return wall, [g.token_ids for g in gens], sum(g.nfe for g in gens)
 
 
@@ -468,7 +472,8 @@ def _diffusers(run: Run, model, prompts) -> dict:
         out.append({"batch": batch, "pipeline_tok_s": n_tok / wall, "unmask_tok_s":
                     n_tok / u[0], "ratio": wall / u[0], "same_rows": same})
         rows.append([batch, n_tok / wall, n_tok / u[0], f"{wall / u[0]:.2f}x", f"{same}/{batch}"])
-    _table("diffusers LLaDA2Pipeline vs unmask (threshold 0.9)",
+    _table("diffusers LLaDA2Pipeline vs unmask (threshold 0.9; the pipeline is block-causal, "
+           "so its tokens may differ)",
            ["batch", "pipeline tok/s", "unmask tok/s", "ratio", "same tokens"], rows)
     return {"rows": out}
 
@@ -494,37 +499,60 @@ def section_llada(run: Run) -> dict:
 
 
 def section_dream(run: Run) -> dict:
+    """unmask (confidence, one block, one position a pass) against Dream's own
+    ``diffusion_generate`` (maskgit_plus, ``steps = gen``): the same passes, timed.
+
+    Tokens are compared where Dream's choices are unmask's: its float32 step counts reveal
+    nothing at one of ``gen`` steps (``dllm_models.dream_counts``), but are gen / 2 twice at
+    2 steps; and its sampler takes the softmax in the logits' dtype, where bf16 ties and
+    rounding reorder near-equal confidences, so for the comparison its logits are float32
+    (unmask's log-softmax is float32 whatever the model's dtype). The prompts are ``gen``
+    tokens long: unmask left-pads a prompt to whole blocks (here one block of ``gen``), and
+    a padded layout gives other bf16 roundings (and more positions a pass) than Dream's."""
+    from dllm_models import dream_counts
+
     model, out = _build(run, "dream")
-    prompts = _prompts(run.shape["batch"], run.shape["prompt"])
     gen = run.shape["gen"]
+    prompts = _prompts(run.shape["batch"], gen)
+
+    def ref(ids, steps, float_logits=False):
+        hook = (model.hf.lm_head.register_forward_hook(lambda m, i, o: o.float())
+                if float_logits else None)
+        try:
+            with contextlib.redirect_stdout(None):  # it prints its steps and time
+                x = model.hf.diffusion_generate(ids, model.hf.generation_config,
+                                                max_new_tokens=gen, steps=steps,
+                                                alg="maskgit_plus", temperature=0.0, eps=0.0)
+        finally:
+            if hook is not None:
+                hook.remove()
+        seqs = x.sequences if hasattr(x, "sequences") else x
+        return [row[ids.shape[1]:].tolist() for row in seqs]
 
     def engines():
         rows, res = [], []
         for batch in (1, run.shape["batch"]):
             ids = torch.tensor([model.tokenizer(p)["input_ids"] for p in prompts[:batch]],
                                device=run.device)
-
-            def ref(ids=ids):
-                return model.hf.diffusion_generate(ids, model.hf.generation_config,
-                                                   max_new_tokens=gen, steps=gen,
-                                                   alg="maskgit_plus", temperature=0.0,
-                                                   eps=0.0)
-
-            with contextlib.redirect_stdout(None):
-                ref()
-                wall_r, x = run.timed(ref)
-            seqs = x.sequences if hasattr(x, "sequences") else x
-            theirs = [row[ids.shape[1]:].tolist() for row in seqs]
-            u = _unmask(run, model, prompts[:batch], "confidence", None, None)
-            same = sum(a == b for a, b in zip(u[1], theirs, strict=True))
+            # untimed first runs: the kernels meet their shapes
+            ref(ids, gen)
+            _unmask(run, model, prompts[:batch], "confidence", gen, None, block=gen)
+            wall_r, _ = run.timed(lambda ids=ids: ref(ids, gen))
+            u = _unmask(run, model, prompts[:batch], "confidence", gen, None, block=gen)
+            two = _unmask(run, model, prompts[:batch], "confidence", 2, None, block=gen)[1]
+            same = sum(a == b for a, b in zip(two, ref(ids, 2, float_logits=True),
+                                              strict=True))
             n_tok = batch * gen
             res.append({"batch": batch, "unmask_tok_s": n_tok / u[0], "ref_tok_s":
-                        n_tok / wall_r, "ratio": wall_r / u[0], "same_rows": same})
+                        n_tok / wall_r, "ratio": wall_r / u[0], "unmask_passes": u[2] / batch,
+                        "same_rows_2_steps": same})
             rows.append([batch, n_tok / u[0], n_tok / wall_r, f"{wall_r / u[0]:.2f}x",
                          f"{same}/{batch}"])
-        _table("unmask (confidence, one block) vs Dream's diffusion_generate (maskgit_plus, "
-               "one token a step)", ["batch", "unmask tok/s", "Dream tok/s", "ratio",
-                                     "same tokens"], rows)
+        zeros = dream_counts(gen, gen, 0.0).count(0)
+        _table(f"unmask (confidence, one block, {gen} passes) vs Dream's diffusion_generate "
+               f"(maskgit_plus, {gen} steps, {zeros} revealing nothing)",
+               ["batch", "unmask tok/s", "Dream tok/s", "ratio",
+                "same tokens (2 steps, float32 logits)"], rows)
         return res
 
     _part(run, out, "engines", engines)

@@ -53,6 +53,9 @@ def test_gpu_benchmark_dry_run_builds_dream_and_compares(tmp_path):
     dream = results["sections"]["dream"]
     assert dream["parameters"] > 0 and "error" not in str(dream)
     assert [r["batch"] for r in dream["engines"]] == [1, 3]
+    # one position a pass, timed; Dream's tokens at 2 steps, where its counts are unmask's
+    assert all(r["unmask_passes"] == 16 for r in dream["engines"])
+    assert all(r["same_rows_2_steps"] == r["batch"] for r in dream["engines"])
     assert "Dream's diffusion_generate" in stdout
 
 

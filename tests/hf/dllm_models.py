@@ -214,6 +214,21 @@ def fastdllm_generate():
     return module
 
 
+def dream_counts(masked: int, steps: int, eps: float) -> list[int]:
+    """Positions Dream's ``diffusion_generate`` reveals per step from ``masked`` masked
+    positions (its ``_sample``'s own float32 arithmetic: ``int(M * (1 - s/t))`` on
+    ``linspace(1, eps, steps + 1)``, the rest at the last step)."""
+    timesteps = torch.linspace(1, eps, steps + 1)
+    out = []
+    for i in range(steps):
+        t, s = timesteps[i], timesteps[i + 1]
+        m = torch.tensor(float(masked))
+        n = int(m * (1 - s / t)) if i < steps - 1 else int(m)
+        out.append(n)
+        masked -= n
+    return out
+
+
 #: LLaDA-8B's shape (d_model 4,096, 32 layers and heads, MLP 12,288, vocab 126,464)
 LLADA_8B = {"vocab_size": 126464, "mask_id": 126336, "d_model": 4096, "n_layers": 32,
             "n_heads": 32, "mlp_hidden": 12288}

@@ -19,7 +19,7 @@ import json
 
 import pytest
 import torch
-from dllm_models import fastdllm_generate, require_external, write_dream, write_llada
+from dllm_models import dream_counts, fastdllm_generate, require_external, write_dream, write_llada
 
 from unmask.generate import generate
 from unmask.models.auto import load_model
@@ -85,19 +85,6 @@ def test_fastdllm_threshold_equals_generate(llada, prompt, tau, gen_length, bloc
                       gen_length=gen_length, block_length=block_length, stop_at_eos=False)
     assert got.token_ids == want
     assert got.nfe == nfe and gen_length // block_length <= nfe <= gen_length
-
-
-def dream_counts(masked: int, steps: int, eps: float) -> list[int]:
-    """Positions Dream's ``_sample`` reveals per step (its own float32 arithmetic)."""
-    timesteps = torch.linspace(1, eps, steps + 1)
-    out = []
-    for i in range(steps):
-        t, s = timesteps[i], timesteps[i + 1]
-        m = torch.tensor(float(masked))
-        n = int(m * (1 - s / t)) if i < steps - 1 else int(m)
-        out.append(n)
-        masked -= n
-    return out
 
 
 def test_dream_schedule_matches_linear_only_where_compared():

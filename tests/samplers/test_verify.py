@@ -1,6 +1,7 @@
 """Verified parallel reveals (the ``Verified`` sampler wrapper, :mod:`unmask.samplers.verified`)."""
 
 import dataclasses
+
 import pytest
 import torch
 
@@ -295,8 +296,8 @@ def test_prefixes_must_be_known():
         Verified(make_sampler("topk"), prefixes="bisect")
 
 
-@pytest.mark.parametrize("spec", ["topk:k=3+verify=0.5", "eb:gamma=1.0+verify=0.05,prefixes=doubling",
-                                  "info-gain"])
+@pytest.mark.parametrize("spec", ["topk:k=3+verify=0.5",
+                                  "eb:gamma=1.0+verify=0.05,prefixes=doubling", "info-gain"])
 def test_a_handed_over_pass_carries_the_loops_own_log_probs(spec, tiny_transformer,
                                                             monkeypatch):
     """A verifier (with a tolerance below 1, which reads every prefix's log-probabilities)

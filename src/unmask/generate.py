@@ -253,7 +253,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
         cache_kv: None, ``"prefix"`` or ``"dual"``: Fast-dLLM's block KV cache
             (:class:`~unmask.decode.DecodeConfig`, :mod:`unmask.kv_cache`).
         batch_invariant: each row's tokens are those it gets decoded alone, bit for bit
-            (the model runs one row at a time; :class:`~unmask.decode.DecodeConfig`).
+            (the model runs one row at a time, prompts of other widths in calls of their
+            own; :class:`~unmask.decode.DecodeConfig`).
         compile: run the model's forward under ``torch.compile`` (CUDA graphs on a GPU;
             :mod:`unmask.compiled`).
     Returns:
@@ -333,8 +334,9 @@ class PromptLayout:
 def decode_batches(layout: Layout, sampler: Sampler, config: DecodeConfig, *, seed: int,
                    batch_size: int | None, compile: bool = False) -> list[Generation]:
     """The one path of :func:`generate` and :func:`unmask.infill.infill`: the rows of
-    ``layout`` decoded ``batch_size`` at a time (default: all at once), row i of the whole
-    list with seed ``seed + i``. ``compile``: the model's forward under ``torch.compile``
+    ``layout`` decoded ``batch_size`` at a time (default: all at once; with
+    ``config.batch_invariant``, rows of one input width at a time), row i of the whole list
+    with seed ``seed + i``. ``compile``: the model's forward under ``torch.compile``
     meanwhile (:func:`unmask.compiled.compiled`)."""
     require(isinstance(compile, bool), f"compile: must be True or False, got {compile!r}")
     with compiled(layout.model) if compile else contextlib.nullcontext():
@@ -344,16 +346,30 @@ def decode_batches(layout: Layout, sampler: Sampler, config: DecodeConfig, *, se
 def _decode_chunks(layout: Layout, sampler: Sampler, config: DecodeConfig, seed: int,
                    batch_size: int | None) -> list[Generation]:
     encoded, model = layout.encoded, layout.model
-    size = batch_size or len(encoded)
     results: list[Generation] = []
-    for lo in range(0, len(encoded), size):
-        x, ends = layout.batch(encoded[lo:lo + size])
+    for lo, hi in _row_ranges(layout, batch_size, config.batch_invariant):
+        x, ends = layout.batch(encoded[lo:hi])
         run = sampler if ends is None else ends.sampler(sampler)
         t0 = time.perf_counter()
         res = decode(model, x.to(model.device), run, config, seed=seed + lo,
                      hooks=[] if ends is None else ends.hooks())
         results += layout.read(res, lo, ends, time.perf_counter() - t0)
     return results
+
+
+def _row_ranges(layout: Layout, batch_size: int | None, batch_invariant: bool
+                ) -> list[tuple[int, int]]:
+    """(lo, hi) of the rows decoded together: ``batch_size`` at a time (default: all); with
+    ``batch_invariant``, also cut where a row's input alone has another width, so that every
+    row sits in its batch exactly as it sits alone (padded to a longer row, its pass would
+    run other shapes: other roundings in bf16)."""
+    n = len(layout.encoded)
+    cuts = set(range(0, n, batch_size or max(n, 1)))
+    if batch_invariant:
+        widths = [layout.batch([ids])[0].shape[1] for ids in layout.encoded]
+        cuts.update(i for i in range(1, n) if widths[i] != widths[i - 1])
+    bounds = sorted(cuts | {n})
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def check_prompts(model: MaskedModel, tokenizer, encoded: list[list[int]], gen_length: int

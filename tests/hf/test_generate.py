@@ -213,3 +213,26 @@ def test_no_mask_token_cli(tmp_path, capsys):
     path = tiny_models.write_llada(tmp_path / "nomask", mask=False, layers=1)
     assert main(["generate", "--model", str(path), "--trust-remote-code", "--prompt", "a"]) == 2
     assert "has no mask token" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["confidence", "uniform:k=2"])
+def test_batch_invariant_rows_of_other_widths_run_as_they_do_alone(llada_dir, spec):
+    """Prompts filling 1 and 2 blocks, batch_invariant: each run of rows of one width is a
+    call of its own, so every model pass sees a row exactly as the row decoded alone (no
+    extra padding: another shape, other roundings in bf16) and the random draws, per
+    absolute position, are the row's own."""
+    model = load_model(llada_dir, trust_remote_code=True)
+    seen = []
+    hook = model.hf.register_forward_pre_hook(
+        lambda m, a, kw: seen.append(tuple(map(tuple, kw["input_ids"].tolist()))),
+        with_kwargs=True)
+    kw = dict(sampler=spec, gen_length=8, block_length=4, stop_at_eos=False)
+    try:
+        batch = generate(model, None, PROMPTS, seed=5, batch_invariant=True, **kw)
+        in_batch, seen[:] = set(seen), []
+        alone = [generate(model, None, p, seed=5 + i, **kw)[0] for i, p in enumerate(PROMPTS)]
+    finally:
+        hook.remove()
+    assert {len(rows) for rows in in_batch} == {1} and in_batch == set(seen)
+    for got, want in zip(batch, alone, strict=True):
+        assert got.token_ids == want.token_ids and got.nfe == want.nfe

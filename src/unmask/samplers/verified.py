@@ -107,17 +107,19 @@ def _prefix_passes(state: StepState, seqs: torch.Tensor, pre: _Prefixes, need: t
         seq = here.flatten().long().cumsum(0).view(here.shape) - 1  # (R, K)
         at_seq = seq.gather(1, pre.under[rows]).clamp(min=0)  # (R, K - 1)
         at_pos = pre.pos[rows, 1:]  # (R, K - 1)
-        lp_at = real_log_probs(out.logits[at_seq, at_pos], real)  # (R, K - 1, V)
-        noise_at = (None if noise is None else
-                    noise[rows][torch.arange(len(here), device=device)[:, None], at_pos])
-        proposed[rows] = propose(lp_at, state.temperature, noise_at)
-        entropy[rows] = entropy_from_log_probs(lp_at).double()
-        if confidence is not None:  # every position of every prefix
+        if confidence is None:  # the checked pairs only
+            lp_at = real_log_probs(out.logits[at_seq, at_pos], real)  # (R, K - 1, V)
+            noise_at = (None if noise is None else
+                        noise[rows][torch.arange(len(here), device=device)[:, None], at_pos])
+            proposed[rows] = propose(lp_at, state.temperature, noise_at)
+        else:  # every position of every prefix; the pairs are read from them
             lp = real_log_probs(out.logits, real)  # (S, N, V), S = here.sum()
             tok = propose(lp, state.temperature, None if noise is None else
                           noise[rows, None].expand(-1, width, -1, -1)[here])
             confidence[rows][here] = lp.gather(-1, tok[..., None]).squeeze(-1).double().exp()
+            lp_at, proposed[rows] = lp[at_seq, at_pos], tok[at_seq, at_pos]
             out = dataclasses.replace(out, log_probs=lp)  # the loop's next lp
+        entropy[rows] = entropy_from_log_probs(lp_at).double()
         calls.append((rows, out))
     return proposed, entropy, confidence, calls
 

@@ -164,12 +164,28 @@ def test_bad_inputs_name_the_problem(toy):
         decode(toy, torch.full((1, 5), 7), "confidence")
     with pytest.raises(UnmaskError, match="max_length"):
         decode(toy, torch.full((1, 6), toy.mask_id), "confidence")
-    with pytest.raises(UnmaskError, match="block_size"):
-        decode(toy, torch.full((1, 5), toy.mask_id), "confidence", DecodeConfig(block_size=2))
     with pytest.raises(UnmaskError, match="temperature"):
         DecodeConfig(temperature=-1)
     with pytest.raises(UnmaskError, match="dtype"):
         decode(toy, torch.zeros(1, 5), "confidence")
+
+
+@pytest.mark.parametrize("cut", [0, 1, 2])
+def test_blocks_count_back_from_the_row_end(toy, cut):
+    """A block that does not divide the row: the first block holds the rest (5 = 1 + 2 + 2),
+    so masks after a prompt of any length sit in whole blocks."""
+    x = torch.full((2, 5), toy.mask_id)
+    x[:, :cut] = torch.tensor([[1, 0], [0, 1]])[:, :cut]
+    res = decode(toy, x, "confidence", DecodeConfig(block_size=2))
+    block_of = (torch.arange(5) + 1) // 2  # (N,): blocks [0], [1, 2], [3, 4]
+    for row in range(2):
+        step = res.reveal_step[row]
+        for b in range(3):  # every position of block b is revealed before any of block b + 1
+            inside, after = step[(block_of == b) & (step >= 0)], step[block_of > b]
+            assert not len(inside) or not len(after) or inside.max() < after.min()
+    assert (res.reveal_step[:, :cut] == -1).all() and (res.reveal_step[:, cut:] >= 0).all()
+    if cut == 0:  # the one-position first block takes the first pass
+        assert res.reveal_step[:, 0].tolist() == [0, 0]
 
 
 def test_entropy_in_nats(toy):

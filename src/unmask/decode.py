@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from unmask.errors import UnmaskError, require
+from unmask.errors import require
 from unmask.hooks import Hook
 from unmask.kv_cache import CACHE_MODES, BlockKVCache
 from unmask.models.base import MaskedModel, ModelOutput
@@ -37,7 +37,9 @@ class DecodeConfig:
 
     temperature: token temperature; 0 takes the argmax, > 0 samples (Gumbel, float64).
     block_size: semi-autoregressive blocks of this many positions, decoded left to right
-        (None = one block). Must divide the sequence length.
+        (None = one block), counted back from the end of the row: where it does not divide
+        the row's length N, the first block holds the first ``N % block_size`` positions
+        (a prompt right-aligned before whole blocks of masks needs no padding).
     record_history: keep the token state after every pass.
     self_condition: give a self-conditioning model the previous pass's beliefs (False: zeros,
         every pass as if it were the first; for ablations). No effect on other models.
@@ -204,10 +206,6 @@ def _check_args(model, tokens, sampler, config, hooks):
     require(isinstance(tokens, torch.Tensor),
             f"tokens: expected a (B, N) tensor, got {type(tokens).__name__}")
     model.check_tokens(tokens)
-    n = tokens.shape[1]
-    if config.block_size and n % config.block_size:
-        raise UnmaskError(f"block_size: {config.block_size} does not divide the sequence "
-                          f"length {n}")
     return config, sampler, hooks
 
 
@@ -246,14 +244,17 @@ class _Loop:
         self.cum_entropy = torch.zeros(b, dtype=torch.float64, device=device)
         self.reveal_step = torch.full((b, n), -1, dtype=torch.long, device=device)
         self.block = config.block_size or max(n, 1)
-        self.block_id = torch.arange(n, device=device) // self.block  # (N,)
+        #: positions the first block lacks: blocks are counted back from the row's end
+        self.lead = -n % self.block
+        self.block_id = (torch.arange(n, device=device) + self.lead) // self.block  # (N,)
         self.history: list[torch.Tensor] | None = [] if config.record_history else None
-        self.kv = (BlockKVCache(model, config.cache_kv, b, n, self.block)
+        self.kv = (BlockKVCache(model, config.cache_kv, b, n, self.block, self.lead)
                    if config.cache_kv else None)
         #: per-position work over the current blocks only (set once the sampler is prepared)
         self.narrow = False
         causal = model.block_causal
-        self.prefix_only = causal is not None and self.block % causal == 0
+        self.prefix_only = (causal is not None and self.block % causal == 0
+                            and self.lead % causal == 0)
 
     def columns(self, rows: torch.Tensor) -> slice:
         """The positions the pass computes distributions for: the whole row, or (``narrow``)
@@ -262,7 +263,8 @@ class _Loop:
         if not self.narrow or self.block == n:
             return slice(0, n)
         first, last = torch.stack(torch.aminmax(self.cur_block[rows])).tolist()  # one read
-        return slice(first * self.block, (last + 1) * self.block)
+        lead = self.lead
+        return slice(max(first * self.block - lead, 0), (last + 1) * self.block - lead)
 
     def forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
         """The loop's pass on ``x`` for ``rows`` at the positions ``cols``: the model on the
@@ -319,8 +321,8 @@ class _Loop:
         that still holds a MASK; a row entering a block restarts its block step."""
         x = self.tokens[rows]
         masked = x == self.mask_id
-        n_blocks = x.shape[1] // self.block
-        first = masked.view(len(rows), n_blocks, self.block).any(-1).long().argmax(1)
+        whole = torch.nn.functional.pad(masked, (self.lead, 0)) if self.lead else masked
+        first = whole.view(len(rows), -1, self.block).any(-1).long().argmax(1)
         eligible = masked & (self.block_id[None, :] == first[:, None])
         entered = first != self.cur_block[rows]
         self.cur_block[rows] = first

@@ -62,12 +62,15 @@ class BlockKVCache:
         model: a :class:`~unmask.models.hf.HFMaskedModel` accepted by :func:`check_cacheable`.
         mode: ``"prefix"`` or ``"dual"``.
         batch_size, seq_len: the decode batch (B, N).
-        block: the loop's block length.
+        block: the loop's block length; lead: the positions its first block lacks (blocks
+            count back from the row's end: block k spans [k * block - lead, (k + 1) * block -
+            lead), clipped at 0).
     """
 
-    def __init__(self, model, mode: str, batch_size: int, seq_len: int, block: int):
+    def __init__(self, model, mode: str, batch_size: int, seq_len: int, block: int,
+                 lead: int = 0):
         check_cacheable(model, mode)
-        self.model, self.mode, self.block = model, mode, block
+        self.model, self.mode, self.block, self.lead = model, mode, block, lead
         self.block_of = torch.full((batch_size,), -1, dtype=torch.long, device=model.device)
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
@@ -170,7 +173,8 @@ class BlockKVCache:
                 padded: bool):
         """(first position, logits, hidden) of the positions the model runs on (``block_only``:
         the logits of the block's positions only, where the model can)."""
-        lo, hi = block * self.block, (block + 1) * self.block
+        lo = max(block * self.block - self.lead, 0)
+        hi = (block + 1) * self.block - self.lead
         # rows are distinct: as many as the cache holds is all of them, in order, and the
         # stored tensors serve as they are (the dual pass overwrites only the block's keys and
         # values, which each pass computes anew)
@@ -179,7 +183,7 @@ class BlockKVCache:
             past = [(k[:, :, :lo], v[:, :, :lo]) if every else (k[rows, :, :lo], v[rows, :, :lo])
                     for k, v in zip(self.keys, self.values, strict=True)]
             n = x.shape[1] - lo
-            with (self.model.output_layer_on(0, self.block, n) if block_only
+            with (self.model.output_layer_on(0, hi - lo, n) if block_only
                   else contextlib.nullcontext()):
                 _, logits, hidden = self._run(x, x[:, lo:], padded, past_key_values=past)
             return lo, logits, hidden

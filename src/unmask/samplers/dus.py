@@ -54,11 +54,12 @@ def dilation_groups(length: int, base: int = 2, skip_exp: int = 1) -> list[list[
 
 @lru_cache(maxsize=64)
 def _group_index(n: int, block: int, base: int, skip_exp: int) -> tuple[int, ...]:
-    """Each of ``n`` positions' group number within its block of ``block`` positions (the
-    last block may be shorter)."""
+    """Each of ``n`` positions' group number within its block of ``block`` positions, blocks
+    counted back from the end as the decode loop counts them (the first may be shorter)."""
     index = [0] * n
-    for start in range(0, n, block):
-        for g, group in enumerate(dilation_groups(min(block, n - start), base, skip_exp)):
+    starts = sorted({0, *range(n % block, n, block)})
+    for start, stop in zip(starts, [*starts[1:], n], strict=True):
+        for g, group in enumerate(dilation_groups(stop - start, base, skip_exp)):
             for o in group:
                 index[start + o] = g
     return tuple(index)
@@ -72,9 +73,10 @@ class DUSSampler(Sampler):
     group with nothing left costs no pass.
 
     base: the dilation factor (the stride is divided by it each group; ~log_base B passes).
-    block: the block length B the groups are laid on, from the start of the sequence; None =
-        the whole sequence. Set it to the decode loop's ``block_size`` for semi-autoregressive
-        decoding (a smaller loop block only skips the groups it holds nothing of).
+    block: the block length B the groups are laid on, counted back from the end of the
+        sequence as the decode loop counts its blocks; None = the whole sequence. Set it to
+        the decode loop's ``block_size`` for semi-autoregressive decoding (a smaller loop
+        block only skips the groups it holds nothing of).
     skip_exp: the first stride is B / base^skip_exp.
     """
 

@@ -1,9 +1,10 @@
 """Text generation with a masked diffusion LM: a prompt, then ``gen_length`` masked positions
 filled by any sampler in semi-autoregressive blocks (LLaDA, arXiv:2502.09992).
 
-Prompts of different lengths run in one batch: each is left-padded with the model's pad id
-(left out of attention, positions counted from the first real token) to a multiple of
-``block_length``, so the blocks start where the prompt ends, as in LLaDA's ``generate``.
+A row is the prompt, then the masks, as in LLaDA's ``generate``: the decode loop counts its
+blocks back from the row's end, so the blocks start where the prompt ends. Prompts of
+different lengths run in one batch left-padded to the longest with the model's pad id (left
+out of attention, positions counted from the first real token).
 ``steps`` is the total over the generation (``steps / number of blocks`` per block), for the
 samplers that reveal a count per step. A row whose last finished block holds only EOS has
 ended: every later block is filled with EOS in one pass. ``min_new_tokens`` keeps EOS out of
@@ -107,7 +108,8 @@ class StopAtEOS(SamplerWrapper):
     def select(self, state: StepState) -> Selection:
         sel = self.inner.select(state)
         first = state.eligible.long().argmax(1)  # first eligible position
-        start = (first // self.block) * self.block  # current block start
+        # the current block's start: generated blocks start at gen_start
+        start = self.gen_start + (first - self.gen_start) // self.block * self.block
         prev = start[:, None] - self.block + torch.arange(self.block, device=first.device)
         ok = (prev >= self.gen_start).all(1)
         prev_tok = state.tokens.gather(1, prev.clamp(min=0))
@@ -199,19 +201,22 @@ def with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
     return dataclasses.replace(sampler, steps=steps // n_blocks)
 
 
-def _prompt_batch(model: MaskedModel, chunk: list[list[int]], block: int, gen_length: int,
-                  pad: int | None) -> tuple[torch.Tensor, int]:
+def _prompt_batch(model: MaskedModel, chunk: list[list[int]], gen_length: int,
+                  pad: int | None, multiple: int = 1) -> tuple[torch.Tensor, int]:
     """The decode input for prompts ``chunk`` (token ids each, MASK ids only where
     :func:`infill` put them): every prompt right-aligned in ``width`` slots (the longest
-    prompt rounded up to whole blocks; PAD before shorter ones), then ``gen_length`` MASKs.
-    Returns (x (len(chunk), width + gen_length) long, width)."""
-    width = math.ceil(max(len(c) for c in chunk) / block) * block
+    prompt, rounded up to a multiple of ``multiple``; PAD before shorter ones), then
+    ``gen_length`` MASKs. The loop counts blocks back from the row's end, so the generated
+    blocks start where the prompts end. Returns (x (len(chunk), width + gen_length) long,
+    width)."""
+    width = math.ceil(max(len(c) for c in chunk) / multiple) * multiple
     if any(len(c) != width for c in chunk):
-        require(pad is not None, "model: it has no pad token to align prompts to blocks; "
-                                 "give prompts whose length is a multiple of block_length")
+        require(pad is not None, "model: it has no pad token to put prompts of different "
+                                 "lengths in one batch; give batch_size=1 or prompts of one "
+                                 "length")
     require(width + gen_length <= model.max_length,
-            f"prompts: {width} prompt slots (padded to whole blocks of {block}) + "
-            f"gen_length {gen_length} exceed the model's max_length {model.max_length}")
+            f"prompts: {width} prompt slots + gen_length {gen_length} exceed the model's "
+            f"max_length {model.max_length}")
     x = torch.full((len(chunk), width + gen_length), model.mask_id, dtype=torch.long)
     for r, ids in enumerate(chunk):
         x[r, :width - len(ids)] = pad if pad is not None else model.mask_id
@@ -226,7 +231,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
              stop_at_eos: bool = True, batch_size: int | None = None,
              min_new_tokens: int = 0, confidence: str = "draw",
              cache_kv: str | None = None, batch_invariant: bool = False,
-             compile: bool = False) -> list[Generation]:
+             compile: bool = False, pad_to_multiple_of: int | None = None
+             ) -> list[Generation]:
     """Generate a continuation of each prompt.
 
     Args:
@@ -257,6 +263,9 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             own; :class:`~unmask.decode.DecodeConfig`).
         compile: run the model's forward under ``torch.compile`` (CUDA graphs on a GPU;
             :mod:`unmask.compiled`).
+        pad_to_multiple_of: a batch's prompt slots are its longest prompt, PAD before the
+            shorter ones; this rounds them up to a multiple (so that prompts of other lengths
+            sit at one width: the server's calls, :mod:`unmask.serve`).
     Returns:
         one :class:`Generation` per prompt, in order.
     """
@@ -272,6 +281,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             f"prompts: expected a string or a list of strings, got {type(prompts).__name__}")
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     require(is_int(seed), f"seed: must be an integer, got {seed!r}")
+    require(pad_to_multiple_of is None or (is_int(pad_to_multiple_of) and pad_to_multiple_of >= 1),
+            f"pad_to_multiple_of: must be None or an integer >= 1, got {pad_to_multiple_of!r}")
     block = check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
     sampler = with_steps(parse_sampler(sampler), steps, gen_length // block)
     config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence,
@@ -279,7 +290,7 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
     check_prompts(model, tokenizer, encoded, gen_length)
     layout = PromptLayout(model, tokenizer, prompts, encoded, block, gen_length, stop_at_eos,
-                          min_new_tokens)
+                          min_new_tokens, pad_to_multiple_of)
     return decode_batches(layout, sampler, config, seed=seed, batch_size=batch_size,
                           compile=compile)
 
@@ -308,9 +319,9 @@ class Layout(Protocol):
 @dataclass
 class PromptLayout:
     """Prompts continued by ``gen_length`` masked positions (:func:`generate`'s
-    :class:`Layout`): prompts right-aligned in whole blocks, PAD before shorter ones
-    (:func:`prompt_batch`); a row may end at a block of EOS (``stop_at_eos``) but not in its
-    first ``min_new_tokens`` generated positions."""
+    :class:`Layout`): prompts right-aligned, PAD before shorter ones (:func:`prompt_batch`);
+    a row may end at a block of EOS (``stop_at_eos``) but not in its first ``min_new_tokens``
+    generated positions."""
 
     model: MaskedModel
     tokenizer: object
@@ -320,10 +331,12 @@ class PromptLayout:
     gen_length: int
     stop_at_eos: bool = True
     min_new_tokens: int = 0
+    pad_to_multiple_of: int | None = None
 
     def batch(self, chunk: list[list[int]]) -> tuple[torch.Tensor, TextEnds]:
         return prompt_batch(self.model, chunk, self.block, self.gen_length,
-                            stop_at_eos=self.stop_at_eos, min_new_tokens=self.min_new_tokens)
+                            stop_at_eos=self.stop_at_eos, min_new_tokens=self.min_new_tokens,
+                            pad_to_multiple_of=self.pad_to_multiple_of)
 
     def read(self, res: DecodeResult, lo: int, ends: TextEnds, wall: float
              ) -> list[Generation]:
@@ -443,11 +456,15 @@ class TextEnds:
 
 
 def prompt_batch(model: MaskedModel, encoded: list[list[int]], block: int, gen_length: int, *,
-                 stop_at_eos: bool = True, min_new_tokens: int = 0
-                 ) -> tuple[torch.Tensor, TextEnds]:
+                 stop_at_eos: bool = True, min_new_tokens: int = 0,
+                 pad_to_multiple_of: int | None = None) -> tuple[torch.Tensor, TextEnds]:
     """The decode input of prompts ``encoded`` (token ids each; see :func:`_prompt_batch`)
-    and how its rows end: (x (B, width + gen_length) long, :class:`TextEnds`)."""
-    x, width = _prompt_batch(model, encoded, block, gen_length, getattr(model, "pad_id", None))
+    and how its rows end: (x (B, width + gen_length) long, :class:`TextEnds`). The prompt
+    slots are the longest prompt, rounded up to a multiple of ``pad_to_multiple_of`` and of
+    a block-causal model's block (which keeps its passes on the rows' prefixes)."""
+    multiple = math.lcm(pad_to_multiple_of or 1, model.block_causal or 1)
+    x, width = _prompt_batch(model, encoded, gen_length, getattr(model, "pad_id", None),
+                             multiple)
     ends = TextEnds(tuple(getattr(model, "eos_ids", ())), block, width,
                     (width, width + min_new_tokens), stop_at_eos)
     return x, ends

@@ -11,8 +11,8 @@ token there (open-ended continuation, which may stop early, is
 
 Templates decode through the path of :func:`unmask.generate.generate`
 (:func:`~unmask.generate.decode_batches`): text templates are tokenised whole (with the
-tokenizer's special tokens, e.g. BERT's ``[CLS] ... [SEP]``) and right-aligned in rows of whole
-blocks, PAD before shorter ones, so blocks are counted back from each template's end; protein
+tokenizer's special tokens, e.g. BERT's ``[CLS] ... [SEP]``) and right-aligned, PAD before
+shorter ones, and the loop counts blocks back from each row's end (the template's); protein
 templates are left-aligned with PAD after them (the protein models' layout), so blocks count
 from the first residue. Blocks that hold no mask cost nothing.
 """
@@ -189,9 +189,9 @@ class InfillPlan:
     callers that run the decodes themselves (a bench on an engine, :mod:`unmask.bench.sweep`);
     :func:`infill` is :func:`~unmask.generate.decode_batches` over it.
 
-    Text templates are right-aligned in whole blocks, PAD before shorter ones, and no position
-    of a row may take an EOS id (a template fixes its length); residue templates are
-    left-aligned, the model's PAD after them.
+    Text templates are right-aligned, PAD before shorter ones (blocks count back from their
+    end), and no position of a row may take an EOS id (a template fixes its length); residue
+    templates are left-aligned, the model's PAD after them.
 
     Attributes:
         model: the model the templates were encoded for.
@@ -295,9 +295,9 @@ def _encoder(model: MaskedModel, tokenizer):
 
 def _text_batch(model: MaskedModel, block: int | None, chunk: list[list[int]]
                 ) -> tuple[torch.Tensor, TextEnds]:
-    """The decode input of text templates: right-aligned in whole blocks (one block of the
-    longest template by default), PAD before shorter ones; no row ends early and no position
-    takes an EOS id (a template fixes its length)."""
+    """The decode input of text templates: right-aligned, PAD before shorter ones (blocks
+    count back from the end; one block of the longest template by default); no row ends early
+    and no position takes an EOS id (a template fixes its length)."""
     x, ends = prompt_batch(model, chunk, block or max(map(len, chunk)), 0, stop_at_eos=False)
     return x, dataclasses.replace(ends, no_eos=(0, x.shape[1]))
 

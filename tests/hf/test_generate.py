@@ -59,18 +59,19 @@ def test_low_confidence_equals_llada_generate(llada_dir, gen_length, block_lengt
         assert got.nfe == steps and got.tokens_per_forward == gen_length / steps
 
 
-@pytest.mark.parametrize("spec, prompts", [
-    ("confidence", PROMPTS), ("eb:gamma=0.5", PROMPTS), ("margin", PROMPTS),
-    ("threshold:tau=0.5", PROMPTS),
-    # random draws are per absolute position: equal when the padded widths are equal
-    ("uniform:k=2", PROMPTS[::2])])
-def test_batched_equals_one_at_a_time(llada_dir, spec, prompts):
+@pytest.mark.parametrize("spec, prompts, pad_to", [
+    ("confidence", PROMPTS, None), ("eb:gamma=0.5", PROMPTS, None), ("margin", PROMPTS, None),
+    ("threshold:tau=0.5", PROMPTS, None),
+    # random draws are per absolute position: equal where the rows sit at one width (prompts
+    # of 3 and 2 tokens in 4 slots)
+    ("uniform:k=2", PROMPTS[::2], 4)])
+def test_batched_equals_one_at_a_time(llada_dir, spec, prompts, pad_to):
     model = load_model(llada_dir, trust_remote_code=True)
-    batch = generate(model, None, prompts, sampler=spec, gen_length=8, block_length=4,
-                     seed=5, stop_at_eos=False)
+    kw = dict(sampler=spec, gen_length=8, block_length=4, stop_at_eos=False,
+              pad_to_multiple_of=pad_to)
+    batch = generate(model, None, prompts, seed=5, **kw)
     for i, p in enumerate(prompts):
-        (alone,) = generate(model, None, p, sampler=spec, gen_length=8, block_length=4,
-                            seed=5 + i, stop_at_eos=False)
+        (alone,) = generate(model, None, p, seed=5 + i, **kw)
         assert alone.token_ids == batch[i].token_ids and alone.nfe == batch[i].nfe
 
 
@@ -236,3 +237,40 @@ def test_batch_invariant_rows_of_other_widths_run_as_they_do_alone(llada_dir, sp
     assert {len(rows) for rows in in_batch} == {1} and in_batch == set(seen)
     for got, want in zip(batch, alone, strict=True):
         assert got.token_ids == want.token_ids and got.nfe == want.nfe
+
+
+def test_a_row_is_the_prompt_then_the_masks(llada_dir):
+    """No padding at batch 1: every pass runs the prompt's 3 tokens and the 8 masks (the
+    loop counts its blocks back from the row's end), as LLaDA's ``generate`` lays them out;
+    ``pad_to_multiple_of`` puts the prompt in 4 slots, left out of attention, for the same
+    greedy tokens."""
+    model = load_model(llada_dir, trust_remote_code=True)
+    widths = []
+    hook = model.hf.register_forward_pre_hook(
+        lambda m, a, kw: widths.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    kw = dict(sampler="confidence", gen_length=8, block_length=4, stop_at_eos=False)
+    try:
+        (exact,) = generate(model, None, "the cat sat", **kw)
+        assert set(widths) == {3 + 8} and len(widths) == exact.nfe == 8
+        widths.clear()
+        (padded,) = generate(model, None, "the cat sat", pad_to_multiple_of=4, **kw)
+        assert set(widths) == {4 + 8}
+    finally:
+        hook.remove()
+    assert padded.token_ids == exact.token_ids
+    want = llada_reference(model.hf, model.tokenizer("the cat sat")["input_ids"], 8, 8, 4,
+                           model.mask_id)
+    assert exact.token_ids == want
+
+
+def test_a_model_without_pad_takes_prompts_of_any_length_one_at_a_time(llada_dir):
+    model = load_model(llada_dir, trust_remote_code=True)
+    kw = dict(sampler="confidence", gen_length=8, block_length=4, stop_at_eos=False)
+    want = [g.token_ids for g in generate(model, None, PROMPTS, **kw)]
+    model.pad_id = None
+    assert [g.token_ids for g in generate(model, None, PROMPTS, batch_size=1, **kw)] == want
+    with pytest.raises(UnmaskError, match="model: it has no pad token to put prompts of "
+                                          "different lengths in one batch; give batch_size=1"):
+        generate(model, None, PROMPTS, **kw)
+    with pytest.raises(UnmaskError, match="pad_to_multiple_of: must be None or an integer >= 1"):
+        generate(model, None, "a", pad_to_multiple_of=0)

@@ -28,7 +28,8 @@ from unmask.models.auto import load_model
 # costs seconds, so these tests run it eagerly (conftest)
 pytestmark = pytest.mark.usefixtures("eager_attention")
 
-#: prompts of the word-level tokenizer: 8 tokens (whole blocks of 8) and 5 (left-padded)
+#: prompts of the word-level tokenizer: 8 tokens (whole blocks of 8) and 5 (the first block
+#: starts mid-row)
 PROMPTS = ["w5 w17 w33 w8 w40 w12 w61 w9", "w70 w3 w28 w44 w19"]
 
 
@@ -154,7 +155,7 @@ def test_ragged_batch_equals_each_prompt_alone(family, sampler, block_length, st
         assert got.token_ids == alone.token_ids and got.nfe == alone.nfe
 
 
-@pytest.mark.parametrize("prompt", PROMPTS[:1])  # whole blocks: the reference's own layout
+@pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("cache", ["prefix", "dual"])
 @pytest.mark.parametrize("sampler, per_block, tau", [
     ("low_confidence", 4, None), ("threshold:tau=0.7", None, 0.7),

@@ -14,8 +14,11 @@ from unmask.infill import infill
 
 
 def alone(server, prompt, seed, **kw):
-    """`generate` of one prompt alone, as the server decodes it."""
-    (g,) = generate(server.served.model, None, prompt, seed=seed, **kw)
+    """`generate` of one prompt alone, as the server decodes it (prompt slots in whole
+    blocks)."""
+    block = kw.get("block_length") or kw.get("gen_length", 128)
+    (g,) = generate(server.served.model, None, prompt, seed=seed, pad_to_multiple_of=block,
+                    **kw)
     return g
 
 
@@ -52,7 +55,8 @@ def test_n_choices_and_extra_body_fields(text_server):
     r = client.completions.create(model="text", prompt="Sum 1 2 3", max_tokens=16, n=3,
                                   seed=7, temperature=0.8, extra_body=extra)
     want = generate(text_server.served.model, None, ["Sum 1 2 3"] * 3, sampler="eb:gamma=0.1",
-                    gen_length=16, block_length=4, min_new_tokens=6, temperature=0.8, seed=7)
+                    gen_length=16, block_length=4, min_new_tokens=6, temperature=0.8, seed=7,
+                    pad_to_multiple_of=4)
     assert [c.text for c in r.choices] == [g.text for g in want]
     assert [c.model_extra["unmask"]["passes"] for c in r.choices] == [g.nfe for g in want]
     assert [c.model_extra["unmask"]["seed"] for c in r.choices] == [7, 8, 9]

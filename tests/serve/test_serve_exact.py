@@ -34,9 +34,10 @@ def _ask(client, req):
 
 def _alone(model, req):
     prompt, max_tokens, extra, temperature, seed = req
+    block = extra.get("block_length")
     (g,) = generate(model, None, prompt, gen_length=max_tokens, temperature=temperature,
-                    seed=seed, sampler=extra.get("sampler", "confidence"),
-                    block_length=extra.get("block_length"))
+                    seed=seed, sampler=extra.get("sampler", "confidence"), block_length=block,
+                    pad_to_multiple_of=block or max_tokens)
     return g.text, g.nfe
 
 
@@ -57,14 +58,14 @@ def test_alone_and_in_a_batch_of_8_equal_generate(text_server):
 def test_cancelled_rows_leave_and_the_others_decode_as_alone(text_server):
     model = text_server.served.model
     ids = [text_server.served.encode(p) for p in ("What is 3 + 4?", "What is 12+4?")]
-    x, ends = prompt_batch(model, ids, 4, 16, min_new_tokens=16)
+    x, ends = prompt_batch(model, ids, 4, 16, min_new_tokens=16, pad_to_multiple_of=4)
     config = DecodeConfig(temperature=0.7, block_size=4)
     seeds = torch.tensor([3, 9])
     sampler = ends.sampler(CancelRows(parse_sampler("confidence"),
                                       lambda: [0]))
     res = decode(model, x, sampler, config, seed=seeds, hooks=ends.hooks())
     (alone,) = generate(model, None, "What is 12+4?", gen_length=16, block_length=4,
-                        min_new_tokens=16, temperature=0.7, seed=9)
+                        min_new_tokens=16, temperature=0.7, seed=9, pad_to_multiple_of=4)
     assert res.tokens[1, -16:].tolist() == alone.token_ids and int(res.nfe[1]) == alone.nfe
     assert int(res.nfe[0]) == 4  # one pass per block, then it left
 

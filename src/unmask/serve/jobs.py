@@ -2,10 +2,10 @@
 
 Each prompt of a completion request (each template of an infill request) is one job of ``n``
 rows (one for a template); choice ``i`` of the request decodes with seed ``seed + i``, so
-prompt ``p``, choice ``j`` of a request is ``generate(prompt_p, seed=seed + p * n + j)`` alone.
-Jobs with equal :class:`Settings` may share a decode call: the settings include the row
-width (the prompt slots rounded up to whole blocks), so that every row of a call sits where
-it would sit alone.
+prompt ``p``, choice ``j`` of a request is ``generate(prompt_p, seed=seed + p * n + j,
+pad_to_multiple_of=block)`` alone. Jobs with equal :class:`Settings` may share a decode call:
+the settings include the row width (the prompt slots rounded up to whole blocks), so that
+every row of a call sits where it would sit alone and prompts of other lengths share calls.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class ServedModel:
         jobs = []
         for p, (text, ids) in enumerate(prompts):
             x, _ = prompt_batch(self.model, [ids], block, gen_length,
-                                min_new_tokens=d.min_new_tokens)
+                                min_new_tokens=d.min_new_tokens, pad_to_multiple_of=block)
             settings = Settings("generate", spec, gen_length, block, d.steps,
                                 float(d.temperature), d.min_new_tokens, d.confidence,
                                 x.shape[1])

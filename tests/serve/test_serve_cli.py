@@ -32,11 +32,23 @@ def test_help_imports_no_torch_nor_fastapi():
     (["--port", "70000"], "--port"),
     (["--sampler", "no-such-rule"], "unknown name"),
     (["--max-batch", "0"], "--max-batch"),
+    (["--pad-to-multiple-of", "0"], "--pad-to-multiple-of"),
 ])
 def test_bad_flags_are_one_line_refusals(capsys, argv, needle):
     assert main(["serve", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
+
+
+def test_flags_become_the_options():
+    from unmask.cli import build_parser
+    from unmask.commands.serve import options_from_args
+
+    args = build_parser().parse_args(["serve", "--pad-to-multiple-of", "8", "--max-batch", "4"])
+    options = options_from_args(args)
+    assert options.pad_to_multiple_of == 8 and options.max_batch == 4
+    default = options_from_args(build_parser().parse_args(["serve"]))
+    assert default.pad_to_multiple_of is None  # the request's block
 
 
 @pytest.mark.slow

@@ -32,12 +32,14 @@ def _ask(client, req):
     return r.choices[0].text, r.choices[0].model_extra["unmask"]["passes"]
 
 
-def _alone(model, req):
+def _alone(model, req, pad_to=None):
+    """`generate` of the request's prompt alone, its slots rounded up to a multiple of
+    ``pad_to`` (default: the block, as the server's default)."""
     prompt, max_tokens, extra, temperature, seed = req
     block = extra.get("block_length")
     (g,) = generate(model, None, prompt, gen_length=max_tokens, temperature=temperature,
                     seed=seed, sampler=extra.get("sampler", "confidence"), block_length=block,
-                    pad_to_multiple_of=block or max_tokens)
+                    pad_to_multiple_of=pad_to or block or max_tokens)
     return g.text, g.nfe
 
 
@@ -82,3 +84,24 @@ def test_batch_invariant_server_answers_as_alone():
             got = list(pool.map(lambda req: _ask(client, req), REQUESTS[:4]))
         assert max(c["jobs"] for c in server.batcher.calls) >= 2
     assert got == [_alone(server.served.model, req) for req in REQUESTS[:4]]
+
+
+def test_a_server_without_prompt_padding_answers_as_plain_generate():
+    """``pad_to_multiple_of=1``: a row is its prompt then the masks, as plain `generate` lays
+    it out (sampled: the story, 17 ids, draws other tokens in 20 slots); only prompts of one
+    length share a call."""
+    from serve_helpers import Running
+
+    from unmask.serve.options import ServeOptions
+
+    requests = [*REQUESTS[:4], ("Tell me a story", 16, {"block_length": 4}, 1.5, 3)]
+    with Running(ServeOptions(model="text", pad_to_multiple_of=1, batch_wait_ms=200,
+                              threads=1)) as server:
+        client = server.client()
+        with ThreadPoolExecutor(len(requests)) as pool:
+            got = list(pool.map(lambda req: _ask(client, req), requests))
+        model = server.served.model
+        lengths = {len(server.served.encode(req[0])) for req in requests}
+        assert len(server.batcher.calls) >= len(lengths) >= 2
+    assert got == [_alone(model, req, pad_to=1) for req in requests]
+    assert got[-1] != _alone(model, requests[-1])  # in whole blocks: another text

@@ -37,7 +37,8 @@ def options_from_args(args: argparse.Namespace):
         max_n=min(args.max_n, args.max_batch), max_queue_rows=args.max_queue_rows,
         max_body_bytes=args.max_body_bytes, chat_template=template,
         trust_remote_code=args.trust_remote_code, dtype=args.dtype, device=args.device,
-        cache_kv=args.cache_kv, batch_invariant=args.batch_invariant, threads=args.threads)
+        cache_kv=args.cache_kv, batch_invariant=args.batch_invariant, threads=args.threads,
+        pad_to_multiple_of=args.pad_to_multiple_of)
 
 
 @command("serve")

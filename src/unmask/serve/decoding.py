@@ -5,8 +5,9 @@ seed per row, block-by-block progress for streaming and rows that can be cancell
 A row decodes exactly as it would alone: :func:`unmask.decode.decode` gives each row its own
 random stream (its seed), and the jobs of one call share every setting and the row width
 (:class:`~unmask.serve.jobs.Settings`), so a row's prompt sits at the same positions as when
-it is decoded alone by ``generate(prompt, seed=its seed, pad_to_multiple_of=block)`` (prompt
-slots in whole blocks, so that prompts of other lengths share a call).
+it is decoded alone by ``generate(prompt, seed=its seed, pad_to_multiple_of=M)`` (M: the
+server's ``pad_to_multiple_of``, by default the block, so that prompts of other lengths share
+a call).
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ def _generate_call(served: ServedModel, jobs: list[Job]) -> Call:
     texts = [t for job in jobs for t in job.texts]
     block = s.block_length or s.gen_length
     layout = PromptLayout(served.model, served.tokenizer, texts, rows, block, s.gen_length,
-                          min_new_tokens=s.min_new_tokens, pad_to_multiple_of=block)
+                          min_new_tokens=s.min_new_tokens,
+                          pad_to_multiple_of=served.prompt_multiple(block))
     x, ends = layout.batch(rows)
     sampler = with_steps(parse_sampler(s.sampler), s.steps, s.gen_length // block)
     config = DecodeConfig(temperature=s.temperature, block_size=block, confidence=s.confidence,

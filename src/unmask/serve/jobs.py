@@ -3,9 +3,10 @@
 Each prompt of a completion request (each template of an infill request) is one job of ``n``
 rows (one for a template); choice ``i`` of the request decodes with seed ``seed + i``, so
 prompt ``p``, choice ``j`` of a request is ``generate(prompt_p, seed=seed + p * n + j,
-pad_to_multiple_of=block)`` alone. Jobs with equal :class:`Settings` may share a decode call:
-the settings include the row width (the prompt slots rounded up to whole blocks), so that
-every row of a call sits where it would sit alone and prompts of other lengths share calls.
+pad_to_multiple_of=M)`` alone, M the server's ``pad_to_multiple_of`` (default: the block).
+Jobs with equal :class:`Settings` may share a decode call: the settings include the row width
+(the prompt slots rounded up to a multiple of M), so that every row of a call sits where it
+would sit alone and prompts of other lengths share calls.
 """
 
 from __future__ import annotations
@@ -170,13 +171,18 @@ class ServedModel:
         jobs = []
         for p, (text, ids) in enumerate(prompts):
             x, _ = prompt_batch(self.model, [ids], block, gen_length,
-                                min_new_tokens=d.min_new_tokens, pad_to_multiple_of=block)
+                                min_new_tokens=d.min_new_tokens,
+                                pad_to_multiple_of=self.prompt_multiple(block))
             settings = Settings("generate", spec, gen_length, block, d.steps,
                                 float(d.temperature), d.min_new_tokens, d.confidence,
                                 x.shape[1])
             jobs.append(Job(settings, [ids] * n, [text] * n,
                             [seed + p * n + j for j in range(n)], stream))
         return jobs
+
+    def prompt_multiple(self, block: int) -> int:
+        """What a completion row's prompt slots are rounded up to a multiple of."""
+        return self.options.pad_to_multiple_of or block
 
     def infill_jobs(self, templates: list[str], *, seed: int | None, d: Decoding) -> list[Job]:
         """One job per template (seed ``seed + i``); :class:`UnmaskError` naming the field at

@@ -28,6 +28,10 @@ class ServeOptions:
     max_queue_rows: rows waiting or decoding at once; more is answered 429.
     max_body_bytes: the largest request body; more is answered 413.
     chat_template: a Jinja chat template (its text) for a folder whose tokenizer has none.
+    pad_to_multiple_of: a completion row's prompt slots are its prompt's length rounded up
+        to a multiple of this (None: the request's block length). Rows of one width share
+        calls: whole blocks let prompts of other lengths batch; 1 computes no padding but
+        batches only prompts of one length.
     trust_remote_code, dtype, device, cache_kv, batch_invariant, threads: as
         ``unmask generate`` (``batch_invariant``: each row's pass computed alone, so that a
         row's tokens are bit for bit those it gets alone on any device; slower).
@@ -49,6 +53,7 @@ class ServeOptions:
     cache_kv: str | None = None
     batch_invariant: bool = False
     threads: int | None = None
+    pad_to_multiple_of: int | None = None
 
     def __post_init__(self):
         for name in ("max_batch", "max_n", "max_queue_rows", "max_body_bytes"):
@@ -57,6 +62,9 @@ class ServeOptions:
                                                   f"{value!r}")
         require(self.max_body_bytes <= HARD_MAX_BODY_BYTES,
                 f"max_body_bytes: at most {HARD_MAX_BODY_BYTES}, got {self.max_body_bytes}")
+        require(self.pad_to_multiple_of is None or (is_int(self.pad_to_multiple_of)
+                                                     and self.pad_to_multiple_of >= 1),
+                f"pad_to_multiple_of: must be an integer >= 1, got {self.pad_to_multiple_of!r}")
         require(self.max_tokens is None or (is_int(self.max_tokens) and self.max_tokens >= 1),
                 f"max_tokens: must be an integer >= 1, got {self.max_tokens!r}")
         require(isinstance(self.batch_wait_ms, (int, float)) and 0 <= self.batch_wait_ms

@@ -37,6 +37,10 @@ def serve(p: argparse.ArgumentParser) -> None:
                    help="the model id clients give (default: the model folder's name)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="a Jinja chat template for a folder whose tokenizer has none")
+    p.add_argument("--pad-to-multiple-of", type=positive_int, default=None, metavar="M",
+                   help="round a prompt's slots up to a multiple of M: rows of one width share "
+                        "calls (default: the request's block length; 1: no padding computed, "
+                        "prompts of one length batch)")
     add_cache_kv_arg(p)
     p.add_argument("--batch-invariant", action="store_true",
                    help="compute each row's pass alone, so that batched answers equal answers "

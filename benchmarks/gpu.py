@@ -23,7 +23,9 @@ skipped):
   ``generate_with_dual_cache`` (threshold 0.9 and low-confidence 32 steps; gen 128, block
   32, prompt 32; batch 1 and 8; the references take one row, so batch 8 runs them 8 times):
   tokens/s, ratio, rows with the reference's tokens; (3) ``--compile`` against eager at
-  batch 1 with the dual cache; (4) batch 8 against each row alone, default and
+  batch 1 with the dual cache; (3b) the prompt layout: a 20-token prompt and one block of
+  128 as prompt-then-masks against slots padded to the block, beside Fast-dLLM's tokens;
+  (4) batch 8 against each row alone, default and
   ``batch_invariant``, and the bf16 GEMM of 8 rows' positions against one row's;
   (5) diffusers' ``LLaDA2Pipeline`` (threshold 0.9) beside unmask, when diffusers imports.
 - ``dream``: a random Dream-7B-shaped model (Dream's code): unmask (confidence, one block)
@@ -293,7 +295,7 @@ def _unmask(run: Run, model, prompts, spec, steps, cache, block=None, **kw):
     return wall, [g.token_ids for g in gens], sum(g.nfe for g in gens)
 
 
-def _reference(run: Run, model, prompts, kw, steps, cache):
+def _reference(run: Run, model, prompts, kw, steps, cache, block=None):
     import dllm_models
 
     fn = getattr(dllm_models.fastdllm_generate(), REFERENCES[cache])
@@ -303,7 +305,8 @@ def _reference(run: Run, model, prompts, kw, steps, cache):
         for p in prompts:
             ids = torch.tensor([model.tokenizer(p)["input_ids"]], device=run.device)
             x, n = fn(model.hf, ids, steps=steps, gen_length=run.shape["gen"],
-                      block_length=run.shape["block"], temperature=0.0, mask_id=model.mask_id,
+                      block_length=block or run.shape["block"], temperature=0.0,
+                      mask_id=model.mask_id,
                       **kw)
             tokens.append(x[0, ids.shape[1]:].tolist())
             nfe += int(n)
@@ -344,6 +347,35 @@ def _engines(run: Run, model, prompts_all) -> list[dict]:
     _table("unmask generate vs Fast-dLLM (same model, greedy)",
            ["rule", "batch", "cache", "unmask tok/s", "Fast-dLLM tok/s", "ratio",
             "same tokens", "unmask NFE", "ref NFE"], rows)
+    return out
+
+
+def _layout(run: Run, model) -> dict:
+    """Batch 1, one block of gen, a prompt of 5/8 of a block: the row as the prompt then the
+    masks (unmask's default, Fast-dLLM's layout) against the prompt slots padded to the
+    block (``pad_to_multiple_of``), low-confidence at the run's steps; wall, positions a pass
+    and tokens against Fast-dLLM's ``generate``."""
+    gen, steps = run.shape["gen"], run.shape["steps"]
+    (prompt,) = _prompts(1, run.shape["block"] * 5 // 8, seed=1)
+    n_prompt = len(model.tokenizer(prompt)["input_ids"])
+    rows, out = [], {}
+    for name, pad_to in (("padded", gen), ("exact", None)):
+        _unmask(run, model, [prompt], "confidence", steps, None, block=gen,
+                pad_to_multiple_of=pad_to)  # untimed: kernels meet the shapes
+        wall, tokens, nfe = _unmask(run, model, [prompt], "confidence", steps, None,
+                                    block=gen, pad_to_multiple_of=pad_to)
+        width = -(-n_prompt // (pad_to or 1)) * (pad_to or 1) + gen
+        out[name] = {"wall_s": wall, "positions": width, "nfe": nfe, "tokens": tokens[0]}
+    ref_wall, ref_tokens, ref_nfe = _reference(run, model, [prompt], {}, steps, None, block=gen)
+    for name in ("padded", "exact"):
+        r = out[name]
+        r["same_as_reference"] = r.pop("tokens") == ref_tokens[0]
+        rows.append([name, r["positions"], r["nfe"], r["wall_s"],
+                     f"{r['wall_s'] / out['padded']['wall_s']:.2f}x", r["same_as_reference"]])
+    rows.append(["Fast-dLLM generate", n_prompt + gen, ref_nfe, ref_wall, "", ""])
+    out["reference"] = {"wall_s": ref_wall, "nfe": ref_nfe}
+    _table(f"prompt layout: batch 1, one block of {gen}, a {n_prompt}-token prompt",
+           ["layout", "positions", "NFE", "wall s", "vs padded", "same as Fast-dLLM"], rows)
     return out
 
 
@@ -485,6 +517,7 @@ def section_llada(run: Run) -> dict:
     # what matters most first; a part starts only with time for it (the compiles take a
     # minute or more on an 8 B model) and for the Dream section after
     parts = [("engines", lambda: _engines(run, model, prompts), 60),
+             ("layout", lambda: _layout(run, model), 30),
              ("batch_equality", lambda: _batch_equality(run, model, prompts), 40),
              ("pass", lambda: _pass_times(run, model, compile_too=compile_too), 150 if
               compile_too else 30),

@@ -72,6 +72,9 @@ def test_gpu_benchmark_dry_run_every_section(tmp_path):
     llada = sections["llada"]
     assert len(llada["engines"]) == 12
     assert all(r["same_rows"] == r["rows"] for r in llada["engines"])
+    layout = llada["layout"]  # a 5-token prompt, one block of 16: 21 positions, not 32
+    assert layout["exact"]["positions"] == 21 and layout["padded"]["positions"] == 32
+    assert layout["exact"]["same_as_reference"] and layout["padded"]["same_as_reference"]
     for mode in ("default", "batch_invariant"):
         assert llada["batch_equality"][mode]["same_rows"] == 3
     assert llada["pass"]["bound_ms"] > 0 and "compiled_ms" not in llada["pass"]

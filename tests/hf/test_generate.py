@@ -274,3 +274,20 @@ def test_a_model_without_pad_takes_prompts_of_any_length_one_at_a_time(llada_dir
         generate(model, None, PROMPTS, **kw)
     with pytest.raises(UnmaskError, match="pad_to_multiple_of: must be None or an integer >= 1"):
         generate(model, None, "a", pad_to_multiple_of=0)
+
+
+def test_cli_pad_to_multiple_of_is_the_apis(llada_dir, capsys):
+    from unmask.cli import main
+
+    argv = ["generate", "--model", str(llada_dir), "--trust-remote-code", "--prompt",
+            "the cat sat", "--gen-length", "8", "--block-length", "4", "--temperature", "1",
+            "--seed", "3", "--json", "--sampler", "uniform:k=2", "--pad-to-multiple-of", "8"]
+    assert main(argv) == 0
+    got = json.loads(capsys.readouterr().out)["text"]
+    model = load_model(llada_dir, trust_remote_code=True)
+    kw = dict(sampler="uniform:k=2", gen_length=8, block_length=4, temperature=1.0, seed=3)
+    (want,) = generate(model, None, "the cat sat", pad_to_multiple_of=8, **kw)
+    assert got == want.text
+    assert got != generate(model, None, "the cat sat", **kw)[0].text  # 3 slots draw otherwise
+    assert main([*argv[:-1], "0"]) == 2
+    assert "--pad-to-multiple-of" in capsys.readouterr().err

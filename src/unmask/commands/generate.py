@@ -34,7 +34,8 @@ def generate_cmd(args: argparse.Namespace) -> int:
                            chat_template=args.chat, stop_at_eos=not args.no_eos_stop,
                            batch_size=args.batch_size, min_new_tokens=args.min_new_tokens,
                            confidence=args.confidence, cache_kv=args.cache_kv,
-                           batch_invariant=args.batch_invariant, compile=args.compile)
+                           batch_invariant=args.batch_invariant, compile=args.compile,
+                           pad_to_multiple_of=args.pad_to_multiple_of)
     for r in results:
         if args.json:
             print(json.dumps(r.to_json()), flush=True)

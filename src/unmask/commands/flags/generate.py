@@ -43,6 +43,9 @@ def generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-new-tokens", type=non_negative_int, default=0, metavar="N",
                    help="the first N generated positions cannot be EOS (at most --gen-length;"
                         " default 0)")
+    p.add_argument("--pad-to-multiple-of", type=positive_int, default=None, metavar="M",
+                   help="round a batch's prompt slots up to a multiple of M (default: the "
+                        "longest prompt; the server rounds to whole blocks)")
     add_cache_kv_arg(p)
     add_folder_model_args(p)
     add_pass_args(p)

@@ -18,7 +18,7 @@ import torch
 
 from unmask.errors import require
 from unmask.hooks import Hook
-from unmask.kv_cache import CACHE_MODES, BlockKVCache
+from unmask.kv_cache import CACHE_MODES, BlockKVCache, block_span
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.handle import ModelHandle
 from unmask.probs import propose, real_log_probs
@@ -263,8 +263,7 @@ class _Loop:
         if not self.narrow or self.block == n:
             return slice(0, n)
         first, last = torch.stack(torch.aminmax(self.cur_block[rows])).tolist()  # one read
-        lead = self.lead
-        return slice(max(first * self.block - lead, 0), (last + 1) * self.block - lead)
+        return slice(*block_span(first, last, self.block, self.lead))
 
     def forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
         """The loop's pass on ``x`` for ``rows`` at the positions ``cols``: the model on the

@@ -38,6 +38,13 @@ from unmask.models.base import ModelOutput
 CACHE_MODES = ("prefix", "dual")
 
 
+def block_span(first: int, last: int, block: int, lead: int) -> tuple[int, int]:
+    """(lo, hi): the positions of blocks ``first`` .. ``last`` of length ``block``, counted
+    back from the row's end (the first block lacks ``lead`` positions, so block k spans
+    [k * block - lead, (k + 1) * block - lead), clipped at 0)."""
+    return max(first * block - lead, 0), (last + 1) * block - lead
+
+
 def _takes(fn, name: str) -> bool:
     return name in inspect.signature(fn).parameters
 
@@ -62,9 +69,8 @@ class BlockKVCache:
         model: a :class:`~unmask.models.hf.HFMaskedModel` accepted by :func:`check_cacheable`.
         mode: ``"prefix"`` or ``"dual"``.
         batch_size, seq_len: the decode batch (B, N).
-        block: the loop's block length; lead: the positions its first block lacks (blocks
-            count back from the row's end: block k spans [k * block - lead, (k + 1) * block -
-            lead), clipped at 0).
+        block: the loop's block length; lead: the positions its first block lacks
+            (:func:`block_span`).
     """
 
     def __init__(self, model, mode: str, batch_size: int, seq_len: int, block: int,
@@ -173,8 +179,7 @@ class BlockKVCache:
                 padded: bool):
         """(first position, logits, hidden) of the positions the model runs on (``block_only``:
         the logits of the block's positions only, where the model can)."""
-        lo = max(block * self.block - self.lead, 0)
-        hi = (block + 1) * self.block - self.lead
+        lo, hi = block_span(block, block, self.block, self.lead)
         # rows are distinct: as many as the cache holds is all of them, in order, and the
         # stored tensors serve as they are (the dual pass overwrites only the block's keys and
         # values, which each pass computes anew)

@@ -356,15 +356,18 @@ def _layout(run: Run, model) -> dict:
     block (``pad_to_multiple_of``), low-confidence at the run's steps; wall, positions a pass
     and tokens against Fast-dLLM's ``generate``."""
     gen, steps = run.shape["gen"], run.shape["steps"]
+    from unmask.generate import encode_prompt, prompt_batch
+
     (prompt,) = _prompts(1, run.shape["block"] * 5 // 8, seed=1)
-    n_prompt = len(model.tokenizer(prompt)["input_ids"])
+    ids = encode_prompt(model.tokenizer, prompt)
+    n_prompt = len(ids)
     rows, out = [], {}
     for name, pad_to in (("padded", gen), ("exact", None)):
         _unmask(run, model, [prompt], "confidence", steps, None, block=gen,
                 pad_to_multiple_of=pad_to)  # untimed: kernels meet the shapes
         wall, tokens, nfe = _unmask(run, model, [prompt], "confidence", steps, None,
                                     block=gen, pad_to_multiple_of=pad_to)
-        width = -(-n_prompt // (pad_to or 1)) * (pad_to or 1) + gen
+        width = prompt_batch(model, [ids], gen, gen, pad_to_multiple_of=pad_to)[0].shape[1]
         out[name] = {"wall_s": wall, "positions": width, "nfe": nfe, "tokens": tokens[0]}
     ref_wall, ref_tokens, ref_nfe = _reference(run, model, [prompt], {}, steps, None, block=gen)
     for name in ("padded", "exact"):

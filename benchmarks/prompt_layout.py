@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from unmask.generate import generate
+from unmask.generate import encode_prompt, generate, prompt_batch
 from unmask.models.auto import load_model
 from unmask.pretrained import pretrained_path
 
@@ -39,10 +39,12 @@ def run(model, prompts, spec, pad_to, args) -> tuple[float, list]:
     return time.perf_counter() - t0, out
 
 
-def width(model, prompts, pad_to) -> int:
-    ids = [model.tokenizer(p)["input_ids"] for p in prompts]
-    longest = max(map(len, ids))
-    return -(-longest // (pad_to or 1)) * (pad_to or 1)
+def width(model, prompts, pad_to, args) -> int:
+    """The positions a pass runs: the width of the decode input ``generate`` builds."""
+    ids = [encode_prompt(model.tokenizer, p) for p in prompts]
+    block = args.block_length or args.gen_length
+    x, _ = prompt_batch(model, ids, block, args.gen_length, pad_to_multiple_of=pad_to)
+    return x.shape[1]
 
 
 def main() -> None:
@@ -78,7 +80,7 @@ def main() -> None:
                 seqs = sum(g.sequences for g in out) / b
                 ratio = f"{best[None] / best[block]:.2f}x" if pad_to is None else ""
                 print(f"{b:>5}  {spec:<16}{name:<8}"
-                      f"{width(model, prompts, pad_to) + args.gen_length:>9}{nfe:>7.1f}"
+                      f"{width(model, prompts, pad_to, args):>9}{nfe:>7.1f}"
                       f"{seqs:>7.1f}{best[pad_to]:>9.2f}{ratio:>14}  "
                       f"{same if pad_to is None else ''}")
 

@@ -5,9 +5,10 @@ row-vectorised step each, reading the number of steps back from the tensors. The
 rule must take exactly the same sets on every input: on a dyadic grid (where every sum is
 exact, so ties at the budget are hit exactly) and on arbitrary floats, for every
 combination of the flags, with ties in the scan scores, ineligible positions, capped MI and
-both scan orders. It must also read nothing back from the device.
+both scan orders. Off the CPU it must read nothing back from the device.
 """
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -98,21 +99,6 @@ def test_same_sets_as_the_reference_scan(inputs, stop, flags):
     assert torch.equal(got, want)
 
 
-@settings(max_examples=200, deadline=None)
-@given(rule_inputs(), st.booleans(), st.sampled_from(FLAGS))
-def test_same_sets_when_the_scan_gathers_rows_each_step(inputs, stop, flags):
-    """Inputs above ``SCAN_REORDER_MAX`` keep costs by position and gather each step's MI
-    row: the same sets as the reference (here with the threshold at 0)."""
-    entropy, mi, eligible, scores, gamma, lam = inputs
-    args = (entropy, mi, eligible, scores, gamma, lam, stop, *flags)
-    saved, mi_guided.SCAN_REORDER_MAX = mi_guided.SCAN_REORDER_MAX, 0
-    try:
-        got = mi_budget_select(*args)
-    finally:
-        mi_guided.SCAN_REORDER_MAX = saved
-    assert torch.equal(got, reference_select(*args))
-
-
 def test_same_sets_on_many_large_random_batches():
     """Sudoku-sized rows (81 positions), a batch of them, MI in float32 as the estimator
     gives it: the same sets as the reference for every flag combination."""
@@ -148,14 +134,49 @@ class _Reads:
         return wrapped
 
 
-def test_the_rule_reads_nothing_back(monkeypatch):
+@pytest.mark.parametrize("sized", [True, False], ids=["cpu", "accelerator"])
+def test_the_rule_reads_back_only_the_scans_length_and_only_on_the_cpu(monkeypatch, sized):
+    """On the CPU the scan (not the closed-form prefix) reads its length back once; with
+    sizing off, as on an accelerator, the rule reads nothing at all."""
+    if not sized:
+        monkeypatch.setattr(mi_guided, "SIZED_SCAN_DEVICES", frozenset())
     gen = torch.Generator().manual_seed(5)
     entropy = torch.rand(8, 20, generator=gen, dtype=torch.float64)
     mi = torch.rand(8, 20, 20, generator=gen)
     eligible = torch.rand(8, 20, generator=gen) < 0.6
-    reads = _Reads(monkeypatch)
     for stop in (False, True):
         for free_head, free_max in FLAGS:
+            reads = _Reads(monkeypatch)
             mi_budget_select(entropy, mi, eligible, -entropy, 0.3, 1.0, stop, free_head,
                              free_max)
-    assert reads.count == 0
+            assert reads.count == (sized and not stop)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rule_inputs(), st.sampled_from(FLAGS))
+def test_the_sized_scan_takes_the_sets_of_the_whole_scan(inputs, flags):
+    """Stopping the scan after the last position whose own cost fits (:func:`scan_steps`)
+    changes no set: the same as all N steps, as an accelerator runs them."""
+    entropy, mi, eligible, scores, gamma, lam = inputs
+    args = (entropy, mi, eligible, scores, gamma, lam, False, *flags)
+    sized = mi_budget_select(*args)
+    mi_guided.SIZED_SCAN_DEVICES, cpu = frozenset(), mi_guided.SIZED_SCAN_DEVICES
+    try:
+        whole = mi_budget_select(*args)
+    finally:
+        mi_guided.SIZED_SCAN_DEVICES = cpu
+    assert torch.equal(sized, whole)
+
+
+def test_scan_steps_ends_at_the_last_position_that_fits_alone():
+    own = torch.tensor([[0.1, 0.2, 0.9, 0.3, 2.0], [0.5, 0.0, 0.0, 0.0, 0.0]],
+                       dtype=torch.float64)
+    valid = torch.tensor([[True, True, True, True, True], [True, True, False, False, False]])
+    assert mi_guided.scan_steps(own, valid, 0.35, free_max=False) == 4  # row 0's 0.3
+    assert mi_guided.scan_steps(own[1:], valid[1:], 0.35, free_max=False) == 2
+    assert mi_guided.scan_steps(own[1:], valid[1:], 0.05, free_max=False) == 2
+    assert mi_guided.scan_steps(own, valid, 0.35, free_max=True) == 5  # any valid may go
+    assert mi_guided.scan_steps(own[:, :0], valid[:, :0], 0.35, False) == 0
+    # off the sized devices nothing is read: meta tensors hold no values to read
+    meta = own.to("meta"), valid.to("meta")
+    assert mi_guided.scan_steps(*meta, 0.35, free_max=False) == 5

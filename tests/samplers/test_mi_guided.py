@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
+from unmask.samplers import mi_guided
 from unmask.samplers.base import scan_order_scores
 from unmask.samplers.mi_guided import mi_budget_select
 
@@ -333,9 +334,15 @@ def test_the_shipped_estimators_recommend_a_valid_setting(name):
     make_sampler("mi-guided", **params)  # typed and checked as a spec's parameters are
 
 
+@pytest.mark.parametrize("sized", [False, True], ids=["accelerator", "cpu"])
 @pytest.mark.parametrize("stop", [False, True])
-def test_a_pass_reads_nothing_back(tiny_transformer, tmp_path, monkeypatch, stop):
-    """Selecting a pass (estimator and rule) reads no tensor value back to the host."""
+def test_a_pass_reads_nothing_back_off_the_cpu(tiny_transformer, tmp_path, monkeypatch, stop,
+                                               sized):
+    """Selecting a pass (estimator and rule) reads no tensor value back to the host where a
+    read would stall a device's queue (here: the scan's sizing switched off, as on an
+    accelerator); on the CPU the scan reads its length, once a pass."""
+    if not sized:
+        monkeypatch.setattr(mi_guided, "SIZED_SCAN_DEVICES", frozenset())
     m = tiny_transformer
     sampler = make_sampler("mi-guided", estimator=_estimator_folder(m, tmp_path / "e"),
                            gamma=0.5, stop_at_first_miss=stop, mi_cap=True)
@@ -360,4 +367,5 @@ def test_a_pass_reads_nothing_back(tiny_transformer, tmp_path, monkeypatch, stop
 
     sampler.select = counting
     res = decode(m, torch.full((4, 12), m.mask_id), sampler)
-    assert (res.tokens != m.mask_id).all() and reads[0] == 0
+    assert (res.tokens != m.mask_id).all()
+    assert reads[0] == (int(res.steps.max()) if sized and not stop else 0)

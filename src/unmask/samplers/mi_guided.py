@@ -8,8 +8,9 @@ fits the remaining budget (which starts at gamma); otherwise i waits for a later
 Independent, confident positions go in parallel; dependent ones are split across passes.
 The MI matrix I comes from the neural estimator on the hidden states of the same forward pass
 (no extra model call); on large inputs only the pairs that can change the pass's set are
-computed (:meth:`_BudgetedMISampler.candidates`). Neither the estimator on small inputs nor
-the rule reads anything back from the device, so a pass costs an EB pass plus the estimator.
+computed (:meth:`_BudgetedMISampler.candidates`). On an accelerator neither the estimator on
+small inputs nor the rule reads anything back from the device, so a pass costs an EB pass plus
+the estimator; on the CPU the rule reads back how far its scan need go.
 Parameters left unset take the estimator's recommended setting (``recommended.json`` beside
 its weights), else :data:`RULE_DEFAULTS`.
 """
@@ -34,7 +35,6 @@ from unmask.samplers.base import (
     StepState,
     budget_prefix,
     check_scan_order,
-    flat_scan_index,
     register,
     scan_order_scores,
 )
@@ -55,8 +55,9 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
                      scores: torch.Tensor, gamma: float, lam: float,
                      stop_at_first_miss: bool = False, free_head: bool = False,
                      free_max: bool = False) -> torch.Tensor:
-    """The MI-guided selection rule, vectorised over the batch and read back by nobody: no
-    host read, whatever the inputs.
+    """The MI-guided selection rule, vectorised over the batch. On an accelerator it reads
+    nothing back to the host; on the CPU the scan below reads one number, its length
+    (:func:`scan_steps`).
 
     entropy: (B, N) nats, >= 0; mi: (B, N, N) pairwise MI in nats, >= 0 (symmetric);
     eligible: (B, N) bool; scores: (B, N), visited in descending order (ties: lower index
@@ -125,16 +126,33 @@ def _budget_prefix_taken(own: torch.Tensor, paid: torch.Tensor, valid: torch.Ten
     return valid & (miss.cumsum(1) == 0)
 
 
-#: up to this many MI entries (B * N * N) the scan reorders the MI once and then reads views
-#: each step; above it, it gathers each step's rows (fewer bytes moved, more operations)
-SCAN_REORDER_MAX = 2**17
+#: device types on which the scan reads its length back (:func:`scan_steps`): a host read
+#: there stalls no queue; elsewhere the scan runs all N steps, its launches queued behind the
+#: model's pass with nothing waiting
+SIZED_SCAN_DEVICES = frozenset({"cpu"})
 
 
-def _paid_to_each(mi: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """(B, N, N) in scan ``order`` (B, N): [b, t, s] = mi[b, s-th, t-th scanned], the MI
-    that the s-th scanned position pays to the t-th once the t-th is taken."""
-    batch = torch.arange(order.shape[0], device=order.device)[:, None, None]
-    return mi[batch, order[:, None, :], order[:, :, None]]
+def scan_steps(own: torch.Tensor, valid: torch.Tensor, limit: float, free_max: bool) -> int:
+    """How many steps of the scan can take a position, from own costs ``own`` and ``valid``
+    (B, N), both in scan order: on :data:`SIZED_SCAN_DEVICES`, up to the last valid position
+    (over the batch) whose own cost fits the budget, one host read (a position is charged at
+    least its own cost, so none after it is taken; with ``free_max`` any valid one may be);
+    elsewhere all N, read back by nobody."""
+    b, n = own.shape
+    if own.device.type not in SIZED_SCAN_DEVICES or not b * n:
+        return n
+    may = valid if free_max else valid & (own <= limit)
+    return int((may * torch.arange(1, n + 1, device=own.device)).amax())
+
+
+def _paid_to_each(mi: torch.Tensor, order: torch.Tensor, steps: int) -> torch.Tensor:
+    """(T, B, N) for the first T = ``steps`` of scan ``order`` (B, N): [t, b, s] =
+    mi[b, s-th, t-th scanned], the MI that the s-th scanned position pays once the t-th is
+    taken. Two gathers of B x N x T entries: the t-th columns, then the rows in scan order."""
+    b, n = order.shape
+    head = order[:, None, :steps].expand(b, n, steps)
+    cols = mi.gather(2, head)  # (B, N, T): [b, j, t] = mi[b, j, t-th]
+    return cols.gather(1, order[:, :, None].expand(b, n, steps)).permute(2, 0, 1)
 
 
 def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
@@ -143,31 +161,21 @@ def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
     """(B, N) bool in scan order: the rule passing over positions that do not fit, from own
     costs ``own`` (B, N) and ``valid`` (B, N), both in scan ``order`` (B, N), and the MI
     ``mi`` (B, N, N). The scan is sequential in t (what is taken changes every later charge):
-    one step per position, each a few tensor operations over the batch, none read back.
-    ``cost`` (B, N) holds every position's own cost plus lam * its MI with the positions
-    taken so far (an invalid position fits no finite budget), ``spent`` (B, 1) the charges
-    of the positions taken. Small inputs (:data:`SCAN_REORDER_MAX`) keep ``cost`` in scan
-    order and the MI reordered to match; large ones keep ``cost`` by position and gather
-    the row of MI each step pays: the same arithmetic either way."""
+    one step per position that may be taken (:func:`scan_steps`), each a few tensor
+    operations over the batch, none read back.
+    ``cost`` (B, N), in scan order, holds every position's own cost plus lam * its MI with the
+    positions taken so far (an invalid position fits no finite budget), ``spent`` (B, 1) the
+    charges of the positions taken; the MI each step pays is gathered once, before the scan."""
     b, n = own.shape
+    steps = scan_steps(own, valid, limit, free_max)
     cost = torch.where(valid, own, torch.inf)
-    reordered = b * n * n <= SCAN_REORDER_MAX
-    if reordered:
-        cost_at, pays = cost.split(1, 1), _paid_to_each(mi, order).unbind(1)
-    else:
-        cost = torch.empty_like(cost).scatter_(1, order, cost)
-        # (B * N, N): [b * N + i, j] = I[b, j, i], the MI position j pays once i is taken
-        flat, rows = flat_scan_index(order), mi.transpose(1, 2).reshape(b * n, n)
+    pays = _paid_to_each(mi, order, steps)  # (T, B, N)
     spent, top = own.new_zeros(b, 1), own.new_zeros(b, 1)
     taken = valid.new_zeros(n, b, 1)
-    owns, takes = own.split(1, 1), taken.unbind(0)
-    for t in range(n):
-        if reordered:
-            cost_t, pays_t = cost_at[t], pays[t]
-        else:
-            cost_t = cost.view(-1).index_select(0, flat[t])[:, None]
-            pays_t = rows.index_select(0, flat[t])
-        charged = spent + cost_t
+    cost_at, owns = cost[:, :steps].split(1, 1), own[:, :steps].split(1, 1)
+    takes = taken[:steps].unbind(0)
+    for t in range(steps):
+        charged = spent + cost_at[t]
         if free_max:
             top_new = torch.maximum(top, owns[t])
             torch.le(charged - top_new, limit, out=takes[t])
@@ -175,7 +183,7 @@ def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
         else:
             torch.le(charged, limit, out=takes[t])
         spent = torch.where(takes[t], charged, spent)
-        cost.addcmul_(takes[t], pays_t, value=lam)
+        cost.addcmul_(takes[t], pays[t], value=lam)
     return taken.squeeze(-1).T & valid
 
 

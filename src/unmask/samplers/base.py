@@ -393,12 +393,22 @@ def scan_order_scores(state: StepState, order: str) -> torch.Tensor:
     return -state.entropy if order == "entropy" else state.x0_prob
 
 
-def flat_scan_index(order: torch.Tensor) -> torch.Tensor:
-    """(N, B) long: [t, b] = b * N + order[b, t], the flat index into a (B, N) tensor of each
-    row's t-th position in scan ``order`` (B, N) (for ``index_select`` on ``.view(-1)``, or on
-    the rows of a (B * N, N) reshape)."""
+def scan_rows(charges: torch.Tensor, order: torch.Tensor, steps: int) -> torch.Tensor:
+    """(T, B, N) the rows of ``charges`` (B, N, N) for the first T = ``steps`` positions of
+    scan ``order`` (B, N), their columns in scan order too: [t, b, s] =
+    charges[b, t-th scanned, s-th scanned]. Two gathers of T x B x N entries, each along the
+    dimension the storage keeps contiguous (``charges`` may be a transposed view: nothing of
+    size B x N x N is copied)."""
     b, n = order.shape
-    return (order + torch.arange(b, device=order.device)[:, None] * n).T.contiguous()
+    flat = order + torch.arange(b, device=order.device)[:, None] * n  # (B, N) rows of (B*N, .)
+    if charges.stride(-1) != 1 and charges.stride(-2) == 1:  # a transposed view: M = charges^T
+        m = charges.transpose(1, 2)
+        cols = m.gather(2, order[:, None, :steps].expand(b, n, steps))  # [b, j, t] = M[b, j, t-th]
+        out = cols.reshape(b * n, steps).index_select(0, flat.view(-1)).view(b, n, steps)
+        return out.permute(2, 0, 1)  # [t, b, s] = M[b, s-th, t-th]
+    rows = charges.reshape(b * n, n).index_select(0, flat[:, :steps].reshape(-1))
+    out = rows.view(b, steps, n).gather(2, order[:, None, :].expand(b, steps, n))
+    return out.transpose(0, 1)
 
 
 def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Tensor,
@@ -411,27 +421,29 @@ def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Ten
     position is always taken (progress).
 
     Sequential in rank (what is taken changes every later load) and vectorised over rows:
-    one step per rank, each a gather of the taken positions' charge rows and three
-    element-wise operations on (B, N), none read back; bool charges run as uint8."""
+    the charge rows of the positions that may be taken are gathered once, in scan order
+    (:func:`scan_rows`), then one step per rank up to the last of them (one host read sizes
+    the scan), each three element-wise operations on (B, N); float charges are aggregated in
+    float64, bool ones as uint8."""
     b, n = scores.shape
-    device = scores.device
     order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
-    flat = flat_scan_index(order)
     ok = eligible if available is None else available & eligible
     ok = ok.gather(1, order)
     ok[:, :1] = eligible.gather(1, order[:, :1])
-    ok = ok.T.contiguous()  # (N, B) in scan order
+    steps = int((ok * torch.arange(1, n + 1, device=ok.device)).amax()) if b * n else 0
     if charges.dtype == torch.bool:
         charges = charges.view(torch.uint8)
-    rows = charges.reshape(b * n, n)
-    load = torch.zeros(b, n, dtype=charges.dtype, device=device)
-    taken = torch.zeros(n, b, dtype=charges.dtype, device=device)
-    n_scan = int(eligible.sum(1).max()) if b else 0
-    for t in range(n_scan):
-        fits = load.view(-1).index_select(0, flat[t]) <= limit
+    pays = scan_rows(charges, order, steps)  # (T, B, N)
+    if pays.is_floating_point():  # summed in float64, each step's (B, N) in one block
+        pays = pays.to(torch.float64, memory_format=torch.contiguous_format)
+    load = pays.new_zeros(b, n)  # in scan order
+    taken = pays.new_zeros(n, b)
+    ok, fits = ok.T[:steps].to(pays.dtype), load.new_empty(b, dtype=torch.bool)
+    for t in range(steps):
+        torch.le(load[:, t], limit, out=fits)
         torch.mul(ok[t], fits, out=taken[t])
-        charge = rows.index_select(0, flat[t]) * taken[t][:, None]  # (B, N)
+        charge = pays[t] * taken[t][:, None]  # (B, N)
         if aggregate == "max":
             torch.maximum(load, charge, out=load)
         else:

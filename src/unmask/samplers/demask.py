@@ -34,10 +34,8 @@ def dependence_bounded_set(mi: torch.Tensor, scores: torch.Tensor, eligible: tor
     """(B, N) bool: the greedy set, in descending ``scores`` (B, N), of eligible positions
     (B, N) whose dependence ``mi`` (B, N, N) with the positions taken before stays within
     ``bound`` ('max' over them or their 'sum'). The first eligible position is always taken."""
-    # taking i charges every j its I_ji: the transpose, in float64 (one copy)
-    charges = torch.empty(mi.shape, dtype=torch.float64, device=mi.device)
-    charges.copy_(mi.transpose(1, 2))
-    return greedy_scan(scores, eligible, charges, bound + 1e-12, aggregate)
+    # taking i charges every j its I_ji: the transpose (a view; the scan gathers its rows)
+    return greedy_scan(scores, eligible, mi.transpose(1, 2), bound + 1e-12, aggregate)
 
 
 @register("demask")

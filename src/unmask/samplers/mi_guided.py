@@ -37,6 +37,7 @@ from unmask.samplers.base import (
     check_scan_order,
     register,
     scan_order_scores,
+    scan_rows,
 )
 
 #: the shipped estimators, by the task of their model or the name of a converted model
@@ -145,16 +146,6 @@ def scan_steps(own: torch.Tensor, valid: torch.Tensor, limit: float, free_max: b
     return int((may * torch.arange(1, n + 1, device=own.device)).amax())
 
 
-def _paid_to_each(mi: torch.Tensor, order: torch.Tensor, steps: int) -> torch.Tensor:
-    """(T, B, N) for the first T = ``steps`` of scan ``order`` (B, N): [t, b, s] =
-    mi[b, s-th, t-th scanned], the MI that the s-th scanned position pays once the t-th is
-    taken. Two gathers of B x N x T entries: the t-th columns, then the rows in scan order."""
-    b, n = order.shape
-    head = order[:, None, :steps].expand(b, n, steps)
-    cols = mi.gather(2, head)  # (B, N, T): [b, j, t] = mi[b, j, t-th]
-    return cols.gather(1, order[:, :, None].expand(b, n, steps)).permute(2, 0, 1)
-
-
 def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
                        valid: torch.Tensor, limit: float, lam: float, free_max: bool
                        ) -> torch.Tensor:
@@ -169,7 +160,8 @@ def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
     b, n = own.shape
     steps = scan_steps(own, valid, limit, free_max)
     cost = torch.where(valid, own, torch.inf)
-    pays = _paid_to_each(mi, order, steps)  # (T, B, N)
+    # (T, B, N): [t, b, s] = mi[b, s-th, t-th], what the s-th pays once the t-th is taken
+    pays = scan_rows(mi.transpose(1, 2), order, steps)
     spent, top = own.new_zeros(b, 1), own.new_zeros(b, 1)
     taken = valid.new_zeros(n, b, 1)
     cost_at, owns = cost[:, :steps].split(1, 1), own[:, :steps].split(1, 1)

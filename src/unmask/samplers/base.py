@@ -393,6 +393,13 @@ def scan_order_scores(state: StepState, order: str) -> torch.Tensor:
     return -state.entropy if order == "entropy" else state.x0_prob
 
 
+def scan_length(may: torch.Tensor) -> int:
+    """How many steps a scan needs: 1 + the last scan index (over the batch) where ``may``
+    (B, N) bool, in scan order, is True; 0 where it is nowhere. One host read."""
+    b, n = may.shape
+    return int((may * torch.arange(1, n + 1, device=may.device)).amax()) if b * n else 0
+
+
 def scan_rows(charges: torch.Tensor, order: torch.Tensor, steps: int) -> torch.Tensor:
     """(T, B, N) the rows of ``charges`` (B, N, N) for the first T = ``steps`` positions of
     scan ``order`` (B, N), their columns in scan order too: [t, b, s] =
@@ -431,7 +438,7 @@ def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Ten
     ok = eligible if available is None else available & eligible
     ok = ok.gather(1, order)
     ok[:, :1] = eligible.gather(1, order[:, :1])
-    steps = int((ok * torch.arange(1, n + 1, device=ok.device)).amax()) if b * n else 0
+    steps = scan_length(ok)
     if charges.dtype == torch.bool:
         charges = charges.view(torch.uint8)
     pays = scan_rows(charges, order, steps)  # (T, B, N)

@@ -36,6 +36,7 @@ from unmask.samplers.base import (
     budget_prefix,
     check_scan_order,
     register,
+    scan_length,
     scan_order_scores,
     scan_rows,
 )
@@ -139,11 +140,9 @@ def scan_steps(own: torch.Tensor, valid: torch.Tensor, limit: float, free_max: b
     (over the batch) whose own cost fits the budget, one host read (a position is charged at
     least its own cost, so none after it is taken; with ``free_max`` any valid one may be);
     elsewhere all N, read back by nobody."""
-    b, n = own.shape
-    if own.device.type not in SIZED_SCAN_DEVICES or not b * n:
-        return n
-    may = valid if free_max else valid & (own <= limit)
-    return int((may * torch.arange(1, n + 1, device=own.device)).amax())
+    if own.device.type not in SIZED_SCAN_DEVICES:
+        return own.shape[1]
+    return scan_length(valid if free_max else valid & (own <= limit))
 
 
 def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,

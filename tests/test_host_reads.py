@@ -21,11 +21,6 @@ loop_overhead = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(loop_overhead)
 CASES = loop_overhead.cases()
 
-#: mi-oracle probes the model (1 + |M||V| sequences a pass, for analysis): how many probes a
-#: row needs depends on its support, so the probe batches are sized on the host
-PROBING = {"mi-oracle"}
-
-
 @pytest.fixture(scope="module")
 def model():
     return FixedOutputModel(n=32, v=9, seed=3)
@@ -52,10 +47,7 @@ def test_the_loop_reads_the_host_once_a_pass(model):
 
 
 @pytest.mark.parametrize("label", list(CASES))
-def test_no_sampler_adds_more_than_one_read_a_pass(label, model, request):
-    if label in PROBING:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="probing sizes its batches from each row's support"))
+def test_no_sampler_adds_more_than_one_read_a_pass(label, model):
     loop = reads_per_pass(model, CASES["confidence"])
     # generate's end-at-EOS wrapper replaces the handed-over next pass of rows it ends with
     # the model on their own next state: one read more to find them (docs/gpu.md)

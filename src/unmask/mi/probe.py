@@ -67,7 +67,7 @@ class PerturbationMI:
     row_sequences: (B,) sequences evaluated for each context (1 base + its probes; 0 if
         nothing is masked).
     model_calls: model calls made (base chunks + probe chunks).
-    sequences: sequences evaluated in total.
+    sequences: sequences evaluated in total (a property: one host read).
     """
 
     mi: torch.Tensor
@@ -81,7 +81,10 @@ class PerturbationMI:
     probes: torch.Tensor
     row_sequences: torch.Tensor
     model_calls: int
-    sequences: int
+
+    @property
+    def sequences(self) -> int:
+        return int(self.row_sequences.sum())
 
 
 def directed_error_bound(dropped_mass: torch.Tensor, conditional_entropy: torch.Tensor,
@@ -287,7 +290,8 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
     tokens.
 
     model: a :class:`MaskedModel`, or the :class:`ModelHandle` of a decode loop (its counters
-        are then charged, per original row ``row_ids`` (B,), default 0..B-1).
+        are then charged, per original row ``row_ids`` (B,), default 0..B-1; ``tokens`` are
+        then the loop's, whose ids it has checked, so they are not read back again).
     eps: skip probes whose token has p_i(v) < eps (tokens with p_i(v) = 0 are never probed,
         and each probed row keeps at least its most likely token). 0 probes everything.
     top_k: probe at most the ``top_k`` most likely tokens of each row (None: no cap), so a
@@ -307,7 +311,8 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
     """
     handle = model if isinstance(model, ModelHandle) else None
     net = handle.model if handle is not None else model
-    net.check_tokens(tokens)
+    if handle is None:
+        net.check_tokens(tokens)
     require(isinstance(eps, (int, float)) and 0.0 <= eps < 1.0,
             f"eps: must be in [0, 1), got {eps}")
     require(is_int(batch_size) and batch_size >= 1,
@@ -352,7 +357,7 @@ def perturbation_mi(model: MaskedModel | ModelHandle, tokens: torch.Tensor, *, e
     return PerturbationMI(mi=mi, directed=directed, entropy=entropy, dropped_mass=sup.dropped,
                           directed_error_bound=d_bound, error_bound=sym_bound, probed=probed,
                           support=sup.support, probes=sup.probes, row_sequences=row_sequences,
-                          model_calls=calls, sequences=int(row_sequences.sum()))
+                          model_calls=calls)
 
 
 def naive_sequences(tokens: torch.Tensor, mask_id: int, n_real_tokens: int) -> torch.Tensor:

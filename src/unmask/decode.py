@@ -171,9 +171,13 @@ def decode(
         for hook in hooks:
             keep = hook.keep_rows(state)
             still = still if keep is None else still | keep
-        all_go_on = _stop_if_broken(broken, still, sampler)  # the pass's one host read
-        cached = (None if not reuse_next or sel.next_output is None
-                  else sel.next_output if all_go_on else sel.next_output.rows(still))
+        handed = sel.next_output if reuse_next else None
+        stale = None if handed is None or sel.stale is None else sel.stale & still
+        # the pass's one host read
+        all_go_on, any_stale = _stop_if_broken(broken, still, stale, sampler)
+        if any_stale:
+            handed = loop.refresh(handed, rows, stale, sampler.needs_hidden_layers)
+        cached = None if handed is None else handed if all_go_on else handed.rows(still)
         rows = rows if all_go_on else rows[still]
         if progress is not None:
             progress(tokens.shape[0] - len(rows))
@@ -312,6 +316,16 @@ class _Loop:
         out = self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers)
         return out.positions(cols.start, cols.stop)
 
+    def refresh(self, handed: ModelOutput, rows: torch.Tensor, stale: torch.Tensor,
+                hidden_layers: bool) -> ModelOutput:
+        """``handed`` (the pass's output on ``rows``' next state, from the sampler) with its
+        ``stale`` (B,) bool rows replaced by the model on their next state, whole rows."""
+        redo = stale.nonzero().squeeze(1)
+        own = self.handle(self.tokens[rows[redo]], rows[redo], output_hidden_layers=hidden_layers)
+        order = torch.arange(len(rows), device=redo.device)
+        order[redo] = len(rows) + torch.arange(len(redo), device=redo.device)
+        return ModelOutput.cat([handed, own]).rows(order)
+
     def unfinished(self) -> torch.Tensor:
         return (self.tokens == self.mask_id).any(1).nonzero().squeeze(1)
 
@@ -425,6 +439,10 @@ def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
     if reveal.shape != state.eligible.shape or reveal.dtype != torch.bool:
         raise RuntimeError(f"sampler {name!r}: reveal must be a bool tensor of shape "
                            f"{tuple(state.eligible.shape)}")
+    if sel.stale is not None and (sel.next_output is None or sel.stale.dtype != torch.bool
+                                  or sel.stale.shape != reveal.shape[:1]):
+        raise RuntimeError(f"sampler {name!r}: stale must be a bool tensor of shape "
+                           f"{tuple(reveal.shape[:1])}, with next_output")
     new = state.x0 if sel.tokens is None else sel.tokens
     real = real_mask[new.clamp(0, len(real_mask) - 1)] & (new >= 0) & (new < len(real_mask))
     broken = torch.stack([(reveal & ~state.eligible).any(), ~reveal.any(1).all(),
@@ -432,11 +450,16 @@ def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
     return new, broken
 
 
-def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler) -> bool:
-    """Read the pass's contract flags together with whether every row goes on (one host read
-    for both; returned); RuntimeError naming the first broken part of the contract."""
-    *flags, all_go_on = torch.cat([broken, still.all()[None]]).tolist()
+def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, stale: torch.Tensor | None,
+                    sampler: Sampler) -> tuple[bool, bool]:
+    """Read the pass's contract flags together with whether every row goes on and whether
+    any row is ``stale`` (B,) bool or None (one host read for all; the last two returned);
+    RuntimeError naming the first broken part of the contract."""
+    parts = [broken, still.all()[None]] + ([] if stale is None else [stale.any()[None]])
+    read = torch.cat(parts).tolist()
+    flags, all_go_on, any_stale = read[:len(CONTRACT)], read[len(CONTRACT)], read[-1]
+    any_stale = stale is not None and any_stale
     for problem, bad in zip(CONTRACT, flags, strict=True):
         if bad:
             raise RuntimeError(f"sampler {sampler.label!r} {problem}")
-    return all_go_on
+    return all_go_on, any_stale

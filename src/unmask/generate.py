@@ -99,7 +99,8 @@ class StopAtEOS(SamplerWrapper):
     current block with ``eos_id`` at once; other rows are the inner sampler's (the rest of
     the protocol is the inner sampler's, :class:`~unmask.samplers.wrapper.SamplerWrapper`).
     When the inner sampler hands over its next output (lookahead, verified passes), the rows
-    ended here get the model on their own next state in it."""
+    ended here are marked ``stale`` in it: the loop runs the model on their own next state.
+    No host read."""
 
     eos_id: int
     block: int
@@ -114,33 +115,16 @@ class StopAtEOS(SamplerWrapper):
         ok = (prev >= self.gen_start).all(1)
         prev_tok = state.tokens.gather(1, prev.clamp(min=0))
         ended = ok & (prev_tok == self.eos_id).all(1)
-        # rows that did not end keep the inner choice: no host read unless the inner sampler
-        # handed over its next output, which ended rows need replaced
-        if sel.next_output is not None and not bool(ended.any()):
-            return sel
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
         tokens = torch.where(ended[:, None], torch.full_like(tokens, self.eos_id), tokens)
         entropy = (None if sel.entropy is None
                    else torch.where(ended[:, None], state.entropy.to(sel.entropy.dtype),
                                     sel.entropy))
-        next_output = (None if sel.next_output is None else
-                       self._next_output(state, sel.next_output, ended, reveal, tokens))
-        return Selection(reveal, tokens, next_output=next_output, entropy=entropy)
-
-    def _next_output(self, state: StepState, inner_next, ended: torch.Tensor,
-                     reveal: torch.Tensor, tokens: torch.Tensor):
-        """``inner_next`` with the rows ``ended`` (B,) replaced by the model on their next
-        state (those left with a MASK; the others leave the loop)."""
-        after = torch.where(reveal, tokens, state.tokens)
-        redo = (ended & (after == state.mask_id).any(1)).nonzero().squeeze(1)
-        if not redo.numel():
-            return inner_next
-        own = state.model(after[redo], state.row_ids[redo],
-                          output_hidden_layers=self.needs_hidden_layers)
-        order = torch.arange(len(ended), device=redo.device)
-        order[redo] = len(ended) + torch.arange(len(redo), device=redo.device)
-        return type(inner_next).cat([inner_next, own]).rows(order)
+        stale = (None if sel.next_output is None
+                 else ended if sel.stale is None else ended | sel.stale)
+        return Selection(reveal, tokens, next_output=sel.next_output, entropy=entropy,
+                         stale=stale)
 
 
 class NoEOSIn(Hook):

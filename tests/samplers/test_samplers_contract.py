@@ -7,9 +7,10 @@ import torch
 
 from unmask import DecodeConfig, UnmaskError, Verified, available_samplers, decode, make_sampler
 from unmask.generate import StopAtEOS
+from unmask.hooks import Hook
 from unmask.samplers.base import sampler_class
 from unmask.samplers.ramp import Ramp
-from unmask.samplers.spec import WithHooks
+from unmask.samplers.spec import WithHooks, parse_spec
 from unmask.samplers.wrapper import SamplerWrapper
 
 #: the samplers the library registers (no experimental one may join the global registry)
@@ -241,3 +242,47 @@ def test_a_wrapper_forwards_what_it_does_not_override():
         assert torch.equal(w.stats()["probe"], torch.ones(1))
         assert w.decode_hooks()[0] == "hook"
         assert w.label.startswith("Probe")
+
+
+class _OwnPasses(Hook):
+    """Changes nothing, but as a hook that may rewrite tokens it makes the loop run the model
+    on every pass itself (no handed-over next output is reused)."""
+
+    rewrites = True
+    reads_eligible_only = True
+
+
+@pytest.mark.parametrize("inner", ["eb+verify", "topk:k=2+verify=0", "info-gain"])
+def test_rows_ended_at_eos_get_the_model_on_their_own_next_state(inner, tiny_transformer,
+                                                                 monkeypatch):
+    """Rows that StopAtEOS ends are marked stale in the inner sampler's handed-over output,
+    and the loop runs the model on their next state: the decode is the one where the loop
+    runs every pass itself, and the loop did refresh rows."""
+    from unmask.decode import _Loop
+
+    m = tiny_transformer
+    eos, other = m.real_token_ids[:2]
+    x = torch.full((8, m.max_length), m.mask_id)
+    x[:4, :2] = eos  # these rows end at once, then fill a block a pass
+    x[4:, :2] = other
+    x[6:, 5] = eos  # these may end later, with blocks still to fill
+    cfg = DecodeConfig(block_size=2)
+
+    def sampler():
+        return StopAtEOS(parse_spec(inner).build(), eos_id=eos, block=2, gen_start=0)
+
+    refreshed, refresh = [], _Loop.refresh
+
+    def counting(self, handed, rows, stale, hidden_layers):
+        refreshed.append(int(stale.sum()))
+        return refresh(self, handed, rows, stale, hidden_layers)
+
+    monkeypatch.setattr(_Loop, "refresh", counting)
+    handed = decode(m, x, sampler(), cfg, seed=4)
+    assert sum(refreshed) > 0
+    calls = len(refreshed)
+    own = decode(m, x, sampler(), cfg, hooks=(_OwnPasses(),), seed=4)
+    assert len(refreshed) == calls  # nothing handed over, nothing to refresh
+    assert (handed.tokens[:4, 2:] == eos).all()
+    for field in ("tokens", "reveal_step", "steps", "cumulative_entropy"):
+        assert torch.equal(getattr(handed, field), getattr(own, field)), field

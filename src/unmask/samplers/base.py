@@ -120,12 +120,16 @@ class Selection:
         pass.
     entropy: (B, N) nats each revealed position adds to the cumulative entropy; None means
         ``state.entropy``.
+    stale: (B,) bool, with ``next_output`` only: its rows that do not hold (a wrapper changed
+        their step); the loop runs the model on their next state itself, finding them with
+        its stopping check's read. None: every row holds.
     """
 
     reveal: torch.Tensor
     tokens: torch.Tensor | None = None
     next_output: ModelOutput | None = None
     entropy: torch.Tensor | None = None
+    stale: torch.Tensor | None = None
 
 
 class Sampler:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import torch
@@ -48,7 +48,7 @@ class CancelRows(SamplerWrapper):
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
         tokens = torch.where(ended[:, None], state.x0, tokens)
-        return Selection(reveal, tokens, next_output=sel.next_output, entropy=sel.entropy)
+        return replace(sel, reveal=reveal, tokens=tokens)
 
 
 class BlockWatch(Hook):

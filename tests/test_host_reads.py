@@ -52,6 +52,16 @@ def test_no_sampler_adds_more_than_one_read_a_pass(label, model):
     assert reads_per_pass(model, CASES[label]) <= loop + 1
 
 
+def test_cancelling_rows_reads_nothing(model):
+    """The server's cancelling wrapper, with a row to cancel, reads as the loop does."""
+    from unmask.serve.decoding import CancelRows
+
+    def build(m):
+        return CancelRows(make_sampler("confidence"), lambda: [0]), ()
+
+    assert reads_per_pass(model, build) == reads_per_pass(model, CASES["confidence"])
+
+
 @pytest.mark.parametrize("name", ["confidence", "topk", "threshold", "eb", "factor", "pc"])
 def test_block_decoding_reads_the_host_twice_a_pass(name, model):
     """With blocks and a sampler that reads the current block only, the pass also reads which

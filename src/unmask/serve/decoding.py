@@ -33,7 +33,7 @@ class CancelRows(SamplerWrapper):
     """``inner``, except that rows named by ``cancelled()`` (indices into the decoded batch)
     reveal every eligible position at once with the loop's proposal: a cancelled row leaves
     the batch after one pass per block it has left, and the other rows are untouched (each
-    row's choice is its own)."""
+    row's choice is its own). No host read."""
 
     cancelled: Callable[[], list[int]] = field(default=list)
 
@@ -43,8 +43,6 @@ class CancelRows(SamplerWrapper):
         if not gone:
             return sel
         ended = torch.isin(state.row_ids, torch.tensor(gone, device=state.row_ids.device))
-        if not bool(ended.any()):
-            return sel
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
         tokens = torch.where(ended[:, None], state.x0, tokens)

@@ -457,9 +457,8 @@ def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, stale: torch.Tens
     RuntimeError naming the first broken part of the contract."""
     parts = [broken, still.all()[None]] + ([] if stale is None else [stale.any()[None]])
     read = torch.cat(parts).tolist()
-    flags, all_go_on, any_stale = read[:len(CONTRACT)], read[len(CONTRACT)], read[-1]
-    any_stale = stale is not None and any_stale
+    flags, (all_go_on, *any_stale) = read[:len(CONTRACT)], read[len(CONTRACT):]
     for problem, bad in zip(CONTRACT, flags, strict=True):
         if bad:
             raise RuntimeError(f"sampler {sampler.label!r} {problem}")
-    return all_go_on, any_stale
+    return all_go_on, any(any_stale)

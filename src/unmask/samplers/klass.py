@@ -48,10 +48,11 @@ class KLASSSampler(CountRule, Sampler):
             self._prev = torch.full((b, n, v), -torch.inf, dtype=lp.dtype, device=lp.device)
             self._kl = torch.full((b, self.history, n), torch.inf, dtype=lp.dtype,
                                   device=lp.device)
-        # a token that gained mass from zero makes KL infinite: not stable (so is a row's
-        # first step, against the -inf it starts from)
-        p = state.probs
-        kl = torch.where(p > 0, p * (lp - self._prev[rows]), 0.0).sum(-1)  # (B, N) nats
+        # KL = sum_v p (log p - log p_prev) over p > 0: where p = 0 the term is 0 * (-inf)
+        # or 0 * nan, a NaN that nansum leaves out (p > 0 never gives one). A token that
+        # gained mass from zero makes KL infinite: not stable (so is a row's first step,
+        # against the -inf it starts from)
+        kl = torch.nansum(state.probs * (lp - self._prev[rows]), -1)  # (B, N) nats
         kls = torch.cat([kl[:, None], self._kl[rows, :-1]], dim=1)
         self._kl[rows] = kls
         self._prev[rows] = lp

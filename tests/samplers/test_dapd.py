@@ -51,6 +51,13 @@ def test_model_output_rows_pick_cat_carry_attentions():
     picked = out.rows(torch.tensor([0, 1, 2])).pick(evaluated, torch.tensor([1, 1]))
     assert torch.equal(picked.attentions[0][0], att[0][1])
     assert torch.equal(picked.attentions[0][1], torch.zeros(2, 3, 3))  # not evaluated
+    # a caller that knows every chosen candidate was evaluated skips the zeroing: same rows
+    three = out.rows(torch.tensor([0, 1, 2]))
+    for choice in ([1, 0], [0, 0]):
+        want, got = (three.pick(evaluated, torch.tensor(choice), all_chosen_evaluated=flag)
+                     for flag in (False, True))
+        assert torch.equal(got.attentions[0], want.attentions[0])
+        assert torch.equal(got.logits, want.logits) and torch.equal(got.hidden, want.hidden)
 
 
 def path_graph(n):

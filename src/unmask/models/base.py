@@ -60,21 +60,26 @@ class ModelOutput:
                            hidden_layers=self.hidden_layers, attentions=self.attentions,
                            log_probs=None if lp is None else lp[:, lo:hi])
 
-    def pick(self, evaluated: torch.Tensor, choice: torch.Tensor) -> ModelOutput:
+    def pick(self, evaluated: torch.Tensor, choice: torch.Tensor, *,
+             all_chosen_evaluated: bool = False) -> ModelOutput:
         """One candidate's pass per row, from a batched call over candidates.
 
         ``self`` holds one sequence per True entry of ``evaluated`` (B, C), in row-major
         order; row b gets candidate ``choice[b]``'s sequence ((B,) long), and zeros where that
         candidate was not evaluated (a finished state: the row leaves the loop).
+        ``all_chosen_evaluated``: the caller knows every chosen candidate was evaluated, so
+        no row is zeroed (one pass over the outputs less).
         """
         b, c = evaluated.shape
         index = evaluated.flatten().long().cumsum(0).view(b, c) - 1
         pick = index.gather(1, choice[:, None]).squeeze(1).clamp(min=0)
-        has = evaluated.gather(1, choice[:, None])[:, :, None]  # (B, 1, 1)
+        lacks = ~evaluated.gather(1, choice[:, None]).squeeze(1)  # (B,)
 
         def take(t: torch.Tensor) -> torch.Tensor:
-            return t.index_select(0, pick).masked_fill_(~has.view(-1, *[1] * (t.dim() - 1)),
-                                                        0.0)
+            picked = t.index_select(0, pick)
+            if all_chosen_evaluated:
+                return picked
+            return picked.masked_fill_(lacks.view(-1, *[1] * (t.dim() - 1)), 0.0)
 
         layers, att, lp = self.hidden_layers, self.attentions, self.log_probs
         return ModelOutput(logits=take(self.logits), hidden=take(self.hidden),

@@ -192,7 +192,8 @@ def verify_reveal(state: StepState, draft: torch.Tensor, *, max_draft: int | Non
     passing = ok.long().cumprod(1).bool() & pre.evaluated
     accepted = torch.where(passing, pre.m[None, :], 0).amax(1).clamp(min=1)  # (B,)
     # the next pass is the model on each row's accepted prefix
-    next_output = (ModelOutput.cat([out.pick(need[rows], accepted[rows] - 1)
+    next_output = (ModelOutput.cat([out.pick(need[rows], accepted[rows] - 1,
+                                             all_chosen_evaluated=pre.all_called)
                                     for rows, out in calls]) if calls else None)
     return VerifiedReveal(reveal=(pre.ranks < accepted[:, None]) & draft,
                           next_output=next_output,
@@ -221,7 +222,8 @@ class _Prefixes:
     (B, K) m <= k; evaluated: (B, K) the prefixes given a model call; under: (B, K - 1) the
     prefix index (s_r - 1) under which d_{r+1} is checked; pos: (B, K) the drafted positions
     by rank; per_row: each row's evaluated prefixes that hold a MASK (the sequences it needs
-    run), on the host.
+    run), on the host; all_called: on the host, whether every row's evaluated prefixes all
+    hold a MASK (no draft completes its row), so every accepted prefix has a model output.
     """
 
     order: torch.Tensor
@@ -235,6 +237,7 @@ class _Prefixes:
     pos: torch.Tensor
     n: int
     per_row: list[int]
+    all_called: bool
 
     @classmethod
     def of(cls, state: StepState, draft: torch.Tensor, max_draft: int | None, prefixes: str
@@ -246,9 +249,12 @@ class _Prefixes:
         k = draft.sum(1)
         if max_draft is not None:
             k = k.clamp(max=max_draft)
-        # the one host read of a verified pass: the draft sizes and sequences per row
-        sizes = torch.stack([k, _needed(k, state.masked.sum(1), prefixes)]).tolist()
-        width, per_row = max(sizes[0], default=0), sizes[1]
+        # the one host read of a verified pass: the draft sizes, sequences per row, and the
+        # rows whose whole draft completes them (or that have none)
+        n_masked = state.masked.sum(1)
+        sizes = torch.stack([k, _needed(k, n_masked, prefixes),
+                             ((k == n_masked) | (k == 0)).long()]).tolist()
+        width, per_row, all_called = max(sizes[0], default=0), sizes[1], not any(sizes[2])
         ranks = torch.empty_like(order)
         ranks.scatter_(1, order, torch.arange(n, device=device).expand(b, n))
         m = torch.arange(1, width + 1, device=device)
@@ -265,7 +271,7 @@ class _Prefixes:
         last = torch.where(evaluated, m[None, :], 0).cummax(1).values  # (B, K): s_m
         under = (last[:, :-1] - 1).clamp(min=0)  # (B, K - 1)
         return cls(order, ranks, k, m, in_prefix, valid, evaluated, under, order[:, :width], n,
-                   per_row)
+                   per_row, all_called)
 
     def at(self, t: torch.Tensor) -> torch.Tensor:
         """t (B, K, N) -> (B, K - 1): t[b, under, pos], d_{r+1}'s value under P_{s_r}."""

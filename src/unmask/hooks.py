@@ -254,15 +254,15 @@ class WinoVerify(_RevealConfidence):
             return remask
         r, c = check.nonzero(as_tuple=True)
         p = pos[r, c]
-        seqs = state.tokens[r].clone()
-        seqs[torch.arange(len(r), device=seqs.device), p] = self.mask_id
+        seqs = state.tokens[r]  # (R, N), a copy: one sequence per checked token
+        seq = torch.arange(len(r), device=seqs.device)
+        seqs[seq, p] = self.mask_id
         out = state.model(seqs, state.row_ids[r])
         # each sequence is read at its checked position only: (R, V)
-        lp = real_log_probs(out.logits[torch.arange(len(r), device=seqs.device), p],
-                            state.real_mask.to(seqs.device))
+        lp = real_log_probs(out.logits[seq, p], state.real_mask.to(seqs.device))
         kept = lp.gather(-1, state.tokens[r, p][:, None]).squeeze(-1).exp()
         new = torch.zeros_like(remask)
-        new[r[kept < self.tau2], p[kept < self.tau2]] = True
+        new[r, p] = kept < self.tau2  # (r, p) pairs are distinct
         self.counts[rows] += new.long()
         self.last_masked[rows] |= new
         return remask | new

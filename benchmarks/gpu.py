@@ -610,6 +610,7 @@ def _part(run: Run, out: dict, name: str, part, need: float = 30) -> None:
     except BaseException as e:  # one failed part must not cost the others (nor a skip:
         # the model helpers skip, as in the tests, when the reference code or einops is absent)
         out[name] = {"error": f"{type(e).__name__}: {e}"}
+        run.results["errors"].setdefault(name, []).append(out[name]["error"])
         print(f"\n{name} failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",
               flush=True)
 
@@ -653,7 +654,7 @@ def main(argv=None) -> dict:
     run.results["wall_s"] = time.perf_counter() - run.t0
     Path(args.out).write_text(json.dumps(run.results, indent=1))
     print(f"\nwall {run.results['wall_s']:.0f} s; skipped: {run.results['skipped'] or 'none'};"
-          f" wrote {args.out}")
+          f" failed: {sorted(run.results['errors']) or 'none'}; wrote {args.out}")
     return run.results
 
 

@@ -66,7 +66,8 @@ def test_gpu_benchmark_dry_run_every_section(tmp_path):
     their rows in both modes."""
     results, stdout = _gpu_dry_run(tmp_path, "loop", "sudoku", "llada", "dream")
     sections = results["sections"]
-    assert "error" not in json.dumps(sections)
+    assert "error" not in json.dumps(sections) and results["errors"] == {}
+    assert "failed: none" in stdout
     assert sections["loop"]["confidence"]["host_reads_per_pass"] == 1
     assert sections["sudoku"]["confidence"]["passes"] >= 1
     llada = sections["llada"]

@@ -35,8 +35,10 @@ skipped):
 
 Needs Fast-dLLM's code folder (``$UNMASK_FASTDLLM``, ../shared/external/fast-dllm or
 shared/external/fast-dllm in the repository, see tests/hf/dllm_models.py) and einops (LLaDA's
-code imports it; pure Python); the models are random, so tokens measure agreement, not
-quality. On a machine that reaches no package index, carry both in (docs/gpu.md).
+code imports it; pure Python), and diffusers for (5); not pytest. The models are random, so
+tokens measure agreement, not quality. On a machine that reaches no package index, carry
+them in (docs/gpu.md). A part turned off (``--no-compile``) or missing its package is listed
+on the last line with its reason; one skipped for time, by its name alone.
 """
 
 from __future__ import annotations
@@ -599,16 +601,19 @@ def section_dream(run: Run) -> dict:
 
 def _part(run: Run, out: dict, name: str, part, need: float = 30) -> None:
     """``out[name] = part()``, unless fewer than ``need`` seconds of the budget are left
-    (then skipped) or it fails (then its error)."""
+    (then skipped) or it fails (then its error). A part that returns ``{"skipped": reason}``
+    (an option turned it off, a package is missing) is listed as ``"name: reason"``."""
     if run.left() < need:
         run.results["skipped"].append(name)
         return
     try:
         out[name] = part()
+        if isinstance(out[name], dict) and "skipped" in out[name]:
+            run.results["skipped"].append(f"{name}: {out[name]['skipped']}")
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as e:  # one failed part must not cost the others (nor a skip:
-        # the model helpers skip, as in the tests, when the reference code or einops is absent)
+    except BaseException as e:  # one failed part must not cost the others (nor a pytest
+        # skip, should one come from the model helpers)
         out[name] = {"error": f"{type(e).__name__}: {e}"}
         run.results["errors"].setdefault(name, []).append(out[name]["error"])
         print(f"\n{name} failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",

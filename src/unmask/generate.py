@@ -109,15 +109,15 @@ class StopAtEOS(SamplerWrapper):
     def select(self, state: StepState) -> Selection:
         sel = self.inner.select(state)
         first = state.eligible.long().argmax(1)  # first eligible position
-        # the current block's start: generated blocks start at gen_start
-        start = self.gen_start + (first - self.gen_start) // self.block * self.block
-        prev = start[:, None] - self.block + torch.arange(self.block, device=first.device)
-        ok = (prev >= self.gen_start).all(1)
+        # the previous block's start (generated blocks start at gen_start); a row in the
+        # first generated block has none
+        prev_start = first - (first - self.gen_start) % self.block - self.block
+        prev = prev_start[:, None] + torch.arange(self.block, device=first.device)
         prev_tok = state.tokens.gather(1, prev.clamp(min=0))
-        ended = ok & (prev_tok == self.eos_id).all(1)
+        ended = (prev_start >= self.gen_start) & (prev_tok == self.eos_id).all(1)
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
-        tokens = torch.where(ended[:, None], torch.full_like(tokens, self.eos_id), tokens)
+        tokens = tokens.masked_fill(ended[:, None], self.eos_id)
         entropy = (None if sel.entropy is None
                    else torch.where(ended[:, None], state.entropy.to(sel.entropy.dtype),
                                     sel.entropy))

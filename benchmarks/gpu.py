@@ -26,7 +26,9 @@ skipped):
   batch 1 with the dual cache; (3b) the prompt layout: a 20-token prompt and one block of
   128 as prompt-then-masks against slots padded to the block, beside Fast-dLLM's tokens;
   (4) batch 8 against each row alone, default and
-  ``batch_invariant``, and the bf16 GEMM of 8 rows' positions against one row's;
+  ``batch_invariant``, and the bf16 GEMM of 8 rows' positions against one row's; (4b) the
+  loop's Gumbel noise for temperature > 0 over a block's (32, V) a row, against an eager
+  pass, at batch 1 and 8;
   (5) diffusers' ``LLaDA2Pipeline`` (threshold 0.9) beside unmask, when diffusers imports.
 - ``dream``: a random Dream-7B-shaped model (Dream's code): unmask (confidence, one block)
   against Dream's own ``diffusion_generate`` (maskgit_plus, one step a generated token) at
@@ -285,6 +287,38 @@ def _pass_times(run: Run, model, compile_too: bool) -> dict:
     return out
 
 
+def _noise(run: Run, model) -> dict:
+    """The loop's draw for sampling at temperature > 0 (Gumbel noise over (b, block, V) in
+    float64, :func:`unmask.rng.row_gumbel`) beside one eager pass of b rows (prompt + gen
+    positions), at batch 1 and the run's batch: what temperature adds to a pass."""
+    out, rows = {}, []
+    for b in sorted({1, run.shape["batch"]}):
+        noise_s, pass_s = _noise_and_pass(run, model, b)
+        out[f"b{b}"] = {"noise_ms": 1e3 * noise_s, "pass_ms": 1e3 * pass_s}
+        rows.append([b, 1e3 * noise_s, 1e3 * pass_s, noise_s / pass_s])
+    _table(f"temperature noise over ({run.shape['block']}, {model.vocab_size}) a row against "
+           "one eager pass", ["batch", "noise ms", "pass ms", "noise / pass"], rows)
+    return out
+
+
+def _noise_and_pass(run: Run, model, b: int) -> tuple[float, float]:
+    """(seconds of the Gumbel draw, seconds of one eager pass) at batch ``b``, best of 3."""
+    from unmask.rng import row_gumbel
+
+    n, shape = run.shape["prompt"] + run.shape["gen"], (run.shape["block"], model.vocab_size)
+    seeds = torch.arange(b, device=run.device)
+    steps = torch.full((b,), 7, device=run.device)
+    x = torch.randint(3, 90, (b, n), device=run.device)
+
+    def best(fn) -> float:
+        fn()  # warm-up
+        return min(run.timed(fn)[0] for _ in range(3))
+
+    with torch.inference_mode():
+        return (best(lambda: row_gumbel(seeds, steps, 0, shape)),
+                best(lambda: model.hf(input_ids=x)))
+
+
 def _unmask(run: Run, model, prompts, spec, steps, cache, block=None, **kw):
     """(wall s, token ids per row, passes) of unmask ``generate`` in blocks of ``block``
     (default: the run's)."""
@@ -526,6 +560,7 @@ def section_llada(run: Run) -> dict:
              ("batch_equality", lambda: _batch_equality(run, model, prompts), 40),
              ("pass", lambda: _pass_times(run, model, compile_too=compile_too), 150 if
               compile_too else 30),
+             ("noise", lambda: _noise(run, model), 15),
              ("compile", lambda: (_compiled_generate(run, model, prompts[0]) if compile_too
                                   else {"skipped": "--no-compile"}), 120 if compile_too else 0),
              ("diffusers", lambda: _diffusers(run, model, prompts), 60)]

@@ -100,6 +100,8 @@ def test_gpu_benchmark_dry_run_every_section(tmp_path):
     for mode in ("default", "batch_invariant"):
         assert llada["batch_equality"][mode]["same_rows"] == 3
     assert llada["pass"]["bound_ms"] > 0 and "compiled_ms" not in llada["pass"]
+    assert sorted(llada["noise"]) == ["b1", "b3"]
+    assert all(r["noise_ms"] > 0 and r["pass_ms"] > 0 for r in llada["noise"].values())
     assert llada["compile"] == {"skipped": "--no-compile"}
     assert "compile: --no-compile" in results["skipped"]
     assert "rows" in llada["diffusers"] or "skipped" in llada["diffusers"]

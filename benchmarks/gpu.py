@@ -40,7 +40,9 @@ shared/external/fast-dllm in the repository, see tests/hf/dllm_models.py) and ei
 code imports it; pure Python), and diffusers for (5); not pytest. The models are random, so
 tokens measure agreement, not quality. On a machine that reaches no package index, carry
 them in (docs/gpu.md). A part turned off (``--no-compile``) or missing its package is listed
-on the last line with its reason; one skipped for time, by its name alone.
+on the last line with its reason; one skipped for time, by its name alone. The JSON is
+rewritten after every part, ``"complete": false`` until the run ends, so a run killed for
+time still leaves what it finished.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import platform
 import random
 import tempfile
@@ -88,8 +91,17 @@ class Run:
         self.args, self.device = args, torch.device(args.device)
         self.shape = SHAPES["dry" if args.dry_run else "real"]
         self.t0 = time.perf_counter()
-        self.results: dict = {"meta": _meta(args), "sections": {}, "skipped": [],
-                              "errors": {}}
+        self.results: dict = {"meta": _meta(args), "complete": False, "sections": {},
+                              "skipped": [], "errors": {}}
+
+    def save(self) -> None:
+        """Write the results so far to ``--out``, whole or not at all (a temporary file
+        renamed over it): a run killed for time keeps every part finished before."""
+        self.results["wall_s"] = time.perf_counter() - self.t0
+        out = Path(self.args.out)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(self.results, indent=1))
+        os.replace(tmp, out)
 
     def left(self) -> float:
         return self.args.budget_s - (time.perf_counter() - self.t0)
@@ -643,6 +655,7 @@ def _part(run: Run, out: dict, name: str, part, need: float = 30) -> None:
         return
     try:
         out[name] = part()
+        run.save()
         if isinstance(out[name], dict) and "skipped" in out[name]:
             run.results["skipped"].append(f"{name}: {out[name]['skipped']}")
     except (KeyboardInterrupt, SystemExit):
@@ -653,6 +666,7 @@ def _part(run: Run, out: dict, name: str, part, need: float = 30) -> None:
         run.results["errors"].setdefault(name, []).append(out[name]["error"])
         print(f"\n{name} failed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}",
               flush=True)
+        run.save()
 
 
 def _free(run: Run) -> None:
@@ -691,8 +705,8 @@ def main(argv=None) -> dict:
     run = Run(args)
     for name in args.sections:
         _part(run, run.results["sections"], name, lambda f=SECTIONS[name]: f(run), NEEDS[name])
-    run.results["wall_s"] = time.perf_counter() - run.t0
-    Path(args.out).write_text(json.dumps(run.results, indent=1))
+    run.results["complete"] = True
+    run.save()
     print(f"\nwall {run.results['wall_s']:.0f} s; skipped: {run.results['skipped'] or 'none'};"
           f" failed: {sorted(run.results['errors']) or 'none'}; wrote {args.out}")
     return run.results

@@ -45,6 +45,28 @@ def test_model_helpers_import_without_pytest():
                                   "(/absent/fast-dllm)")
 
 
+
+def test_gpu_benchmark_killed_keeps_finished_parts(tmp_path):
+    """A device call that runs out of time is killed (no handler runs): the JSON already on
+    disk holds every part finished before, marked incomplete, and no temporary file is left
+    beside it. Here the ``loop`` section finishes and the next one kills the process."""
+    out = tmp_path / "gpu.json"
+    code = ("import os, signal, sys; sys.path.insert(0, sys.argv[2]);"
+            " sys.argv[1:] = ['--dry-run', '--out', sys.argv[1], '--sections', 'loop', 'sudoku'];"
+            " import gpu;"
+            " gpu.LOOP_SAMPLERS = ['confidence'];"
+            " gpu.SECTIONS['sudoku'] = lambda run: os.kill(os.getpid(), signal.SIGKILL);"
+            " gpu.main()")
+    run = subprocess.run([sys.executable, "-c", code, str(out), str(ROOT / "benchmarks")],
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == -9, run.stdout[-2000:] + run.stderr[-2000:]
+    results = json.loads(out.read_text())
+    assert results["complete"] is False and results["errors"] == {}
+    assert list(results["sections"]) == ["loop"]
+    assert results["sections"]["loop"]["confidence"]["host_reads_per_pass"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["gpu.json"]
+
 def _gpu_dry_run(tmp_path, *sections):
     """benchmarks/gpu.py --dry-run (tiny shapes on the CPU) in a fresh interpreter; its JSON."""
     sys.path.insert(0, str(ROOT / "tests" / "hf"))
@@ -105,4 +127,4 @@ def test_gpu_benchmark_dry_run_every_section(tmp_path):
     assert llada["compile"] == {"skipped": "--no-compile"}
     assert "compile: --no-compile" in results["skipped"]
     assert "rows" in llada["diffusers"] or "skipped" in llada["diffusers"]
-    assert "wrote" in stdout
+    assert "wrote" in stdout and results["complete"] is True

@@ -42,7 +42,8 @@ tokens measure agreement, not quality. On a machine that reaches no package inde
 them in (docs/gpu.md). A part turned off (``--no-compile``) or missing its package is listed
 on the last line with its reason; one skipped for time, by its name alone. The JSON is
 rewritten after every part, ``"complete": false`` until the run ends, so a run killed for
-time still leaves what it finished.
+time still leaves what it finished. The last table (and the JSON's ``targets``) judges each
+GPU target: met, missed, or not measured (:func:`targets`).
 """
 
 from __future__ import annotations
@@ -646,6 +647,49 @@ def section_dream(run: Run) -> dict:
     return out
 
 
+#: a compiled batch-1 pass of the LLaDA shape may take at most this many weight-read bounds
+COMPILED_BOUND_X = 3.0
+
+
+def targets(sections: dict) -> list[dict]:
+    """The GPU targets, each ``{"target", "measured", "met"}`` (``met`` None where the run
+    did not measure it), from the results' ``sections``: at batch 1 unmask at least as fast
+    as Fast-dLLM with its tokens in every rule and cache row; the compiled batch-1 pass
+    within :data:`COMPILED_BOUND_X` of the weight-read bound; a batch equal to its rows
+    alone, by default and batch-invariant; every sampler's host reads per pass within one
+    of confidence's (the loop's own)."""
+    llada, loop = sections.get("llada", {}), sections.get("loop", {})
+    rows = [r for r in llada.get("engines", []) if isinstance(r, dict) and r.get("batch") == 1]
+    every = 3 * len(RULES)  # rules x caches (none, prefix, dual)
+    good = [r["ratio"] >= 1.0 and r["same_rows"] == r["rows"] for r in rows]
+    out = [{"target": "batch 1: >= Fast-dLLM's tok/s, same tokens, every rule and cache",
+            "measured": (f"ratio {min(r['ratio'] for r in rows):.2f}x at worst, same tokens "
+                         f"{sum(r['same_rows'] == r['rows'] for r in rows)}/{len(rows)} rows"
+                         + ("" if len(rows) == every else f" ({len(rows)} of {every} run)")
+                         if rows else "not run"),
+            # a row left out for time leaves it open unless a row run already misses
+            "met": False if not all(good) else (True if len(rows) == every else None)}]
+    p = llada.get("pass", {})
+    x = p["compiled_ms"] / p["bound_ms"] if "compiled_ms" in p else None
+    out.append({"target": f"--compile: batch-1 pass <= {COMPILED_BOUND_X:g}x the weight-read "
+                          "bound",
+                "measured": "not run" if x is None else f"{x:.2f}x",
+                "met": None if x is None else x <= COMPILED_BOUND_X})
+    for mode in ("default", "batch_invariant"):
+        e = llada.get("batch_equality", {}).get(mode)
+        out.append({"target": f"a batch equals its rows alone ({mode})",
+                    "measured": f"{e['same_rows']}/{e['rows']} rows" if e else "not run",
+                    "met": e["same_rows"] == e["rows"] if e else None})
+    reads = {k: v["host_reads_per_pass"] for k, v in loop.items()
+             if isinstance(v, dict) and "host_reads_per_pass" in v}
+    worst = max(reads, key=reads.get) if "confidence" in reads else None
+    out.append({"target": "host reads per pass within 1 of the loop's own, every sampler",
+                "measured": (f"{worst} {reads[worst]:.2f} vs confidence "
+                             f"{reads['confidence']:.2f}" if worst else "not run"),
+                "met": reads[worst] <= reads["confidence"] + 1 if worst else None})
+    return out
+
+
 def _part(run: Run, out: dict, name: str, part, need: float = 30) -> None:
     """``out[name] = part()``, unless fewer than ``need`` seconds of the budget are left
     (then skipped) or it fails (then its error). A part that returns ``{"skipped": reason}``
@@ -705,6 +749,11 @@ def main(argv=None) -> dict:
     run = Run(args)
     for name in args.sections:
         _part(run, run.results["sections"], name, lambda f=SECTIONS[name]: f(run), NEEDS[name])
+    run.results["targets"] = targets(run.results["sections"])
+    _table("targets" + (" (dry run: tiny shapes on the CPU; its speeds mean nothing)"
+                        if args.dry_run else ""), ["target", "measured", "met"],
+           [[t["target"], t["measured"], "-" if t["met"] is None else t["met"]]
+            for t in run.results["targets"]])
     run.results["complete"] = True
     run.save()
     print(f"\nwall {run.results['wall_s']:.0f} s; skipped: {run.results['skipped'] or 'none'};"

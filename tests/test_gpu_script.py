@@ -67,6 +67,55 @@ def test_gpu_benchmark_killed_keeps_finished_parts(tmp_path):
     assert results["sections"]["loop"]["confidence"]["host_reads_per_pass"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["gpu.json"]
 
+
+def _gpu_module():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu
+
+    return gpu
+
+
+def test_gpu_targets_judge_each_measurement():
+    """The run's last table: each GPU target met, missed, or not measured (None)."""
+    targets = _gpu_module().targets
+
+    def engine(cache, ratio, same, batch=1):
+        return {"rule": "threshold", "batch": batch, "cache": cache, "ratio": ratio,
+                "same_rows": same, "rows": batch}
+
+    sections = {
+        "llada": {"engines": [engine("none", 1.03, 1), engine("prefix", 1.0, 1),
+                              engine("dual", 2.0, 1), engine("none", 0.5, 0, batch=8),
+                              *(engine(c, 1.1, 1) for c in ("none", "prefix", "dual"))],
+                  "pass": {"bound_ms": 3.4, "eager_ms": 33.0, "compiled_ms": 10.2},
+                  "batch_equality": {"default": {"same_rows": 7, "rows": 8},
+                                     "batch_invariant": {"same_rows": 8, "rows": 8}}},
+        "loop": {"confidence": {"host_reads_per_pass": 1.0},
+                 "eb+verify": {"host_reads_per_pass": 2.0}}}
+    got = targets(sections)
+    assert [t["met"] for t in got] == [True, True, False, True, True]
+    assert got[0]["measured"] == "ratio 1.00x at worst, same tokens 6/6 rows"
+    assert got[1]["measured"] == "3.00x"  # 10.2 / 3.4; the batch-8 row is not judged
+    assert got[2]["measured"] == "7/8 rows"
+    assert got[4]["measured"] == "eb+verify 2.00 vs confidence 1.00"
+    # one batch-1 row slower, one with other tokens; the compile 3.01 bounds; a read more
+    sections["llada"]["engines"][1]["ratio"] = 0.99
+    sections["llada"]["pass"]["compiled_ms"] = 3.4 * 3.01
+    sections["loop"]["eb+verify"]["host_reads_per_pass"] = 2.01
+    assert [t["met"] for t in targets(sections)] == [False, False, False, True, False]
+    sections["llada"]["engines"][1]["ratio"] = 1.0
+    sections["llada"]["engines"][2]["same_rows"] = 0
+    assert targets(sections)[0]["met"] is False
+    # rows left out for time: open while every row run meets it, missed once one does not
+    del sections["llada"]["engines"][4:]
+    first = targets(sections)[0]
+    assert first["met"] is False and first["measured"].endswith("3 of 6 run)")
+    sections["llada"]["engines"][2]["same_rows"] = 1
+    assert targets(sections)[0]["met"] is None
+    # nothing measured: every target says so (a dry run without the compile, a failed part)
+    assert [(t["measured"], t["met"]) for t in targets({})] == [("not run", None)] * 5
+    assert targets({"llada": {"pass": {"bound_ms": 1.0, "eager_ms": 2.0}}})[1]["met"] is None
+
 def _gpu_dry_run(tmp_path, *sections):
     """benchmarks/gpu.py --dry-run (tiny shapes on the CPU) in a fresh interpreter; its JSON."""
     sys.path.insert(0, str(ROOT / "tests" / "hf"))
@@ -128,3 +177,5 @@ def test_gpu_benchmark_dry_run_every_section(tmp_path):
     assert "compile: --no-compile" in results["skipped"]
     assert "rows" in llada["diffusers"] or "skipped" in llada["diffusers"]
     assert "wrote" in stdout and results["complete"] is True
+    # the targets: the compile is off in a dry run, the rest measured
+    assert [t["met"] is None for t in results["targets"]] == [False, True, False, False, False]

@@ -1,5 +1,6 @@
 """scripts/gpu_sudoku.sh, the prepared GPU run, works end to end in a tiny CPU form."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -45,7 +46,6 @@ def test_model_helpers_import_without_pytest():
                                   "(/absent/fast-dllm)")
 
 
-
 def test_gpu_benchmark_killed_keeps_finished_parts(tmp_path):
     """A device call that runs out of time is killed (no handler runs): the JSON already on
     disk holds every part finished before, marked incomplete, and no temporary file is left
@@ -68,16 +68,12 @@ def test_gpu_benchmark_killed_keeps_finished_parts(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["gpu.json"]
 
 
-def _gpu_module():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import gpu
-
-    return gpu
-
-
 def test_gpu_targets_judge_each_measurement():
     """The run's last table: each GPU target met, missed, or not measured (None)."""
-    targets = _gpu_module().targets
+    spec = importlib.util.spec_from_file_location("gpu", ROOT / "benchmarks" / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    targets = gpu.targets
 
     def engine(cache, ratio, same, batch=1):
         return {"rule": "threshold", "batch": batch, "cache": cache, "ratio": ratio,
@@ -115,6 +111,7 @@ def test_gpu_targets_judge_each_measurement():
     # nothing measured: every target says so (a dry run without the compile, a failed part)
     assert [(t["measured"], t["met"]) for t in targets({})] == [("not run", None)] * 5
     assert targets({"llada": {"pass": {"bound_ms": 1.0, "eager_ms": 2.0}}})[1]["met"] is None
+
 
 def _gpu_dry_run(tmp_path, *sections):
     """benchmarks/gpu.py --dry-run (tiny shapes on the CPU) in a fresh interpreter; its JSON."""

@@ -108,9 +108,55 @@ def test_gpu_targets_judge_each_measurement():
     assert first["met"] is False and first["measured"].endswith("3 of 6 run)")
     sections["llada"]["engines"][2]["same_rows"] = 1
     assert targets(sections)[0]["met"] is None
+    # the rows' time outside the model's forward, where they hold it: each engine's most
+    for r, u_ms, ref_ms in zip(sections["llada"]["engines"][:3], (0.5, 0.75, 0.25),
+                               (0.375, 0.125, 0.25), strict=True):
+        r.update(unmask_outside_ms_per_call=u_ms, ref_outside_ms_per_call=ref_ms)
+    assert targets(sections)[0]["measured"] == (
+        "ratio 1.00x at worst, same tokens 3/3 rows (3 of 6 run); outside the model, ms a "
+        "call: unmask 0.75, Fast-dLLM 0.38 at most")
     # nothing measured: every target says so (a dry run without the compile, a failed part)
     assert [(t["measured"], t["met"]) for t in targets({})] == [("not run", None)] * 5
     assert targets({"llada": {"pass": {"bound_ms": 1.0, "eager_ms": 2.0}}})[1]["met"] is None
+
+
+def test_model_spans_time_outermost_calls_on_each_device(monkeypatch):
+    """``ModelSpans`` counts a module's outermost forward calls and the time inside them:
+    from the host's clock on the CPU; on a GPU from event pairs that are read only once the
+    run is over (here events that count the calls recorded, 1 ms apart)."""
+    spec = importlib.util.spec_from_file_location("gpu", ROOT / "benchmarks" / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    import torch
+
+    class Twice(torch.nn.Module):  # calls itself once inside: one outermost call a pass
+        def forward(self, x, again=True):
+            return self(x, again=False) + 1 if again else x * 2
+
+    module = Twice()
+    with gpu.ModelSpans(module, "cpu") as spans:
+        for _ in range(3):
+            module(torch.ones(2))
+    module(torch.ones(2))  # after the block: not counted
+    assert spans.calls == 3 and 0 < spans.seconds < 1
+    recorded = []
+
+    class Event:
+        def __init__(self, enable_timing):
+            assert enable_timing
+
+        def record(self):
+            recorded.append(self)
+
+        def elapsed_time(self, end):  # ms, like torch.cuda.Event
+            return float(recorded.index(end) - recorded.index(self))
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    with gpu.ModelSpans(module, "cuda") as spans:
+        module(torch.ones(2))
+        module(torch.ones(2))
+    assert spans.calls == 2 and len(recorded) == 4
+    assert spans.seconds == pytest.approx(2e-3)
 
 
 def _gpu_dry_run(tmp_path, *sections):
@@ -157,6 +203,12 @@ def test_gpu_benchmark_dry_run_every_section(tmp_path):
     llada = sections["llada"]
     assert len(llada["engines"]) == 12
     assert all(r["same_rows"] == r["rows"] for r in llada["engines"])
+    # the model's forward is called once a pass of the batch: a row alone, NFE times (the
+    # cache's refreshes included); Fast-dLLM one row at a time, its NFE in all
+    for r in llada["engines"]:
+        assert r["unmask_model_calls"] == r["unmask_nfe"] // r["batch"]
+        assert r["ref_model_calls"] == r["ref_nfe"]
+        assert r["unmask_outside_ms_per_call"] > 0 and r["ref_outside_ms_per_call"] > 0
     layout = llada["layout"]  # a 5-token prompt, one block of 16: 21 positions, not 32
     assert layout["exact"]["positions"] == 21 and layout["padded"]["positions"] == 32
     assert layout["exact"]["nfe"] == layout["padded"]["nfe"] == layout["reference"]["nfe"]

@@ -22,7 +22,8 @@ vs ref = the reference's wall / the engine's (> 1: faster than the reference) fo
 rule and cache; same = identical tokens in every row. ``--whole-row`` adds the engine
 ``unmask whole row``: the same rules with every position computed per pass (distributions at
 all positions, the output layer on whole rows), to show what computing the current block
-only saves.
+only saves. model ms/call and outside ms/call: the best round's wall split at the model's
+forward calls (``gpu.ModelSpans``), per call: inside them, and the rest (the loop's work).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 import torch
 import torch._dynamo
 from dllm_models import fastdllm_generate, write_llada
+from gpu import ModelSpans
 
 from unmask.generate import generate, parse_sampler
 from unmask.models.auto import load_model
@@ -119,8 +121,8 @@ def main(argv=None) -> None:
           f" tokens, greedy, {args.threads} thread(s), best of {args.repeats}, "
           f"{'compiled' if args.compile else 'eager'} attention")
     print("| rule | batch | cache | engine | tokens/s | tokens/fwd | NFE | sequences | wall s "
-          "| vs ref | same |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| vs ref | same | model ms/call | outside ms/call |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for batch in args.batches:
         prompts = pool[:batch]
         for rule in args.rules:
@@ -132,20 +134,23 @@ def main(argv=None) -> None:
                                      + ["unmask whole row"] * args.whole_row)
                 for round_ in range(args.repeats + 1):  # round 0 warms up, untimed
                     for engine in best:  # round-robin: each engine once per round
-                        run = (_reference_run(model, prompts, kw, ref_steps, args, cache)
-                               if engine == "Fast-dLLM" else
-                               _unmask_run(model, prompts, spec, steps, args, cache,
-                                           whole_row=engine != "unmask"))
+                        with ModelSpans(model.hf, "cpu") as spans:
+                            run = (_reference_run(model, prompts, kw, ref_steps, args, cache)
+                                   if engine == "Fast-dLLM" else
+                                   _unmask_run(model, prompts, spec, steps, args, cache,
+                                               whole_row=engine != "unmask"))
+                        run = (*run, spans.calls, spans.seconds)
                         if round_ and (best[engine] is None or run[0] < best[engine][0]):
                             best[engine] = run
-                for engine, (wall, tokens, nfes, seqs) in best.items():
+                for engine, (wall, tokens, nfes, seqs, calls, inside) in best.items():
                     n_tok = batch * args.gen_length
                     same = tokens == best["Fast-dLLM"][1]
                     print(f"| {rule} | {batch} | {cache or 'none'} | {engine} | "
                           f"{n_tok / wall:,.0f} | {n_tok / sum(nfes):.2f} | "
                           f"{sum(nfes) / batch:.1f} | {sum(seqs) / batch:.1f} | {wall:.2f} | "
                           f"{best['Fast-dLLM'][0] / wall:.2f}x | "
-                          f"{'yes' if same else 'no'} |", flush=True)
+                          f"{'yes' if same else 'no'} | {1e3 * inside / calls:.3f} | "
+                          f"{1e3 * (wall - inside) / calls:.3f} |", flush=True)
 
 
 if __name__ == "__main__":

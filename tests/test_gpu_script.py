@@ -204,9 +204,11 @@ def test_gpu_benchmark_dry_run_every_section(tmp_path):
     assert len(llada["engines"]) == 12
     assert all(r["same_rows"] == r["rows"] for r in llada["engines"])
     # the model's forward is called once a pass of the batch: a row alone, NFE times (the
-    # cache's refreshes included); Fast-dLLM one row at a time, its NFE in all
+    # cache's refreshes included), a batch as often as its longest row (NFE summed over the
+    # rows: between the mean and the sum); Fast-dLLM one row at a time, its NFE in all
     for r in llada["engines"]:
-        assert r["unmask_model_calls"] == r["unmask_nfe"] // r["batch"]
+        calls, nfe = r["unmask_model_calls"], r["unmask_nfe"]
+        assert calls == nfe if r["batch"] == 1 else nfe / r["batch"] <= calls < nfe
         assert r["ref_model_calls"] == r["ref_nfe"]
         assert r["unmask_outside_ms_per_call"] > 0 and r["ref_outside_ms_per_call"] > 0
     layout = llada["layout"]  # a 5-token prompt, one block of 16: 21 positions, not 32

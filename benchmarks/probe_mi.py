@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import torch
+from gpu import ModelSpans
 
 from unmask.mi import floor_sequences, naive_sequences, perturbation_mi
 from unmask.models import MDMTransformer, TransformerConfig
@@ -37,22 +38,6 @@ def load(path: str) -> tuple[MDMTransformer, str]:
     train = getattr(model, "metadata", {}).get("train", {})
     note = f"step {train.get('step', '?')}, hard accuracy {train.get('accuracy', '?')}"
     return model, f"{path} ({note})"
-
-
-class ModelTimer:
-    """Seconds spent inside the model's forward (hooks), to separate probing overhead from
-    model time when other work shares the CPU."""
-
-    def __init__(self, model):
-        self.seconds = 0.0
-        model.register_forward_pre_hook(self._start)
-        model.register_forward_hook(self._stop)
-
-    def _start(self, module, inputs):
-        self._t0 = time.perf_counter()
-
-    def _stop(self, module, inputs, output):
-        self.seconds += time.perf_counter() - self._t0
 
 
 def forward_throughput(model, tokens: torch.Tensor, batch_size: int, repeats: int) -> float:
@@ -91,7 +76,6 @@ def main() -> None:
     fwd = forward_throughput(model, groups[0][1], args.batch_size, repeats=2)
     print(f"plain forward: {fwd:,.0f} sequences/s; 'in model' = share of probing wall time "
           "spent in model forwards\n")
-    timer = ModelTimer(model)
     eps_list = [float(e) for e in args.eps.split(",")]
     header = ("| ratio | eps | sequences | naive | floor | naive/seq | per-ctx mean | wall s | "
               "seq/s | vs forward | in model | max abs err | max bound |")
@@ -102,10 +86,10 @@ def main() -> None:
         naive = int(naive_rows.sum())
         exact = None
         for eps in [0.0, *eps_list]:
-            timer.seconds = 0.0
-            t0 = time.perf_counter()
-            res = perturbation_mi(model, tokens, eps=eps, batch_size=args.batch_size)
-            wall = time.perf_counter() - t0
+            with ModelSpans(model, "cpu") as spans:
+                t0 = time.perf_counter()
+                res = perturbation_mi(model, tokens, eps=eps, batch_size=args.batch_size)
+                wall = time.perf_counter() - t0
             per_ctx = float((naive_rows / res.row_sequences).mean())
             exact = res if eps == 0.0 else exact
             floor = int(floor_sequences(res).sum())
@@ -113,7 +97,7 @@ def main() -> None:
             rate = res.sequences / wall
             print(f"| {name} | {eps:g} | {res.sequences:,} | {naive:,} | {floor:,} | "
                   f"{naive / res.sequences:.2f}x | {per_ctx:.2f}x | {wall:.1f} | {rate:,.0f} | "
-                  f"{rate / fwd:.2f} | {timer.seconds / wall:.1%} | {err:.2e} | "
+                  f"{rate / fwd:.2f} | {spans.seconds / wall:.1%} | {err:.2e} | "
                   f"{float(res.error_bound.max()):.2e} |",
                   flush=True)
 

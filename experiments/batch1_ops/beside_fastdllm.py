@@ -3,11 +3,12 @@ Fast-dLLM's generate functions on benchmarks/dllm_throughput.py's tiny LLaDA (d_
 layers, 96 ids, gen 256, block 32, a 32-token prompt, greedy), every rule and cache, with
 unmask's split by the part of its loop that launched them.
 
-    PYTHONPATH=src:tests/hf python experiments/batch1_ops/beside_fastdllm.py \
+    PYTHONPATH=src:tests/hf:benchmarks python experiments/batch1_ops/beside_fastdllm.py \
         [--sharpen 1.5] [--json results_fastdllm.json]
 
 Counted with a ``TorchDispatchMode`` (every aten call, views included) over one run after an
-untimed one; a pass is one call of the model's forward.
+untimed one; a pass is one call of the model's forward. The rules and reference functions
+are dllm_throughput's.
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ from pathlib import Path
 import torch
 import torch._dynamo
 from dllm_models import fastdllm_generate, write_llada
+from dllm_throughput import REFERENCES, RULES
+from gpu import ModelSpans
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from unmask.generate import generate
 from unmask.models.auto import load_model
 
-RULES = {"threshold": ("threshold:tau=0.9", {"threshold": 0.9}, None),
-         "low-confidence": ("confidence", {}, 64)}
-REFERENCES = {"none": "generate", "prefix": "generate_with_prefix_cache",
-              "dual": "generate_with_dual_cache"}
+#: low-confidence: 64 steps in all (dllm_throughput's default); the references' per block
+STEPS = {"threshold": None, "low-confidence": 64}
 #: the loop's parts, by the function that launches their operations
 PARTS = {"unmask.decode": ["_Loop.enter_blocks", "_Loop.columns", "_Loop.step_state",
                            "_Loop.write", "_select", "_stop_if_broken"],
@@ -66,13 +67,13 @@ class Counter(TorchDispatchMode):
         setattr(owner, name, opened)
 
 
-def _engines(model, prompt: str, ids: torch.Tensor, rule: str, cache: str) -> dict:
+def _engines(model, prompt: str, ids: torch.Tensor, rule: str, cache: str | None) -> dict:
     """engine -> a call generating 256 tokens after ``prompt`` (``ids`` (1, 32))."""
-    spec, kw, steps = RULES[rule]
+    (spec, kw), steps = RULES[rule], STEPS[rule]
     return {
         "unmask": lambda: generate(
             model, None, [prompt], sampler=spec, gen_length=256, block_length=32,
-            steps=steps, stop_at_eos=False, cache_kv=None if cache == "none" else cache),
+            steps=steps, stop_at_eos=False, cache_kv=cache),
         "Fast-dLLM": lambda: getattr(fastdllm_generate(), REFERENCES[cache])(
             model.hf, ids, steps=steps or 8, gen_length=256, block_length=32,
             temperature=0.0, mask_id=model.mask_id, **kw)}
@@ -100,8 +101,6 @@ def main(argv=None) -> None:
             target = sys.modules[module] if not owner else getattr(sys.modules[module], owner)
             counter.wrap(target, attr, name)
     counter.wrap(type(model.hf), "forward", "model")
-    calls = [0]
-    model.hf.register_forward_pre_hook(lambda *a: calls.__setitem__(0, calls[0] + 1))
     out = {}
     print("| rule | cache | engine | passes | ops a pass outside the model | most of them |")
     print("|---|---|---|---|---|---|")
@@ -110,23 +109,20 @@ def main(argv=None) -> None:
             for engine, run in _engines(model, prompt, ids, rule, cache).items():
                 run()
                 counter.counts.clear()
-                calls[0] = 0
-                with counter:
+                with ModelSpans(model.hf, "cpu") as spans, counter:
                     run()
-                n = calls[0]
-                by_part = {part: sum(c.values()) / n for part, c in counter.counts.items()
-                           if part != "model"}
-                names = collections.Counter()
+                n = spans.calls
+                by_part, names = {}, collections.Counter()
                 for part, c in counter.counts.items():
                     if part != "model":
+                        by_part[part] = sum(c.values()) / n
                         names.update(c)
                 total = sum(by_part.values())
-                out[f"{rule} {cache} {engine}"] = {"passes": n, "ops_per_pass": total,
-                                                   "by_part": by_part,
-                                                   "by_name": {k: v / n for k, v in
-                                                               names.items()}}
+                out[f"{rule} {cache or 'none'} {engine}"] = {
+                    "passes": n, "ops_per_pass": total, "by_part": by_part,
+                    "by_name": {k: v / n for k, v in names.items()}}
                 top = ", ".join(f"{k} {v / n:.0f}" for k, v in names.most_common(4))
-                print(f"| {rule} | {cache} | {engine} | {n} | {total:.1f} | {top} |",
+                print(f"| {rule} | {cache or 'none'} | {engine} | {n} | {total:.1f} | {top} |",
                       flush=True)
     parts = out["low-confidence none unmask"]["by_part"]
     print("\nunmask, low-confidence, no cache, by part: " + ", ".join(

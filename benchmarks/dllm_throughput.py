@@ -38,16 +38,11 @@ from pathlib import Path
 import torch
 import torch._dynamo
 from dllm_models import fastdllm_generate, write_llada
-from gpu import ModelSpans
+from gpu import REFERENCES, RULES, ModelSpans
 
 from unmask.generate import generate, parse_sampler
 from unmask.models.auto import load_model
 from unmask.samplers.wrapper import EveryPosition
-
-RULES = {"threshold": ("threshold:tau=0.9", {"threshold": 0.9}),
-         "low-confidence": ("confidence", {})}
-REFERENCES = {None: "generate", "prefix": "generate_with_prefix_cache",
-              "dual": "generate_with_dual_cache"}
 
 
 def _unmask_run(model, prompts, spec, steps, args, cache, whole_row=False):
@@ -129,7 +124,7 @@ def main(argv=None) -> None:
             spec, kw = RULES[rule]
             steps = args.steps if rule == "low-confidence" else None
             ref_steps = steps or args.gen_length // args.block_length
-            for cache in (None, "prefix", "dual"):
+            for cache in REFERENCES:
                 best = dict.fromkeys(["unmask", "Fast-dLLM"]
                                      + ["unmask whole row"] * args.whole_row)
                 for round_ in range(args.repeats + 1):  # round 0 warms up, untimed

@@ -424,7 +424,7 @@ def _engines(run: Run, model, prompts_all) -> list[dict]:
         for rule, (spec, kw) in RULES.items():
             steps = run.shape["steps"] if rule == "low-confidence" else None
             ref_steps = steps or run.shape["gen"] // run.shape["block"]
-            for cache in (None, "prefix", "dual"):
+            for cache in REFERENCES:
                 if run.left() < 60:
                     run.results["skipped"].append(f"llada engines {rule} {cache} b{batch}")
                     continue
@@ -724,7 +724,7 @@ def targets(sections: dict) -> list[dict]:
     of confidence's (the loop's own)."""
     llada, loop = sections.get("llada", {}), sections.get("loop", {})
     rows = [r for r in llada.get("engines", []) if isinstance(r, dict) and r.get("batch") == 1]
-    every = 3 * len(RULES)  # rules x caches (none, prefix, dual)
+    every = len(RULES) * len(REFERENCES)  # rules x caches
     same = [r["same_rows"] == r["rows"] for r in rows]
     measured = "not run"
     if rows:

@@ -8,7 +8,7 @@ unmask's split by the part of its loop that launched them.
 
 Counted with a ``TorchDispatchMode`` (every aten call, views included) over one run after an
 untimed one; a pass is one call of the model's forward. The rules and reference functions
-are dllm_throughput's.
+are the benchmarks' (gpu.py's, which dllm_throughput also runs).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from pathlib import Path
 import torch
 import torch._dynamo
 from dllm_models import fastdllm_generate, write_llada
-from dllm_throughput import REFERENCES, RULES
-from gpu import ModelSpans
+from gpu import REFERENCES, RULES, ModelSpans
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from unmask.generate import generate

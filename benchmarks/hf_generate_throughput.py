@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 
 import torch
+from gpu import ModelSpans
 
 from unmask.generate import generate, parse_sampler
 from unmask.io import atomic_path
@@ -110,13 +111,9 @@ def unmask_job(model, prompts, spec, gen, block):
 def diffusers_job(pipe, model, ids, gen, block, kwargs):
     """A callable running the pipeline once; returns (calls, calls, tokens per row)."""
     def once():
-        calls: list[int] = []
-        hook = model.hf.register_forward_hook(lambda *a: calls.append(1))
-        try:
+        with ModelSpans(model.hf, "cpu") as spans:
             out = pipe(input_ids=ids, gen_length=gen, block_length=block, **kwargs)
-        finally:
-            hook.remove()
-        return len(calls), len(calls), out.sequences.tolist()
+        return spans.calls, spans.calls, out.sequences.tolist()
     return once
 
 

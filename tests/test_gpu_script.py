@@ -68,12 +68,17 @@ def test_gpu_benchmark_killed_keeps_finished_parts(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["gpu.json"]
 
 
-def test_gpu_targets_judge_each_measurement():
-    """The run's last table: each GPU target met, missed, or not measured (None)."""
+def _load_gpu():
+    """benchmarks/gpu.py as a module, loaded by path (benchmarks/ is not a package)."""
     spec = importlib.util.spec_from_file_location("gpu", ROOT / "benchmarks" / "gpu.py")
     gpu = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu)
-    targets = gpu.targets
+    return gpu
+
+
+def test_gpu_targets_judge_each_measurement():
+    """The run's last table: each GPU target met, missed, or not measured (None)."""
+    targets = _load_gpu().targets
 
     def engine(cache, ratio, same, batch=1):
         return {"rule": "threshold", "batch": batch, "cache": cache, "ratio": ratio,
@@ -124,9 +129,7 @@ def test_model_spans_time_outermost_calls_on_each_device(monkeypatch):
     """``ModelSpans`` counts a module's outermost forward calls and the time inside them:
     from the host's clock on the CPU; on a GPU from event pairs that are read only once the
     run is over (here events that count the calls recorded, 1 ms apart)."""
-    spec = importlib.util.spec_from_file_location("gpu", ROOT / "benchmarks" / "gpu.py")
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
+    gpu = _load_gpu()
     import torch
 
     class Twice(torch.nn.Module):  # calls itself once inside: one outermost call a pass

@@ -1,0 +1,65 @@
+"""ConstraintSpec: validation, serialisation and a stable hash."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from unmask import constraints
+from unmask.constraints import ConstraintSpec
+from unmask.errors import UnmaskError
+
+
+def test_round_trip_and_hash_are_stable():
+    specs = [constraints.regex(r"[0-9]{2,3}"),
+             constraints.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}}),
+             constraints.json_object(3), constraints.choice("yes", "no")]
+    for spec in specs:
+        data = json.loads(json.dumps(spec.to_json()))
+        back = ConstraintSpec.from_json(data)
+        assert back == spec and back.hash == spec.hash and hash(back) == hash(spec)
+        assert len(spec.hash) == 16
+    assert len({s.hash for s in specs}) == 4
+    # key order of a schema does not change the language nor the hash
+    a = constraints.json_schema('{"type": "string", "maxLength": 3}')
+    b = constraints.json_schema({"maxLength": 3, "type": "string"})
+    assert a == b and a.hash == b.hash and a.schema == {"type": "string", "maxLength": 3}
+    assert constraints.choice(["a", "b"]) == constraints.choice("a", "b")
+    # the digest is a function of the content alone (fixed here so it never drifts)
+    text = '{"kind":"regex","value":"[0-9]+"}'
+    import hashlib
+    assert constraints.regex("[0-9]+").hash == hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: constraints.regex("("), "regex: invalid pattern"),
+    (lambda: constraints.regex(""), "regex: expected a non-empty pattern"),
+    (lambda: constraints.regex(3), "regex: expected a non-empty pattern"),
+    (lambda: constraints.json_schema("{not json"), "json_schema: not JSON"),
+    (lambda: constraints.json_schema([1]), "json_schema: expected a JSON object"),
+    (lambda: constraints.json_schema({"type": 3}), "json_schema: invalid schema"),
+    (lambda: constraints.json_object(0), "json_object: max_depth"),
+    (lambda: constraints.choice(), "choice: expected at least one option"),
+    (lambda: constraints.choice("a", ""), "choice: options must be non-empty"),
+    (lambda: ConstraintSpec("grammar", "x"), "constraint: kind must be one of"),
+    (lambda: ConstraintSpec.from_json({"kind": "regex"}), "constraint: expected an object"),
+])
+def test_bad_input_is_one_line(build, message):
+    with pytest.raises(UnmaskError) as err:
+        build()
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_frozen():
+    spec = constraints.regex("a")
+    with pytest.raises(AttributeError):
+        spec.value = "b"
+
+
+def test_import_is_light():
+    code = ("import sys, unmask.constraints; "
+            "print(any(m in sys.modules for m in ('torch', 'outlines_core')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -1,7 +1,7 @@
 """The one validation layer (unmask.validation) and the checks built on it: sampler parameters,
 config files, --model-config overrides, lm-eval's --model_args and the CLI's argument types."""
 
-import argparse
+
 import dataclasses
 import typing
 
@@ -10,6 +10,7 @@ import pytest
 
 from unmask import UnmaskError
 from unmask.validation import (
+    InvalidText,
     bool_text,
     describe,
     field_problem,
@@ -93,21 +94,34 @@ def test_argument_types_refuse_in_one_line():
     at_least_2 = int_at_least(2)
     assert at_least_2("7") == 7
     for text, message in (("x", "expected an integer >= 2, got 'x'"), ("1", "must be >= 2, got 1")):
-        with pytest.raises(argparse.ArgumentTypeError, match=message):
+        with pytest.raises(InvalidText, match=message):
             at_least_2(text)
     unit = finite_float(0.0, 1.0, open_low=True)
     assert unit("1") == 1.0
     for text, message in (("0", "must be > 0, got 0"), ("nan", "must be a finite number"),
                           ("2", "must be <= 1, got 2"), ("a", "expected a number")):
-        with pytest.raises(argparse.ArgumentTypeError, match=message):
+        with pytest.raises(InvalidText, match=message):
             unit(text)
     assert [bool_text(t) for t in ("YES", "0", " true ")] == [True, False, True]
-    with pytest.raises(argparse.ArgumentTypeError, match="expected true or false, got 'y'"):
+    with pytest.raises(InvalidText, match="expected true or false, got 'y'"):
         bool_text("y")
     assert one_of("a", "b")("b") == "b"
-    with pytest.raises(argparse.ArgumentTypeError, match="expected a or b, got 'c'"):
+    with pytest.raises(InvalidText, match="expected a or b, got 'c'"):
         one_of("a", "b")("c")
     assert optional(at_least_2)("None") is None and optional(at_least_2)("3") == 3
+
+
+def test_the_command_line_types_are_the_same_checks_as_argparse_refusals():
+    import argparse
+
+    from unmask.commands.flags import types
+
+    with pytest.raises(argparse.ArgumentTypeError, match="^must be >= 2, got 1$"):
+        types.int_at_least(2)("1")
+    with pytest.raises(argparse.ArgumentTypeError, match="^must be < 2\\*\\*63"):
+        types.seed_int(str(2**63))
+    assert (types.positive_int("3"), types.finite_float(0.0)("0.5")) == (3, 0.5)
+    assert types.positive_int.__name__ == "integer >= 1"  # argparse names a type by it
 
 
 def test_parse_text_args_types_each_key_and_names_the_bad_one():

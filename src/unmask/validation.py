@@ -14,7 +14,6 @@ and is left to the receiver's own checks.
 
 from __future__ import annotations
 
-import argparse
 import math
 import numbers
 import sys
@@ -185,21 +184,26 @@ def field_problem(cls, data: dict, *, partial: bool = False) -> FieldProblem | N
 
 
 # ------------------------------------------------------------------ argument types
-# argparse turns an ArgumentTypeError into one line "argument --x: ..." and exit 2; the same
-# parsers read the text of lm-eval's --model_args (parse_text_args)
+# each refuses a text with :class:`InvalidText` (its message one line); the command line
+# turns it into "argument --x: ..." and exit 2 (unmask.commands.flags.types), lm-eval's
+# --model_args into an UnmaskError naming the key (parse_text_args)
+
+
+class InvalidText(ValueError):
+    """A text an argument type refuses; the message says why in one line."""
 
 
 def int_at_least(low: int):
-    """An argparse type: an integer >= ``low``."""
+    """An argument type: an integer >= ``low``."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}"
+            raise InvalidText(f"expected an integer >= {low}, got {text!r}"
                                              ) from None
         if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+            raise InvalidText(f"must be >= {low}, got {value}")
         return value
 
     parse.__name__ = f"integer >= {low}"
@@ -211,30 +215,30 @@ non_negative_int = int_at_least(0)
 
 
 def seed_int(text: str) -> int:
-    """An argparse type: a seed, an integer in [0, 2**63)."""
+    """An argument type: a seed, an integer in [0, 2**63)."""
     value = non_negative_int(text)
     if value >= 2**63:
-        raise argparse.ArgumentTypeError(f"must be < 2**63, got {value}")
+        raise InvalidText(f"must be < 2**63, got {value}")
     return value
 
 
 def finite_float(low: float | None = None, high: float | None = None, *,
                  open_low: bool = False):
-    """An argparse type: a finite float, optionally within [low, high] (``open_low``:
+    """An argument type: a finite float, optionally within [low, high] (``open_low``:
     (low, high])."""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+            raise InvalidText(f"expected a number, got {text!r}") from None
         if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+            raise InvalidText(f"must be a finite number, got {text!r}")
         if low is not None and (value <= low if open_low else value < low):
-            raise argparse.ArgumentTypeError(
+            raise InvalidText(
                 f"must be {'>' if open_low else '>='} {low:g}, got {value:g}")
         if high is not None and value > high:
-            raise argparse.ArgumentTypeError(f"must be <= {high:g}, got {value:g}")
+            raise InvalidText(f"must be <= {high:g}, got {value:g}")
         return value
 
     parse.__name__ = "finite number"
@@ -245,7 +249,7 @@ def bool_text(text: str) -> bool:
     """An argument type: true/false, yes/no or 1/0 (any case)."""
     value = text.strip().lower()
     if value not in ("1", "0", "true", "false", "yes", "no"):
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+        raise InvalidText(f"expected true or false, got {text!r}")
     return value in ("1", "true", "yes")
 
 
@@ -254,7 +258,7 @@ def one_of(*choices: str):
 
     def parse(text: str) -> str:
         if text not in choices:
-            raise argparse.ArgumentTypeError(f"expected {' or '.join(choices)}, got {text!r}")
+            raise InvalidText(f"expected {' or '.join(choices)}, got {text!r}")
         return text
 
     parse.__name__ = " or ".join(choices)
@@ -278,6 +282,6 @@ def parse_text_args(args: dict, parsers: dict, where: str) -> dict:
     for key, value in args.items():
         try:
             typed[key] = parsers[key](value if isinstance(value, str) else str(value))
-        except argparse.ArgumentTypeError as e:
+        except InvalidText as e:
             raise UnmaskError(f"{where}: {key}: {e}") from None
     return typed

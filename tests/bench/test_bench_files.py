@@ -7,6 +7,7 @@ Record anew (only when a bench's file is meant to change):
 """
 
 import importlib.util
+import itertools
 import json
 import sys
 import sysconfig
@@ -48,6 +49,13 @@ def bench_file(name: str, tmp: Path) -> dict:
         torch.set_num_threads(threads)
     assert code == 0
     data = json.loads(portable(out.read_text()))
+    # the options the run was asked for (recorded since): they read back as the flags' own
+    from unmask.commands.flags.bench import bench_task
+
+    options = bench_task(name).options.from_json(data.pop("options"))
+    argv = BENCHES[name][BENCHES[name].index("--samplers") + 1:]
+    specs = tuple(itertools.takewhile(lambda a: not a.startswith("--"), argv))
+    assert (options.seed, options.samplers) == (1, specs)
     data["rows"] = [{k: v for k, v in r.items() if k not in WALL} for r in data["rows"]]
     return data
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
 import torch
 
-from unmask.bench.contract import BenchContext, BenchResult, BenchRow, BenchTask
+from unmask.bench.contract import BenchContext, BenchOptions, BenchResult, BenchRow, BenchTask
 from unmask.bench.recipe import ModelRecipe
 from unmask.bench.report import load_bench, plot_bench, pool_bench
 from unmask.bench.rows import add_rate_metrics
+from unmask.bench.run import run_bench
 from unmask.bench.sweep import Run, sweep
 from unmask.cli import build_parser, main
 from unmask.commands.flags.bench import BENCH_TASKS, add_bench_args, bench_task, run_bench_command
@@ -104,21 +107,29 @@ def test_bench_row_has_one_accuracy_and_the_shared_fields_first():
     assert old.accuracy is None and old.columns == {"solved": 0.5}
 
 
+@dataclass(frozen=True, kw_only=True)
+class FirstToken(BenchOptions):
+    """The options of :class:`FirstTokenBench`: the shared ones, 3 items by default."""
+
+    task: ClassVar[str] = "first-token"
+    limit: int | None = 3
+
+
 class FirstTokenBench(BenchTask):
     """A task in one class: all-masked rows, scored by whether token 0 comes first."""
 
     name = "first-token"
+    options = FirstToken
     default_specs = ["confidence", "topk:k=4"]
-    default_limit = 3
     columns = [("sampler", "label", ""), ("acc", "accuracy", ".2f"), ("NFE", "nfe", ".1f")]
 
     def __init__(self, model):
         self.model = model
 
-    def load_model(self, args, device):
+    def load_model(self, options, device):
         return self.model
 
-    def recipe(self, args, model, device):
+    def recipe(self, options, model, device):
         return ModelRecipe("first-token")
 
     def run(self, ctx: BenchContext) -> BenchResult:
@@ -163,6 +174,75 @@ def test_a_new_task_is_one_class_with_every_shared_flag(tiny_transformer, tmp_pa
         assert r["accuracy"] == r["first_zero"] and r["n_items"] == 4
         assert r["tokens_per_pass"] == pytest.approx(12 / r["nfe"])
     assert "first-token bench" in capsys.readouterr().out
+    assert data["options"] == {**FirstToken().to_json(), "limit": 4,
+                               "temperatures": [0.0, 1.0], "seed": 3}
+    # the same options from Python, no flags: the same rows
+    ctx, result = run_bench(FirstToken(limit=4, temperatures=(0.0, 1.0), seed=3), task=task)
+    assert ctx.options == FirstToken(limit=4, temperatures=(0.0, 1.0), seed=3)
+    strip = [{k: v for k, v in r.items() if not k.startswith("wall")} for r in data["rows"]]
+    assert [{k: v for k, v in r.items() if not k.startswith("wall")}
+            for r in result.dicts()] == strip
+
+
+def test_every_bench_s_options_are_its_flags_and_defaults():
+    """``unmask NOUN bench`` with no flags builds the task's options at their defaults; each
+    option is read from the flag of its name, and nothing but argparse-free code runs the
+    bench."""
+    from unmask.commands.flags.bench import options_from_args
+
+    for noun in BENCH_TASKS:
+        task = bench_task(noun)
+        args = build_parser([(noun, "bench")]).parse_args([noun, "bench"])
+        assert options_from_args(task, args) == task.options(), noun
+        assert task.options.task == noun and isinstance(task.options(), BenchOptions)
+    args = build_parser([("sudoku", "bench")]).parse_args(
+        ["sudoku", "bench", "--set", "medium", "--limit", "7", "--samplers", "topk:k=3",
+         "--no-self-condition", "--remask-threshold", "0.5", "--temperatures", "0,1"])
+    from unmask.sudoku.bench_task import SudokuBench
+
+    assert options_from_args(bench_task("sudoku"), args) == SudokuBench(
+        set="medium", limit=7, samplers=("topk:k=3",), no_self_condition=True,
+        remask_threshold=0.5, temperatures=(0.0, 1.0))
+
+
+def test_the_corrector_options_default_to_the_corrector_hooks():
+    import inspect
+
+    from unmask.bench.contract import CorrectedBenchOptions
+    from unmask.hooks import corrector_hooks
+
+    params = inspect.signature(corrector_hooks).parameters
+    d = CorrectedBenchOptions()
+    assert (d.remask_threshold, d.max_remasks, d.ban_remasked) == (
+        params["threshold"].default, params["max_remasks"].default,
+        params["ban_remasked"].default)
+
+
+@pytest.mark.parametrize("options, message", [
+    ("ArithmeticBench(tasks='generate,cube')", "--tasks: unknown 'cube'"),
+    ("ReasoningBench(tasks=('nope',))", "--tasks: unknown task 'nope'"),
+    ("AntibodyBench(settings=('cdr', 'light'))", "--settings: unknown 'light'"),
+    ("ProteinBench(min_length=90, max_length=60)", "lengths from 90 to 60 is an empty range"),
+])
+def test_a_bench_s_options_are_checked_in_one_line_before_the_model_loads(options, message):
+    import importlib
+
+    from unmask.errors import UnmaskError
+
+    name = options.split("Bench(")[0].lower()
+    module = importlib.import_module(f"unmask.{name}.bench_task")
+    opts = eval(options, vars(module))  # noqa: S307 (the test's own literals)
+    with pytest.raises(UnmaskError, match=message):
+        bench_task(name).check(opts)
+
+
+def test_checked_options_are_normalised():
+    from unmask.antibody.bench_task import AntibodyBench
+    from unmask.arithmetic.bench_task import ArithmeticBench
+
+    assert ArithmeticBench(tasks="product, factors").tasks == ("product", "factors")
+    assert bench_task("antibody").check(AntibodyBench(settings=("cdr", "cdr", "random"))
+                                        ).settings == ("cdr", "random")
 
 
 def test_results_read_every_tasks_files(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from unmask.antibody.bench_task import GENERATION, SETTINGS, AntibodyBenchTask
+from unmask.antibody.bench_task import GENERATION, SETTINGS, AntibodyBench, AntibodyBenchTask
 from unmask.antibody.data import load_heavy_chains
 from unmask.antibody.metrics import (
     composition_jsd,
@@ -151,35 +151,35 @@ def vs_sequential(rows: list[BenchRow]) -> list[str | None]:
     return [None if d is None else f"{d[0]:+.1f} ± {d[1]:.1f}" for d in diffs]
 
 
-class AntibodyBench(AntibodyBenchTask):
+class AntibodyBenchRunner(AntibodyBenchTask):
     """Every sampler on antibody heavy chains in three settings: recovery (generation:
     1 - composition JSD) against forward passes."""
 
-    def load_model(self, args, device):
-        return load_model(args.model or "antiberty").to(device)
+    def load_model(self, options: AntibodyBench, device):
+        return load_model(options.model or "antiberty").to(device)
 
-    def recipe(self, args, model, device):
-        return ModelRecipe(args.model or "antiberty", device=device.type)
+    def recipe(self, options: AntibodyBench, model, device):
+        return ModelRecipe(options.model or "antiberty", device=device.type)
 
     def n_runs(self, ctx: BenchContext) -> int:
-        size = ctx.args.batch_size
+        size = ctx.options.batch_size
         return sum(-(-n // (size or n)) for e in ctx.entries for n in (
             _n_cases(s, ctx.limit if e.name not in ORACLES else min(ctx.limit,
-                                                                    ctx.args.oracle_limit))
-            for s in ctx.args.settings))
+                                                                    ctx.options.oracle_limit))
+            for s in ctx.options.settings))
 
     def run(self, ctx: BenchContext) -> BenchResult:
-        args, [temperature] = ctx.args, ctx.temperatures
+        opts, [temperature] = ctx.options, ctx.temperatures
         config = DecodeConfig(temperature=temperature)
         parts, runs = [], []
-        for setting in args.settings:
+        for setting in opts.settings:
             every, reference = setting_cases(setting, ctx.limit, ctx.seed)
             plans = {}  # cases decoded -> (cases, plan, chunks): all, and the oracles' first
             for entry in ctx.entries:
-                n = min(len(every), args.oracle_limit) if entry.name in ORACLES else len(every)
+                n = min(len(every), opts.oracle_limit) if entry.name in ORACLES else len(every)
                 if n not in plans:
                     plan = plan_infill(ctx.model, [c.template for c in every[:n]],
-                                       batch_size=args.batch_size)
+                                       batch_size=opts.batch_size)
                     plans[n] = (every[:n], plan, plan.chunks())
                 cases, plan, chunks = plans[n]
                 parts.append((setting, entry, cases, reference, plan, chunks))
@@ -196,10 +196,10 @@ class AntibodyBench(AntibodyBenchTask):
                 gens += plan.read(res, lo, ends, seconds)
                 wall += seconds
             rows.append(score_fills(ctx.model, entry, setting, cases, reference, gens, wall,
-                                    perplexity=not args.no_perplexity))
-        name = args.model or "antiberty"  # a converted model by its name, not the cache path
+                                    perplexity=not opts.no_perplexity))
+        name = opts.model or "antiberty"  # a converted model by its name, not the cache path
         header = {"model": name if name in CONVERTED else describe_source(ctx.model.source),
-                  "settings": args.settings,
+                  "settings": list(opts.settings),
                   "limit": ctx.limit}
         return BenchResult(rows, header)
 
@@ -217,7 +217,7 @@ class AntibodyBench(AntibodyBenchTask):
             columns = self.generation_columns if setting in GENERATION else self.columns
             render_table(shown, columns,
                          f"{setting}: {SETTINGS[setting]} — {result.header['model']}, "
-                         f"{ctx.limit} chains (mi-oracle: the first {ctx.args.oracle_limit})")
+                         f"{ctx.limit} chains (mi-oracle: the first {ctx.options.oracle_limit})")
 
 
-BENCH_TASK = AntibodyBench()
+BENCH_TASK = AntibodyBenchRunner()

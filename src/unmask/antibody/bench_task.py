@@ -1,10 +1,15 @@
-"""The antibody bench as the command line reads it: its flags, defaults and
-labels (:class:`AntibodyBenchTask`); :mod:`unmask.antibody.bench` runs it. This module imports
-neither torch nor numpy, so that ``unmask antibody bench --help`` does not."""
+"""The antibody bench as the command line reads it: its options (:class:`AntibodyBench`),
+defaults and labels (:class:`AntibodyBenchTask`); :mod:`unmask.antibody.bench` runs it. This
+module imports neither torch nor numpy, so that ``unmask antibody bench --help`` does not."""
 
 from __future__ import annotations
 
-from unmask.bench.contract import BenchTask
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+from unmask.bench.contract import BenchOptions, BenchTask
+from unmask.errors import UnmaskError
 
 #: the settings, in table order: name -> what the table title says
 SETTINGS = {"cdr": "CDR1, CDR2 and the start of CDR3 masked, the framework given",
@@ -26,20 +31,42 @@ DEFAULT_SPECS = [
 ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class AntibodyBench(BenchOptions):
+    """What an antibody bench run is asked for (``unmask antibody bench``'s flags): the shared
+    options (``limit``: held-out chains per setting, generation: sequences; at least 2) and
+
+    Attributes:
+        settings: of :data:`SETTINGS` (heavy needs a model of 127+ positions, such as
+            AntiBERTy); one named twice is run once.
+        batch_size: sequences per decode call (None: all at once).
+        no_perplexity: leave out the pseudo-perplexity (one pass per residue).
+        oracle_limit: mi-oracle (ground-truth MI by probing, every pass) decodes the first
+            this many cases of a setting only.
+    """
+
+    task: ClassVar[str] = "antibody"
+
+    model: str | None = "antiberty"
+    limit: int | None = 20
+    settings: tuple[str, ...] = DEFAULT_SETTINGS
+    batch_size: int | None = None
+    no_perplexity: bool = False
+    oracle_limit: int = 4
+
+
 class AntibodyBenchTask(BenchTask):
     """Every sampler on antibody heavy chains in three settings: recovery (generation:
     1 - composition JSD) against forward passes."""
 
     name = "antibody"
 
-    default_specs = DEFAULT_SPECS
+    options = AntibodyBench
 
-    default_model = "antiberty"
+    default_specs = DEFAULT_SPECS
 
     model_help = ("a protein model: shipped or converted name (default antiberty) or folder "
                   "(ESM, our protein MDM)")
-
-    default_limit = 20
 
     min_limit = 2
 
@@ -62,24 +89,14 @@ class AntibodyBenchTask(BenchTask):
                           ("NFE", "nfe", ".1f"), ("tok/pass", "tokens_per_pass", ".2f"),
                           ("seqs", "sequences", ".1f"), ("wall s", "wall_s", ".1f")]
 
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--settings", nargs="+", default=list(DEFAULT_SETTINGS),
-                       choices=list(SETTINGS), metavar="SETTING",
-                       help=f"of {', '.join(SETTINGS)} (default "
-                            f"{' '.join(DEFAULT_SETTINGS)}: heavy needs a model of 127+ "
-                            "positions, such as AntiBERTy)")
-        p.add_argument("--batch-size", type=types.positive_int, default=None,
-                       help="sequences per decode call (default: all at once)")
-        p.add_argument("--no-perplexity", action="store_true",
-                       help="leave out the pseudo-perplexity (one pass per residue)")
-        p.add_argument("--oracle-limit", type=types.positive_int, default=4, metavar="N",
-                       help="mi-oracle (ground-truth MI by probing, every pass) decodes the "
-                            "first N cases of a setting only (default 4); its recovery is "
-                            "compared with sequential's on those")
-
-    def check(self, args) -> None:
-        """A setting named twice is run once (its rows would be doubled)."""
-        args.settings = list(dict.fromkeys(args.settings))
+    def check(self, options: AntibodyBench) -> AntibodyBench:
+        """A setting named twice is run once (its rows would be doubled); an unknown one is
+        refused."""
+        unknown = [s for s in options.settings if s not in SETTINGS]
+        if unknown:
+            raise UnmaskError(f"--settings: unknown {unknown[0]!r}; choose from "
+                              f"{', '.join(SETTINGS)}")
+        return dataclasses.replace(options, settings=tuple(dict.fromkeys(options.settings)))
 
 
 #: what ``unmask antibody bench`` builds its flags from, before importing the bench

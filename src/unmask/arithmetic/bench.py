@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from unmask.arithmetic.bench_task import ArithmeticBenchTask
+from unmask.arithmetic.bench_task import ArithmeticBench, ArithmeticBenchTask
 from unmask.arithmetic.format import MASK_ID, VOCAB_SIZE, EquationFormat
 from unmask.arithmetic.train import TASKS, format_of, task_inputs, training_batch
 from unmask.bench.contract import BenchContext, BenchResult, BenchRow
@@ -156,31 +156,32 @@ def print_tables(rows: list[dict], scores: dict[str, float | None], source: str)
                   f"acc % vs tokens per pass, d3LLM)")
 
 
-class ArithmeticBench(ArithmeticBenchTask):
+class ArithmeticBenchRunner(ArithmeticBenchTask):
     """Every sampler on the multiplication model's tasks: accuracy against forward passes;
     the temperature is that of unconditional generation (the conditional tasks decode at
     0)."""
 
-    def check(self, args) -> None:
-        tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    def check(self, options: ArithmeticBench) -> ArithmeticBench:
+        """The options, their tasks known."""
+        tasks = options.tasks
         if not tasks:
             raise UnmaskError(f"--tasks: no task given; choose from {', '.join(TASKS)}")
         unknown = [t for t in tasks if t not in TASKS]
         if unknown:
             raise UnmaskError(f"--tasks: unknown {unknown[0]!r}; choose from "
                               f"{', '.join(TASKS)}")
-        args.tasks = tasks
+        return options
 
-    def load_model(self, args, device):
-        model = load_model(args.model or "arithmetic", task="arithmetic").to(device)
+    def load_model(self, options: ArithmeticBench, device):
+        model = load_model(options.model or "arithmetic", task="arithmetic").to(device)
         task = getattr(getattr(model, "config", None), "task", None)
         if not (isinstance(task, str) and task.startswith("multiplication-")):
             raise UnmaskError(f"--model: a {task or 'task-less'} model, this command needs a "
                               "multiplication model")
         return model
 
-    def recipe(self, args, model, device):
-        return ModelRecipe(args.model or "arithmetic", task="arithmetic", device=device.type)
+    def recipe(self, options: ArithmeticBench, model, device):
+        return ModelRecipe(options.model or "arithmetic", task="arithmetic", device=device.type)
 
     def entries(self, model, specs, parse) -> list[SamplerSpec]:
         """The default comparison; ``--samplers`` may name its rows by sampler name or
@@ -195,15 +196,15 @@ class ArithmeticBench(ArithmeticBenchTask):
         return [e for k, e in enumerate(chosen) if all(e is not c for c in chosen[:k])]
 
     def n_runs(self, ctx: BenchContext) -> int:
-        return len(ctx.args.tasks) * len(ctx.entries)
+        return len(ctx.options.tasks) * len(ctx.entries)
 
     def run(self, ctx: BenchContext) -> BenchResult:
         fmt = format_of(ctx.model)
         [temperature] = ctx.temperatures
-        rows = run_bench(ctx.model, fmt, ctx.entries, ctx.args.tasks, ctx.limit, temperature,
+        rows = run_bench(ctx.model, fmt, ctx.entries, ctx.options.tasks, ctx.limit, temperature,
                          ctx.seed, **ctx.sweep)
         header = {"model": describe_source(ctx.model.source),
-                  "factors": [fmt.a_digits, fmt.b_digits], "tasks": list(ctx.args.tasks),
+                  "factors": [fmt.a_digits, fmt.b_digits], "tasks": list(ctx.options.tasks),
                   "aup": aup_by_task(rows)}
         return BenchResult(rows, header)
 
@@ -221,4 +222,4 @@ class ArithmeticBench(ArithmeticBenchTask):
                           f"factors, {h['model']}")
 
 
-BENCH_TASK = ArithmeticBench()
+BENCH_TASK = ArithmeticBenchRunner()

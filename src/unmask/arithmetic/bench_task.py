@@ -1,10 +1,38 @@
-"""The arithmetic bench as the command line reads it: its flags, defaults and
-labels (:class:`ArithmeticBenchTask`); :mod:`unmask.arithmetic.bench` runs it. This module imports
-neither torch nor numpy, so that ``unmask arithmetic bench --help`` does not."""
+"""The arithmetic bench as the command line reads it: its options (:class:`ArithmeticBench`),
+defaults and labels (:class:`ArithmeticBenchTask`); :mod:`unmask.arithmetic.bench` runs it.
+This module imports neither torch nor numpy, so that ``unmask arithmetic bench --help`` does
+not."""
 
 from __future__ import annotations
 
-from unmask.bench.contract import BenchTask
+from dataclasses import dataclass
+from typing import ClassVar
+
+from unmask.bench.contract import BenchOptions, BenchTask
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArithmeticBench(BenchOptions):
+    """What an arithmetic bench run is asked for (``unmask arithmetic bench``'s flags): the
+    shared options (``limit``: inputs per task; ``temperatures``: unconditional
+    generation's) and
+
+    Attributes:
+        tasks: of generate, product (factors given), factors (product given): a tuple, or
+            their names separated by commas (read as the tuple).
+    """
+
+    task: ClassVar[str] = "arithmetic"
+
+    model: str | None = "arithmetic"
+    limit: int | None = 500
+    temperatures: tuple[float, ...] = (1.0,)
+    tasks: tuple[str, ...] = ("generate", "product", "factors")
+
+    def __post_init__(self):
+        if isinstance(self.tasks, str):
+            object.__setattr__(self, "tasks", tuple(
+                t.strip() for t in self.tasks.split(",") if t.strip()))
 
 
 class ArithmeticBenchTask(BenchTask):
@@ -14,20 +42,11 @@ class ArithmeticBenchTask(BenchTask):
 
     name = "arithmetic"
 
-    default_model = "arithmetic"
-
-    default_limit = 500
+    options = ArithmeticBench
 
     items = "inputs per task"
 
-    default_temperatures = "1.0"
-
     aliases = {"--prompts": "--limit", "--temperature": "--temperatures"}
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--tasks", default="generate,product,factors",
-                       help="comma-separated: generate, product (factors given), factors "
-                            "(product given)")
 
 
 #: what ``unmask arithmetic bench`` builds its flags from, before importing the bench

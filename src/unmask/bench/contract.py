@@ -1,16 +1,18 @@
-"""The bench contract: :class:`BenchTask` (one task's bench), the rows it returns
-(:class:`BenchRow`, :class:`BenchResult`) and what it decodes with (:class:`BenchContext`).
+"""The bench contract: :class:`BenchTask` (one task's bench), what it is asked for
+(:class:`BenchOptions`), the rows it returns (:class:`BenchRow`, :class:`BenchResult`) and
+what it decodes with (:class:`BenchContext`).
 
-A task's bench is one :class:`BenchTask` in its package (``unmask.<task>.bench_task.BENCH_TASK``):
+A task's bench is one :class:`BenchTask` in its package (``unmask.<task>.bench.BENCH_TASK``):
 its items, how they decode (a :func:`unmask.bench.sweep.sweep` over sampler entries) and
-score, and which columns it shows. ``unmask <task> bench`` is built from it by
-:mod:`unmask.commands.flags.bench`, with the same flags and meanings for every task. This module
-imports neither torch nor numpy: a bench's ``--help`` reads its task's declaration only.
+score, and which columns it shows; its options are a :class:`BenchOptions` subclass
+(``unmask.<task>.bench_task``), run from Python by :func:`unmask.bench.run.run_bench` and
+built from flags by ``unmask <task> bench`` (:mod:`unmask.commands.flags.bench`), with the same
+flags and meanings for every task. This module imports neither torch nor numpy: a bench's
+``--help`` reads its task's declaration only.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 from dataclasses import dataclass, field
@@ -79,23 +81,86 @@ class BenchRow:
                    columns={k: v for k, v in row.items() if k not in SHARED_FIELDS})
 
 
-@dataclass
-class BenchContext:
-    """What a :class:`BenchTask` decodes with, from the bench command's flags.
+@dataclass(frozen=True, kw_only=True)
+class BenchOptions:
+    """What a bench run is asked for: the settings every task's bench shares. A task's
+    subclass (e.g. :class:`unmask.sudoku.bench_task.SudokuBench`) adds its own and sets its
+    defaults; ``unmask <task> bench`` builds it from its flags of the same names, with the same
+    defaults.
 
     Attributes:
-        args: the parsed flags (the task's own ones included).
+        model: shipped model name or model folder (None: the task's shipped model).
+        limit: items to decode (None: the task's whole set).
+        samplers: sampler specs, a row each (None: the task's comparison; with ``preset``,
+            none).
+        preset: preset names, a row each (:mod:`unmask.presets`).
+        temperatures: token temperatures, a set of rows each.
+        seed: the decode seed (item r decodes with a seed from it, whatever the shard).
+        dtype: ``float32``, or ``bfloat16`` autocast (None: as the model was saved).
+        estimator: the MI estimator folder of every entry whose sampler reads one (None: the
+            spec's own, or the shipped one).
+    """
+
+    #: the noun of the task whose options these are (``unmask <task> bench``)
+    task: ClassVar[str]
+
+    model: str | None = None
+    limit: int | None = None
+    samplers: tuple[str, ...] | None = None
+    preset: tuple[str, ...] = ()
+    temperatures: tuple[float, ...] = (0.0,)
+    seed: int = 0
+    dtype: str | None = None
+    estimator: str | None = None
+
+    def to_json(self) -> dict:
+        """The options as a bench file records them (tuples as lists): :meth:`from_json`
+        reads them back."""
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+                for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> BenchOptions:
+        """The options a bench file records (:meth:`to_json`), lists read as tuples."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorrectedBenchOptions(BenchOptions):
+    """The options of a bench whose specs may end in ``+corrector``: the corrector
+    (:func:`unmask.hooks.corrector_hooks`) of those entries.
+
+    Attributes:
+        corrector: its folder (None: the shipped one).
+        remask_threshold: remask decoded tokens it finds wrong with a probability above this.
+        max_remasks: times one cell may be remasked.
+        ban_remasked: a token it sent back is not proposed at that cell again.
+    """
+
+    corrector: str | None = None
+    remask_threshold: float = 0.3
+    max_remasks: int = 2
+    ban_remasked: bool = False
+
+
+@dataclass
+class BenchContext:
+    """What a :class:`BenchTask` decodes with, from its options.
+
+    Attributes:
+        options: what the run is asked for (the task's :class:`BenchOptions`, checked).
         model: the model, on the driver's device.
         entries: the sampler entries, one row (per temperature, per part) each.
-        limit: items to decode (``--limit``; None: the task's whole set).
-        temperatures: token temperatures (``--temperatures``).
-        seed: ``--seed``.
+        limit: items to decode (None: the task's whole set).
+        temperatures: token temperatures (a part of the options' when a task decodes one at a
+            time).
+        seed: the options' seed.
         sweep: keyword arguments of :func:`unmask.bench.sweep.sweep`: engine, recipe (with the
             corrector's, when an entry is corrected), cache, progress.
         hooks: the corrector's decode hooks, for entries marked ``corrected``.
     """
 
-    args: argparse.Namespace
+    options: BenchOptions
     model: Any
     entries: list[SamplerSpec]
     limit: int | None
@@ -123,32 +188,27 @@ class BenchResult:
 class BenchTask:
     """One task's bench: its items, how they decode and score, which columns it shows.
 
-    A subclass sets the class attributes and implements :meth:`load_model` and :meth:`run`;
-    ``unmask <name> bench`` (:mod:`unmask.commands.flags.bench`) gives every task the same flags.
+    A subclass sets the class attributes and implements :meth:`load_model`, :meth:`recipe`
+    and :meth:`run`; its :attr:`options` class holds what a run is asked for, and
+    ``unmask <name> bench`` (:mod:`unmask.commands.flags.bench`) gives every task the same
+    flags for the shared ones.
     """
 
     #: the noun of ``unmask NAME bench``
     name: ClassVar[str]
-    #: the sampler specs run without ``--samplers``
+    #: what a run is asked for (its defaults are the flags')
+    options: ClassVar[type[BenchOptions]] = BenchOptions
+    #: the sampler specs run without ``samplers``
     default_specs: ClassVar[list[str]] = []
-    #: ``--limit``'s default (None: every item of the set) and smallest value
-    default_limit: ClassVar[int | None] = None
+    #: the smallest ``limit``
     min_limit: ClassVar[int] = 1
     #: what one item is, for ``--limit``'s help (e.g. "puzzles", "problems per task")
     items: ClassVar[str] = "items"
-    #: ``--temperatures``' default
-    default_temperatures: ClassVar[str] = "0"
     #: whether :meth:`run` decodes several temperatures at once (else it is run once per
     #: temperature, and the rows' labels get `` T=t`` when there are several)
     all_temperatures: ClassVar[bool] = False
-    #: ``--dtype``'s default (None: as the model was saved)
-    default_dtype: ClassVar[str | None] = None
-    #: the task's specs may end in ``+corrector`` (the corrector's flags are added)
-    corrector: ClassVar[bool] = False
     #: the task's specs may read an MI estimator (``--estimator`` is added)
     estimator: ClassVar[bool] = False
-    #: ``--model``'s default (None: the task's shipped model) and what else it may name
-    default_model: ClassVar[str | None] = None
     model_help: ClassVar[str] = "shipped model name or model folder (default: the shipped one)"
     #: the task the model's config must record (None: :meth:`load_model` checks)
     model_task: ClassVar[str | None] = None
@@ -162,24 +222,28 @@ class BenchTask:
     #: old flag spellings still read, with a warning: old -> new
     aliases: ClassVar[dict[str, str]] = {}
 
-    def add_arguments(self, p: argparse.ArgumentParser, types) -> None:
-        """The task's own flags; ``types`` holds the CLI's argument types (``positive_int``,
-        ``finite_float``, ...)."""
+    @property
+    def corrector(self) -> bool:
+        """Whether the task's specs may end in ``+corrector`` (its options name the
+        corrector)."""
+        return issubclass(self.options, CorrectedBenchOptions)
 
-    def check(self, args: argparse.Namespace) -> None:
-        """Refuse bad task flags in one line (before the model loads)."""
+    def check(self, options: BenchOptions) -> BenchOptions:
+        """``options`` as the run reads them, or a bad task option refused in one line
+        (before the model loads)."""
+        return options
 
-    def load_model(self, args: argparse.Namespace, device):
-        """The model ``--model`` names, on ``device``."""
+    def load_model(self, options: BenchOptions, device):
+        """The model ``options.model`` names, on ``device``."""
         raise NotImplementedError
 
-    def recipe(self, args: argparse.Namespace, model, device):
+    def recipe(self, options: BenchOptions, model, device):
         """How a worker of a non-local engine loads the model
         (:class:`unmask.bench.recipe.ModelRecipe`)."""
         raise NotImplementedError
 
-    def entries(self, model, specs: list[str] | None, parse) -> list[SamplerSpec]:
-        """The rows' entries for ``--samplers`` ``specs`` (None: not given, the task's
+    def entries(self, model, specs: tuple[str, ...] | None, parse) -> list[SamplerSpec]:
+        """The rows' entries for the options' ``samplers`` ``specs`` (None: the task's
         defaults); ``parse(spec)`` reads one spec, refusing a bad one in one line."""
         return [parse(s) for s in (self.default_specs if specs is None else specs)]
 

@@ -3,6 +3,7 @@ the samples (on :class:`~unmask.image.classifier.DigitClassifier`), and what dec
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from unmask.bench.sweep import Run, Warmup, sweep
 from unmask.bench.table import wide_console
 from unmask.decode import DecodeConfig
 from unmask.errors import require
-from unmask.image.bench_task import ImageBenchTask
+from unmask.image.bench_task import ImageBench, ImageBenchTask
 from unmask.image.classifier import DigitClassifier
 from unmask.image.data import (
     N_CLASSES,
@@ -204,31 +205,32 @@ def print_table(rows: list[dict], real: dict, title: str) -> None:
     wide_console(table).print(table)
 
 
-class ImageBench(ImageBenchTask):
+class ImageBenchRunner(ImageBenchTask):
     """Every sampler on class-conditional digits: FID, IS-style score and class accuracy of
     the samples against forward passes; the accuracy is the class accuracy."""
 
-    def check(self, args) -> None:
-        args.grid = output_path(args.grid, "--grid", (".png",))
+    def check(self, options: ImageBench) -> ImageBench:
+        grid = output_path(options.grid, "--grid", (".png",))
+        return dataclasses.replace(options, grid=None if grid is None else str(grid))
 
-    def load_model(self, args, device):
-        return load_digits_model(model_folder(args.model, "image")).to(device)
+    def load_model(self, options: ImageBench, device):
+        return load_digits_model(model_folder(options.model, "image")).to(device)
 
-    def recipe(self, args, model, device):
-        return ModelRecipe(str(model_folder(args.model, "image")), loader=load_digits_model,
+    def recipe(self, options: ImageBench, model, device):
+        return ModelRecipe(str(model_folder(options.model, "image")), loader=load_digits_model,
                            device=device.type)
 
     def entries(self, model, specs, parse) -> list[SamplerSpec]:
         return with_frequencies(super().entries(model, specs, parse), frequencies_of(model))
 
     def run(self, ctx: BenchContext) -> BenchResult:
-        args = ctx.args
-        folder = model_folder(args.classifier, "digit_classifier")
+        opts = ctx.options
+        folder = model_folder(opts.classifier, "digit_classifier")
         classifier = DigitClassifier.from_pretrained(folder)
         rows, real, samples = run_bench(
             ctx.model, classifier, ctx.entries, ctx.limit, ctx.temperatures, ctx.seed,
-            args.rounds, confidence=args.confidence, **ctx.sweep)
-        header = {"model": describe_source(model_folder(args.model, "image")),
+            opts.rounds, confidence=opts.confidence, **ctx.sweep)
+        header = {"model": describe_source(model_folder(opts.model, "image")),
                   "classifier": describe_source(folder), "n": ctx.limit, "real": real}
         return BenchResult(rows, header,
                            extras={"samples": samples})
@@ -238,8 +240,8 @@ class ImageBench(ImageBenchTask):
                     f"{result.header['model']}, {ctx.limit} samples")
 
     def write_outputs(self, ctx: BenchContext, result: BenchResult) -> None:
-        if ctx.args.grid is not None:
-            write_grid(result.extras["samples"], levels_of(ctx.model), ctx.args.grid)
+        if ctx.options.grid is not None:
+            write_grid(result.extras["samples"], levels_of(ctx.model), ctx.options.grid)
 
 
-BENCH_TASK = ImageBench()
+BENCH_TASK = ImageBenchRunner()

@@ -1,10 +1,13 @@
-"""The image bench as the command line reads it: its flags, defaults and
-labels (:class:`ImageBenchTask`); :mod:`unmask.image.bench` runs it. This module imports
+"""The image bench as the command line reads it: its options (:class:`ImageBench`), defaults
+and labels (:class:`ImageBenchTask`); :mod:`unmask.image.bench` runs it. This module imports
 neither torch nor numpy, so that ``unmask image bench --help`` does not."""
 
 from __future__ import annotations
 
-from unmask.bench.contract import BenchTask
+from dataclasses import dataclass
+from typing import ClassVar
+
+from unmask.bench.contract import BenchOptions, BenchTask
 
 #: every registered sampler at its usual settings (mi-guided needs an MI estimator, and there
 #: is none for digits), fixed-count parallel decoding at 4 and 8 pixels per pass, and every
@@ -16,39 +19,49 @@ DEFAULT_SPECS = [
 ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ImageBench(BenchOptions):
+    """What an image bench run is asked for (``unmask image bench``'s flags): the shared
+    options (``limit``: samples per sampler, classes in turn; at least 2) and
+
+    Attributes:
+        classifier: shipped classifier name or a classifier folder (the metrics' features).
+        confidence: what confidence-type rules rank by when sampling (draw or max:
+            :class:`~unmask.decode.DecodeConfig`).
+        rounds: bootstrap resamples.
+        grid: a PNG to write with one row of samples per sampler (None: none).
+    """
+
+    task: ClassVar[str] = "image"
+
+    model: str | None = "image"
+    limit: int | None = 500
+    temperatures: tuple[float, ...] = (1.0,)
+    classifier: str = "digit_classifier"
+    confidence: str = "draw"
+    rounds: int = 200
+    grid: str | None = None
+
+
 class ImageBenchTask(BenchTask):
     """Every sampler on class-conditional digits: FID, IS-style score and class accuracy of
     the samples against forward passes; the accuracy is the class accuracy."""
 
     name = "image"
 
+    options = ImageBench
+
     default_specs = DEFAULT_SPECS
-
-    default_model = "image"
-
-    default_limit = 500
 
     min_limit = 2
 
     items = "samples per sampler (classes in turn)"
-
-    default_temperatures = "1.0"
 
     all_temperatures = True
 
     accuracy_label = "class accuracy %"
 
     aliases = {"--n": "--limit"}
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--classifier", default="digit_classifier",
-                       help="shipped classifier name or a classifier folder (the metrics' "
-                            "features)")
-        types.add_confidence_arg(p)
-        p.add_argument("--rounds", type=types.int_at_least(2), default=200,
-                       help="bootstrap resamples")
-        p.add_argument("--grid", default=None, metavar="F.png",
-                       help="write a PNG with one row of samples per sampler")
 
 
 #: what ``unmask image bench`` builds its flags from, before importing the bench

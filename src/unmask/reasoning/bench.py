@@ -3,6 +3,7 @@ verifier."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,7 @@ from unmask.generate import Generation, TextEnds, encode_prompt, generate, gener
 from unmask.models.auto import load_model
 from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
-from unmask.reasoning.bench_task import ReasoningBenchTask
+from unmask.reasoning.bench_task import ReasoningBench, ReasoningBenchTask
 from unmask.reasoning.tasks import Item, ReasoningTask, get_tasks
 from unmask.samplers.spec import SamplerSpec
 from unmask.validation import is_int
@@ -247,31 +248,33 @@ def print_tables(rows: list[dict], aups: dict, title: str) -> None:
             render_table(part, columns, f"{task}, T={t:g} — {title}{extra}")
 
 
-class ReasoningBench(ReasoningBenchTask):
+class ReasoningBenchRunner(ReasoningBenchTask):
     """Samplers on the reasoning tasks, each answer scored by its task's verifier; a
     pooled row per sampler and temperature."""
 
-    def check(self, args) -> None:
-        args.tasks = get_tasks(args.tasks, "--tasks")
+    def check(self, options: ReasoningBench) -> ReasoningBench:
+        """The options with ``tasks`` the names of known tasks (None: all of them)."""
+        tasks = get_tasks(None if options.tasks is None else list(options.tasks), "--tasks")
+        return dataclasses.replace(options, tasks=tuple(t.name for t in tasks))
 
-    def load_model(self, args, device):
-        return load_model(args.model, task="text").to(device)
+    def load_model(self, options: ReasoningBench, device):
+        return load_model(options.model, task="text").to(device)
 
-    def recipe(self, args, model, device):
-        return ModelRecipe(args.model, task="text", device=device.type)
+    def recipe(self, options: ReasoningBench, model, device):
+        return ModelRecipe(options.model, task="text", device=device.type)
 
     def n_runs(self, ctx: BenchContext) -> int:
-        return n_batches(len(ctx.args.tasks), ctx.limit, len(ctx.entries),
+        return n_batches(len(ctx.options.tasks), ctx.limit, len(ctx.entries),
                          len(ctx.temperatures))
 
     def run(self, ctx: BenchContext) -> BenchResult:
-        args = ctx.args
-        rows = run_bench(ctx.model, args.tasks, ctx.entries, ctx.limit,
-                                   ctx.temperatures, ctx.seed, confidence=args.confidence,
-                                   **ctx.sweep)
+        opts = ctx.options
+        tasks = get_tasks(list(opts.tasks), "--tasks")
+        rows = run_bench(ctx.model, tasks, ctx.entries, ctx.limit, ctx.temperatures, ctx.seed,
+                         confidence=opts.confidence, **ctx.sweep)
         aups = aup_by_temperature(rows)
-        header = {"model": describe_source(ctx.model.source), "tasks": [t.name for t in args.tasks],
-                  "limit": ctx.limit, "confidence": args.confidence,
+        header = {"model": describe_source(ctx.model.source), "tasks": list(opts.tasks),
+                  "limit": ctx.limit, "confidence": opts.confidence,
                   "aup": {str(t): a for t, a in aups.items()}}
         return BenchResult(rows, header,
                            extras={"aups": aups})
@@ -289,4 +292,4 @@ class ReasoningBench(ReasoningBenchTask):
                     title="pooled reasoning tasks")
 
 
-BENCH_TASK = ReasoningBench()
+BENCH_TASK = ReasoningBenchRunner()

@@ -1,11 +1,14 @@
-"""The reasoning bench as the command line reads it: its flags, defaults and
-labels (:class:`ReasoningBenchTask`); :mod:`unmask.reasoning.bench` runs it. This module imports
-neither torch nor numpy, so that ``unmask reasoning bench --help`` does not."""
+"""The reasoning bench as the command line reads it: its options (:class:`ReasoningBench`),
+defaults and labels (:class:`ReasoningBenchTask`); :mod:`unmask.reasoning.bench` runs it.
+This module imports neither torch nor numpy, so that ``unmask reasoning bench --help`` does
+not."""
 
 from __future__ import annotations
 
-from unmask.bench.contract import BenchTask
-from unmask.reasoning.tasks import TASKS
+from dataclasses import dataclass
+from typing import ClassVar
+
+from unmask.bench.contract import BenchOptions, BenchTask
 
 #: every sampler that needs no extra file, at its usual settings, fixed-count parallel
 #: decoding, and verified drafts (``mi-guided`` needs an MI estimator of the model: add it with
@@ -17,29 +20,42 @@ DEFAULT_SPECS = [
 ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReasoningBench(BenchOptions):
+    """What a reasoning bench run is asked for (``unmask reasoning bench``'s flags): the
+    shared options (``limit``: problems per task, of generator seeds ``seed`` ..
+    ``seed + limit - 1``) and
+
+    Attributes:
+        tasks: the tasks' names (None: all of :data:`unmask.reasoning.tasks.TASKS`).
+        confidence: what confidence-type rules rank by when sampling (draw or max:
+            :class:`~unmask.decode.DecodeConfig`).
+    """
+
+    task: ClassVar[str] = "reasoning"
+
+    model: str | None = "text"
+    limit: int | None = 100
+    tasks: tuple[str, ...] | None = None
+    confidence: str = "draw"
+
+
 class ReasoningBenchTask(BenchTask):
     """Samplers on the reasoning tasks, each answer scored by its task's verifier; a
     pooled row per sampler and temperature."""
 
     name = "reasoning"
 
-    default_specs = DEFAULT_SPECS
+    options = ReasoningBench
 
-    default_model = "text"
+    default_specs = DEFAULT_SPECS
 
     model_help = ("shipped model name or a transformers folder (default: the shipped text "
                   "MDM)")
 
-    default_limit = 100
-
     items = "problems per task (of seeds --seed .. --seed + limit - 1)"
 
     all_temperatures = True
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
-                       help=f"tasks to run (default all: {', '.join(TASKS)})")
-        types.add_confidence_arg(p)
 
 
 #: what ``unmask reasoning bench`` builds its flags from, before importing the bench

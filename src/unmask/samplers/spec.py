@@ -333,3 +333,37 @@ def _modifier_options(r: _Reader, mod: str) -> dict:
         r.pos += 1
         r.params(options)
     return options
+
+
+def spec_entry(text: str, where: str = "--sampler") -> SamplerSpec:
+    """The :class:`SamplerSpec` ``text`` names, validated now; a bad one is refused in one
+    line naming ``where`` (the flag or field it came from)."""
+    try:
+        return SamplerSpec.parse(text)
+    except (UnmaskError, TypeError, ValueError) as e:  # a value of the wrong type, too
+        raise UnmaskError(f"{where}: {text!r}: {e}" if not isinstance(e, UnmaskError)
+                          else f"{where}: {e}") from None
+
+
+def preset_entry(name: str) -> SamplerSpec:
+    """Preset ``name`` (:mod:`unmask.presets`) as a bench entry: its spec, labelled with the
+    spec's label and ``preset=NAME``."""
+    from unmask.presets import preset_spec
+
+    entry = parse_spec(preset_spec(name))
+    entry.label = f"{entry.label} preset={name}"
+    return entry
+
+
+def with_estimator(entries: list[SamplerSpec], estimator: str | None) -> list[SamplerSpec]:
+    """``entries``, each whose sampler reads an MI estimator (a field ``estimator``:
+    ``mi-guided``, ``demask``) given ``estimator`` (a folder; None: each keeps its own)."""
+    from dataclasses import fields
+
+    from unmask.samplers.base import sampler_class
+
+    if estimator:
+        for e in entries:
+            if "estimator" in {f.name for f in fields(sampler_class(e.name))}:
+                e.params["estimator"] = estimator
+    return entries

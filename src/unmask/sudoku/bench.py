@@ -22,7 +22,7 @@ from unmask.parallel.workers import Engine
 from unmask.pretrained import describe_source
 from unmask.samplers.base import sampler_class
 from unmask.samplers.spec import SamplerSpec
-from unmask.sudoku.bench_task import SEED_REFERENCE, SudokuBenchTask
+from unmask.sudoku.bench_task import SEED_REFERENCE, SudokuBench, SudokuBenchTask
 from unmask.sudoku.datasets import set_puzzles
 from unmask.sudoku.maps import peer_mask
 from unmask.sudoku.solver import is_valid_solution, rounds_of_singles
@@ -129,25 +129,25 @@ def estimator_records(entries: list[SamplerSpec], model) -> list[dict]:
     return list(records.values())
 
 
-class SudokuBench(SudokuBenchTask):
+class SudokuBenchRunner(SudokuBenchTask):
     """Every sampler on one puzzle set: solved share against forward passes."""
 
-    def load_model(self, args, device):
-        return load_model(args.model, task="sudoku").to(device)
+    def load_model(self, options: SudokuBench, device):
+        return load_model(options.model, task="sudoku").to(device)
 
-    def recipe(self, args, model, device):
-        return ModelRecipe(args.model, task="sudoku", device=device.type)
+    def recipe(self, options: SudokuBench, model, device):
+        return ModelRecipe(options.model, task="sudoku", device=device.type)
 
     def run(self, ctx: BenchContext) -> BenchResult:
-        args, model = ctx.args, ctx.model
-        if args.no_self_condition and not model.self_conditioning:
+        opts, model = ctx.options, ctx.model
+        if opts.no_self_condition and not model.self_conditioning:
             raise UnmaskError("--no-self-condition: the model does not self-condition")
-        puzzles = set_puzzles(args.set)[: ctx.limit]
+        puzzles = set_puzzles(opts.set)[: ctx.limit]
         [temperature] = ctx.temperatures
         config = DecodeConfig(temperature=temperature,
-                              self_condition=not args.no_self_condition)
+                              self_condition=not opts.no_self_condition)
         rows = run_bench(model, puzzles, ctx.entries, seed=ctx.seed,
-                            batch_size=args.batch_size, config=config,
+                            batch_size=opts.batch_size, config=config,
                             corrector_hooks=ctx.hooks, **ctx.sweep)
         add_paired_vs(rows, add_nfe_vs_sequential(rows))
         for r in rows:
@@ -160,18 +160,18 @@ class SudokuBench(SudokuBenchTask):
         estimators = estimator_records(ctx.entries, model)
         corrector = ctx.sweep["recipe"].corrector
         header = {
-            "set": args.set, "puzzles": len(puzzles), "model": describe_source(model.source),
+            "set": opts.set, "puzzles": len(puzzles), "model": describe_source(model.source),
             # a shipped name outlives its weights: the fingerprint says which model ran
             "model_fingerprint": model.fingerprint(),
-            "self_condition": model.self_conditioning and not args.no_self_condition,
+            "self_condition": model.self_conditioning and not opts.no_self_condition,
             # which MI estimator the estimator-reading rows read (None: no such row; a list
             # when specs name different ones)
             "estimator": (None if not estimators else estimators[0] if len(estimators) == 1
                           else estimators),
             "corrector": None if corrector is None else {
-                "source": args.corrector or f"shipped '{SHIPPED_CORRECTOR}'",
-                "remask_threshold": args.remask_threshold, "max_remasks": args.max_remasks,
-                "ban_remasked": args.ban_remasked},
+                "source": opts.corrector or f"shipped '{SHIPPED_CORRECTOR}'",
+                "remask_threshold": opts.remask_threshold, "max_remasks": opts.max_remasks,
+                "ban_remasked": opts.ban_remasked},
             "singles_reference": ref}
         return BenchResult(rows, header,
                            _reference_notes(rows, ref, estimators))
@@ -179,7 +179,7 @@ class SudokuBench(SudokuBenchTask):
     def title(self, ctx: BenchContext, result: BenchResult) -> str:
         head = result.header
         return (f"Sudoku '{head['set']}', {head['puzzles']} puzzles, model {head['model']} "
-                + ("without its previous-pass input " if ctx.args.no_self_condition else "")
+                + ("without its previous-pass input " if ctx.options.no_self_condition else "")
                 + f"(mean {head['singles_reference']['mean_blanks']:.1f} blanks)")
 
     def report(self, ctx: BenchContext, result: BenchResult) -> None:
@@ -203,7 +203,7 @@ class SudokuBench(SudokuBenchTask):
     def plot(self, ctx: BenchContext, result: BenchResult, path) -> None:
         pareto_plot(result.dicts(), path, title=self.title(ctx, result),
                     # the published points were measured on the hard set
-                    references=SEED_REFERENCE if ctx.args.set == "hard" else ())
+                    references=SEED_REFERENCE if ctx.options.set == "hard" else ())
 
 
 def _reference_notes(rows: list[BenchRow], ref: dict, estimators: list[dict]) -> list[str]:
@@ -224,4 +224,4 @@ def _reference_notes(rows: list[BenchRow], ref: dict, estimators: list[dict]) ->
     return notes
 
 
-BENCH_TASK = SudokuBench()
+BENCH_TASK = SudokuBenchRunner()

@@ -1,10 +1,13 @@
-"""The sudoku bench as the command line reads it: its flags, defaults and
-labels (:class:`SudokuBenchTask`); :mod:`unmask.sudoku.bench` runs it. This module imports
+"""The sudoku bench as the command line reads it: its options (:class:`SudokuBench`), defaults
+and labels (:class:`SudokuBenchTask`); :mod:`unmask.sudoku.bench` runs it. This module imports
 neither torch nor numpy, so that ``unmask sudoku bench --help`` does not."""
 
 from __future__ import annotations
 
-from unmask.bench.contract import BenchTask
+from dataclasses import dataclass
+from typing import ClassVar
+
+from unmask.bench.contract import BenchTask, CorrectedBenchOptions
 
 #: the published reference of arXiv 2605.20187 (same protocol: 1,000 hard puzzles, one MDM):
 #: (label, NFE, solved %)
@@ -29,10 +32,31 @@ DEFAULT_SPECS = [
 ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class SudokuBench(CorrectedBenchOptions):
+    """What a Sudoku bench run is asked for (``unmask sudoku bench``'s flags): the shared
+    options and
+
+    Attributes:
+        set: hard | medium | a UTF-8 puzzle file.
+        batch_size: puzzles per decode call.
+        no_self_condition: (self-conditioning models) give every pass zeros instead of the
+            previous pass's beliefs, to measure what they add.
+    """
+
+    task: ClassVar[str] = "sudoku"
+
+    set: str = "hard"
+    batch_size: int = 1000
+    no_self_condition: bool = False
+
+
 class SudokuBenchTask(BenchTask):
     """Every sampler on one puzzle set: solved share against forward passes."""
 
     name = "sudoku"
+
+    options = SudokuBench
 
     default_specs = DEFAULT_SPECS
 
@@ -40,22 +64,11 @@ class SudokuBenchTask(BenchTask):
 
     model_task = "sudoku"
 
-    corrector = True
-
     estimator = True
 
     accuracy_label = "solved %"
 
     references = SEED_REFERENCE
-
-    def add_arguments(self, p, types) -> None:
-        p.add_argument("--set", default="hard",
-                       help="hard | medium | a UTF-8 puzzle file (default hard)")
-        p.add_argument("--batch-size", type=types.positive_int, default=1000,
-                       help="puzzles per decode call (default %(default)s)")
-        p.add_argument("--no-self-condition", action="store_true",
-                       help="(self-conditioning models) give every pass zeros instead of the "
-                            "previous pass's beliefs, to measure what they add")
 
 
 #: what ``unmask sudoku bench`` builds its flags from, before importing the bench

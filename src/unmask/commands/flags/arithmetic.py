@@ -7,7 +7,7 @@ import argparse
 
 from unmask.commands.flags.bench import bench_arguments
 from unmask.commands.flags.training import add_training_args
-from unmask.validation import positive_int
+from unmask.commands.flags.types import positive_int
 
 
 def train(p: argparse.ArgumentParser) -> None:
@@ -20,4 +20,13 @@ def train(p: argparse.ArgumentParser) -> None:
                    help="prompts per direction")
 
 
-bench = bench_arguments("arithmetic")
+def bench_flags(p: argparse.ArgumentParser, d) -> None:
+    """``unmask arithmetic bench``'s own flags
+    (:class:`unmask.arithmetic.bench_task.ArithmeticBench`'s options, ``d`` their
+    defaults)."""
+    p.add_argument("--tasks", default=",".join(d.tasks),
+                   help="comma-separated: generate, product (factors given), factors "
+                        "(product given)")
+
+
+bench = bench_arguments("arithmetic", bench_flags)

@@ -1,12 +1,13 @@
 """The bench command every task shares: ``unmask <task> bench`` is built from the task's
 :class:`~unmask.bench.contract.BenchTask` with the same flags and meanings. Its flags come from
-the task's declared bench (``unmask.<task>.bench_task.DECLARED``), its run from the bench
-itself (``unmask.<task>.bench.BENCH_TASK``). A task's flags module and command module name
-it::
+the task's declared bench (``unmask.<task>.bench_task.DECLARED``: the defaults of its
+options) and the task's own flags (its flags module's), its run from the bench itself
+(``unmask.<task>.bench.BENCH_TASK``), given the options its flags build
+(:func:`options_from_args`). A task's flags module and command module name it::
 
-    bench = bench_arguments("sudoku")          # unmask.commands.flags.sudoku
+    bench = bench_arguments("sudoku", sudoku_bench_args)   # unmask.commands.flags.sudoku
 
-    @command("sudoku", "bench")                # unmask.commands.sudoku
+    @command("sudoku", "bench")                            # unmask.commands.sudoku
     def bench_sudoku(args):
         return run_bench_command(bench_task("sudoku"), args)
 """
@@ -14,39 +15,28 @@ it::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from unmask.commands.flags import types as arg_types
-from unmask.commands.flags.corrector import (
-    add_corrector_args,
-    corrector_from_args,
-    corrector_recipe,
-)
-from unmask.commands.flags.engine import (
-    add_cache_arg,
-    add_device_arg,
-    add_engine_args,
-    driver_device,
-    engine_from_args,
-)
+from unmask.bench.run import DTYPES
+from unmask.commands.flags.corrector import add_corrector_args
+from unmask.commands.flags.engine import add_cache_arg, add_device_arg, add_engine_args
 from unmask.commands.flags.paths import CACHE_COMMAND, distinct_outputs, mark_folder
-from unmask.commands.flags.sampler import add_presets_arg, preset_entry, sampler_entry
+from unmask.commands.flags.sampler import add_presets_arg
 from unmask.commands.flags.threads import add_threads_arg
-from unmask.commands.flags.types import add_seed_arg, temperatures_type
+from unmask.commands.flags.types import add_seed_arg, int_at_least, temperatures_type
 from unmask.commands.registry import COMMAND_MODULES
-from unmask.errors import UnmaskError
-from unmask.validation import int_at_least
 
 if TYPE_CHECKING:
-    from unmask.bench.contract import BenchContext, BenchResult, BenchTask
+    from unmask.bench.contract import BenchOptions, BenchTask
 
 #: the tasks with a bench command, from the registry
 BENCH_TASKS = tuple(path[0] for path in COMMAND_MODULES if path[1:] == ("bench",))
-#: ``--dtype`` choices -> the model's ``autocast_bf16``
-DTYPES = {"float32": False, "bfloat16": True}
+#: a task's own flags: ``add(parser, defaults)``, ``defaults`` its options' defaults
+TaskFlags = Callable[[argparse.ArgumentParser, "BenchOptions"], None]
 
 
 def bench_task(noun: str) -> BenchTask:
@@ -56,12 +46,18 @@ def bench_task(noun: str) -> BenchTask:
     return load_bench_task(noun)
 
 
-def bench_arguments(noun: str) -> Callable[[argparse.ArgumentParser], None]:
+def bench_arguments(noun: str, own: TaskFlags | None = None
+                    ) -> Callable[[argparse.ArgumentParser], None]:
     """The ``add_arguments`` of ``unmask NOUN bench`` (:func:`add_bench_args`), from the task's
-    declared bench (``unmask.NOUN.bench_task.DECLARED``: its flags and defaults, without
-    importing the bench itself)."""
+    declared bench (``unmask.NOUN.bench_task.DECLARED``: its options' defaults, without
+    importing the bench itself) and its own flags ``own``."""
     return lambda p: add_bench_args(
-        p, importlib.import_module(f"unmask.{noun}.bench_task").DECLARED)
+        p, importlib.import_module(f"unmask.{noun}.bench_task").DECLARED, own)
+
+
+def temperatures_text(temperatures: tuple[float, ...]) -> str:
+    """``--temperatures``' text for ``temperatures`` (0 as ``0``: the argmax)."""
+    return ",".join("0" if t == 0 else str(t) for t in temperatures)
 
 
 class _Alias(argparse.Action):
@@ -80,21 +76,24 @@ class _Alias(argparse.Action):
         namespace.deprecated_flags = [*old, (option_string, self.new)]
 
 
-def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
-    """The flags every bench has, then the task's own."""
-    p.add_argument("--model", default=task.default_model, help=task.model_help)
+def add_bench_args(p: argparse.ArgumentParser, task: BenchTask,
+                   own: TaskFlags | None = None) -> None:
+    """The flags every bench has, then the task's own (``own``); each defaults to its
+    option's default."""
+    d = task.options()
+    p.add_argument("--model", default=d.model, help=task.model_help)
     limit = int_at_least(task.min_limit)
-    default = "all" if task.default_limit is None else task.default_limit
-    p.add_argument("--limit", type=limit, default=task.default_limit,
-                   help=f"number of {task.items} (default {default})")
+    p.add_argument("--limit", type=limit, default=d.limit,
+                   help=f"number of {task.items} (default "
+                        f"{'all' if d.limit is None else d.limit})")
     add_presets_arg(p)
     p.add_argument("--samplers", nargs="+", default=None, metavar="SPEC",
                    help="sampler specs NAME[:K=V,...][+verify[=T]]"
                         + ("[+corrector]" if task.corrector else "")
                         + " (default: the task's comparison)")
-    p.add_argument("--temperatures", type=temperatures_type, default=task.default_temperatures,
+    p.add_argument("--temperatures", type=temperatures_type, default=d.temperatures,
                    help="comma-separated token temperatures, a set of rows each (default "
-                        f"{task.default_temperatures})")
+                        f"{temperatures_text(d.temperatures)})")
     if task.estimator:
         p.add_argument("--estimator", default=None,
                        help="MI estimator folder for mi-guided (default: the shipped one)")
@@ -103,16 +102,17 @@ def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
     add_seed_arg(p)
     add_threads_arg(p)
     add_device_arg(p)
-    p.add_argument("--dtype", choices=list(DTYPES), default=task.default_dtype,
+    p.add_argument("--dtype", choices=list(DTYPES), default=d.dtype,
                    help="float32, or bfloat16 autocast on the CPU (default: "
-                        f"{task.default_dtype or 'as the model was saved'})")
+                        f"{d.dtype or 'as the model was saved'})")
     add_engine_args(p)
     add_cache_arg(p)
     p.add_argument("--json", default=None, metavar="OUT.json", help="write the rows as JSON")
     p.add_argument("--plot", default=None, metavar="OUT.png",
                    help="Pareto plot of accuracy against passes (.png, .pdf or .svg)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    task.add_arguments(p, arg_types)
+    if own is not None:
+        own(p, d)
     types = {"--limit": limit, "--temperatures": temperatures_type}
     for old, new in task.aliases.items():  # e.g. {"--n": "--limit", "--bf16": "--dtype"}
         const = "bfloat16" if new == "--dtype" else None
@@ -120,55 +120,39 @@ def add_bench_args(p: argparse.ArgumentParser, task: BenchTask) -> None:
                        dest=new.lstrip("-").replace("-", "_"))
 
 
+def options_from_args(task: BenchTask, args: argparse.Namespace) -> BenchOptions:
+    """The task's :class:`~unmask.bench.contract.BenchOptions` from the flags of
+    :func:`add_bench_args`: each option from the flag of its name (lists as tuples)."""
+    values = {}
+    for f in dataclasses.fields(task.options):
+        if hasattr(args, f.name):
+            value = getattr(args, f.name)
+            values[f.name] = tuple(value) if isinstance(value, list) else value
+    return task.options(**values)
+
+
 def run_bench_command(task: BenchTask, args: argparse.Namespace) -> int:
-    """Run ``task``'s bench with the flags of :func:`add_bench_args`."""
-    import dataclasses
+    """Run ``task``'s bench with the flags of :func:`add_bench_args`: the options they build
+    run by :func:`unmask.bench.run.run_bench`'s steps, the rows printed and written."""
     import json
 
-    from unmask.bench.contract import BenchContext
+    from unmask.bench.run import bench_context, bench_record, decode_bench
+    from unmask.commands.flags.engine import engine_from_args
     from unmask.io import IMAGE_SUFFIXES, JSON_SUFFIXES, atomic_write_text, output_path
-    from unmask.models.auto import check_task
 
     engine, device = engine_from_args(args)
     json_path = output_path(args.json, "--json", JSON_SUFFIXES)
     plot_path = output_path(args.plot, "--plot", IMAGE_SUFFIXES)
     distinct_outputs(json=json_path, plot=plot_path)
-    if args.samplers is not None and not args.samplers:
-        raise UnmaskError("--samplers: no sampler spec given")
-    task.check(args)
-    presets = [preset_entry(name) for name in args.preset]
-    model = task.load_model(args, driver_device(engine, device))
-    if task.model_task is not None:
-        check_task(model, task.model_task, args.model or task.model_task, required=True)
-    if args.dtype is not None:
-        model.autocast_bf16 = DTYPES[args.dtype]
-    entries = [] if args.samplers is None and presets else task.entries(
-        model, args.samplers, lambda spec: sampler_entry(spec, "--samplers"))
-    entries += presets
-    for e in entries:
-        if getattr(args, "estimator", None) and e.name == "mi-guided":
-            e.params["estimator"] = args.estimator
-    corrected = any(e.corrected for e in entries)
-    if task.corrector:
-        corrector, hooks = corrector_from_args(args, model, corrected)
-    elif corrected:
-        raise UnmaskError(f"--samplers: the {task.name} bench has no corrector; drop "
-                          "'+corrector'")
-    else:
-        corrector, hooks = None, ()
-    recipe = dataclasses.replace(task.recipe(args, model, device), bf16=model.autocast_bf16,
-                                 corrector=corrector_recipe(args, corrector) if corrector
-                                 else None)
+    ctx = bench_context(task, options_from_args(task, args), device=device, engine=engine,
+                        cache=args.cache)
     if args.cache is not None:
         mark_folder(args.cache, CACHE_COMMAND)
-    ctx = BenchContext(args, model, entries, args.limit, args.temperatures, args.seed,
-                       {"engine": engine, "recipe": recipe, "cache": args.cache}, hooks)
-    result = _decode(task, ctx)
+    result = decode_bench(task, ctx, progress=not args.quiet)
     task.report(ctx, result)
     if json_path is not None:
-        atomic_write_text(json_path, json.dumps(
-            {"bench": task.name, **result.header, "temperatures": list(ctx.temperatures),
-             "seed": ctx.seed, "rows": result.dicts()}, indent=2) + "\n")
+        atomic_write_text(json_path, json.dumps(bench_record(task, ctx, result), indent=2)
+                          + "\n")
     if plot_path is not None:
         task.plot(ctx, result, plot_path)
         print(f"plot: {plot_path}")
@@ -176,29 +160,3 @@ def run_bench_command(task: BenchTask, args: argparse.Namespace) -> int:
     for old, new in getattr(args, "deprecated_flags", []):
         print(f"warning: {old} is deprecated; use {new}", file=sys.stderr)
     return 0
-
-
-def _decode(task: BenchTask, ctx: BenchContext) -> BenchResult:
-    """``task.run`` over the context, with a progress bar; once per temperature when the
-    task decodes one at a time (rows labelled with their temperature when there are
-    several)."""
-    import dataclasses
-
-    from unmask.bench.contract import BenchResult, with_temperature
-    from unmask.progress import progress_bar
-
-    per = [ctx.temperatures] if task.all_temperatures else [(t,) for t in ctx.temperatures]
-    total = task.n_runs(ctx) * len(per)
-    results = []
-    with progress_bar(total, "decoding", enabled=not ctx.args.quiet) as update:
-        for k, temps in enumerate(per):
-            done = k * total // len(per)
-            sub = dataclasses.replace(ctx, temperatures=temps, sweep={
-                **ctx.sweep, "progress": lambda n, done=done: update(done + n)})
-            results.append(task.run(sub))
-    if len(results) == 1:
-        return results[0]
-    rows = [with_temperature(r, t[0]) for t, res in zip(per, results, strict=True)
-            for r in res.rows]
-    return BenchResult(rows, results[0].header, [n for r in results for n in r.notes],
-                       results[0].extras)

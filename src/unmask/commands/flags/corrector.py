@@ -8,9 +8,15 @@ import argparse
 
 from unmask.commands.flags.threads import add_threads_arg
 from unmask.commands.flags.training import add_resume_args
-from unmask.commands.flags.types import add_seed_arg, default_of
+from unmask.commands.flags.types import (
+    add_seed_arg,
+    default_of,
+    finite_float,
+    non_negative_int,
+    positive_int,
+    seed_int,
+)
 from unmask.errors import UnmaskError
-from unmask.validation import finite_float, non_negative_int, positive_int, seed_int
 
 #: the samplers whose decoding states ``unmask corrector train`` trains on by default
 DEFAULT_STATE_SAMPLERS = ["eb:gamma=0.3,order=confidence", "eb:gamma=1.0,order=confidence",
@@ -34,17 +40,6 @@ def add_corrector_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ban-remasked", action="store_true",
                    help="with a corrector: a token it sent back is not proposed at that cell "
                         "again")
-
-
-def corrector_recipe(args: argparse.Namespace, corrector):
-    """How a worker rebuilds the corrector of :func:`corrector_from_args`
-    (:class:`~unmask.bench.recipe.CorrectorRecipe`; None without one)."""
-    from unmask.bench.recipe import CorrectorRecipe
-
-    if corrector is None:
-        return None
-    return CorrectorRecipe(args.corrector, threshold=args.remask_threshold,
-                           max_remasks=args.max_remasks, ban_remasked=args.ban_remasked)
 
 
 def corrector_from_args(args: argparse.Namespace, model, corrected: bool):

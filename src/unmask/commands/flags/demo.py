@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from unmask.commands.flags.threads import add_threads_arg
-from unmask.validation import positive_int
+from unmask.commands.flags.types import positive_int
 
 
 def demo(p: argparse.ArgumentParser) -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 
 from unmask.commands.flags.paths import cache_folder
-from unmask.commands.flags.types import literal_of
+from unmask.commands.flags.types import literal_of, positive_int
 from unmask.errors import UnmaskError
-from unmask.validation import positive_int
 
 
 def add_device_arg(p: argparse.ArgumentParser) -> None:
@@ -70,13 +69,3 @@ def engine_from_args(args: argparse.Namespace):
     engine = make_engine("ray", args.workers, cpus_per_worker=args.threads or 1,
                          gpus_per_worker=1 if device.type == "cuda" else 0)
     return engine, device
-
-
-def driver_device(engine, device):
-    """Where the command's own copy of the model goes: ``device`` on the local engine; the
-    CPU beside remote workers (the driver reads the model's metadata, the workers decode)."""
-    import torch
-
-    from unmask.parallel.workers import LocalEngine
-
-    return device if isinstance(engine, LocalEngine) else torch.device("cpu")

@@ -13,8 +13,10 @@ from unmask.commands.flags.types import (
     add_folder_model_args,
     add_pass_args,
     add_seed_arg,
+    finite_float,
+    non_negative_int,
+    positive_int,
 )
-from unmask.validation import finite_float, non_negative_int, positive_int
 
 
 def generate(p: argparse.ArgumentParser) -> None:

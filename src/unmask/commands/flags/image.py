@@ -11,7 +11,7 @@ from unmask.commands.flags.training import (
     add_resume_args,
     add_training_args,
 )
-from unmask.commands.flags.types import add_seed_arg
+from unmask.commands.flags.types import add_confidence_arg, add_seed_arg, int_at_least
 
 
 def train(p: argparse.ArgumentParser) -> None:
@@ -32,4 +32,17 @@ def train_classifier(p: argparse.ArgumentParser) -> None:
     add_threads_arg(p)
 
 
-bench = bench_arguments("image")
+def bench_flags(p: argparse.ArgumentParser, d) -> None:
+    """``unmask image bench``'s own flags (:class:`unmask.image.bench_task.ImageBench`'s
+    options, ``d`` their defaults)."""
+    p.add_argument("--classifier", default=d.classifier,
+                   help="shipped classifier name or a classifier folder (the metrics' "
+                        "features)")
+    add_confidence_arg(p)
+    p.add_argument("--rounds", type=int_at_least(2), default=d.rounds,
+                   help="bootstrap resamples")
+    p.add_argument("--grid", default=None, metavar="F.png",
+                   help="write a PNG with one row of samples per sampler")
+
+
+bench = bench_arguments("image", bench_flags)

@@ -12,8 +12,9 @@ from unmask.commands.flags.types import (
     add_folder_model_args,
     add_pass_args,
     add_seed_arg,
+    finite_float,
+    positive_int,
 )
-from unmask.validation import finite_float, positive_int
 
 
 def infill(p: argparse.ArgumentParser) -> None:

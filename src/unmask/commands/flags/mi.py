@@ -9,8 +9,14 @@ from pathlib import Path
 from unmask.commands.flags.engine import add_device_arg, add_engine_args
 from unmask.commands.flags.threads import add_threads_arg, threads_int
 from unmask.commands.flags.training import add_resume_args
-from unmask.commands.flags.types import add_seed_arg, add_trust_arg
-from unmask.validation import finite_float, non_negative_int, positive_int, seed_int
+from unmask.commands.flags.types import (
+    add_seed_arg,
+    add_trust_arg,
+    finite_float,
+    non_negative_int,
+    positive_int,
+    seed_int,
+)
 
 
 def layer_list(text: str) -> tuple[int, ...]:

@@ -7,9 +7,8 @@ import argparse
 
 from unmask.commands.flags.bench import bench_arguments
 from unmask.commands.flags.training import add_training_args
-from unmask.commands.flags.types import default_of
+from unmask.commands.flags.types import add_confidence_arg, default_of, positive_int
 from unmask.reasoning.tasks import TASKS
-from unmask.validation import positive_int
 
 
 def train(p: argparse.ArgumentParser) -> None:
@@ -23,4 +22,12 @@ def train(p: argparse.ArgumentParser) -> None:
                    help="train on these tasks (default all)")
 
 
-bench = bench_arguments("reasoning")
+def bench_flags(p: argparse.ArgumentParser, d) -> None:
+    """``unmask reasoning bench``'s own flags
+    (:class:`unmask.reasoning.bench_task.ReasoningBench`'s options, ``d`` their defaults)."""
+    p.add_argument("--tasks", nargs="+", default=d.tasks, metavar="TASK",
+                   help=f"tasks to run (default all: {', '.join(TASKS)})")
+    add_confidence_arg(p)
+
+
+bench = bench_arguments("reasoning", bench_flags)

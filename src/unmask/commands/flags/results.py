@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from unmask.commands.flags.threads import add_threads_arg
-from unmask.commands.flags.types import literal_of
-from unmask.validation import finite_float
+from unmask.commands.flags.types import finite_float, literal_of
 
 
 def plot(p: argparse.ArgumentParser) -> None:

@@ -43,32 +43,12 @@ def sampler_text(args: argparse.Namespace) -> str:
 def entry_from_args(args: argparse.Namespace):
     """The :class:`~unmask.samplers.spec.SamplerSpec` ``--sampler`` or ``--preset`` names
     (the default sampler when neither), validated now."""
+    from unmask.samplers.spec import preset_entry, spec_entry
+
     if args.preset is not None:
         sampler_text(args)  # refuses both
         return preset_entry(args.preset)
-    return sampler_entry(sampler_text(args))
-
-
-def preset_entry(name: str):
-    """Preset ``name`` as a bench entry (:class:`~unmask.samplers.spec.SamplerSpec`): its
-    spec, labelled with the spec's label and ``preset=NAME``."""
-    from unmask.samplers.spec import parse_spec
-
-    spec = parse_spec(preset_spec(name))
-    spec.label = f"{spec.label} preset={name}"
-    return spec
-
-
-def sampler_entry(spec: str, flag: str = "--sampler"):
-    """The :class:`~unmask.samplers.spec.SamplerSpec` a sampler spec names, validated now;
-    errors name ``flag``."""
-    from unmask.samplers.spec import SamplerSpec
-
-    try:
-        return SamplerSpec.parse(spec)
-    except (UnmaskError, TypeError, ValueError) as e:  # a value of the wrong type, too
-        raise UnmaskError(f"{flag}: {spec!r}: {e}" if not isinstance(e, UnmaskError)
-                          else f"{flag}: {e}") from None
+    return spec_entry(sampler_text(args))
 
 
 def bench_entries(specs: list[str] | None, defaults: list[str], estimator: str | None = None,
@@ -76,15 +56,12 @@ def bench_entries(specs: list[str] | None, defaults: list[str], estimator: str |
     """The :class:`~unmask.samplers.spec.SamplerSpec` list of a bench command: ``specs`` (or
     the command's ``defaults`` when neither specs nor ``presets`` are given), each validated
     now, then the rows of ``presets``; ``estimator`` (a folder, from --estimator) is given to
-    every ``mi-guided`` entry."""
+    every entry whose sampler reads an MI estimator
+    (:func:`unmask.samplers.spec.with_estimator`)."""
+    from unmask.samplers.spec import preset_entry, spec_entry, with_estimator
+
     if specs is not None and not specs:
         raise UnmaskError("--samplers: no sampler spec given")
-    entries = []
-    for spec in specs or ([] if presets else defaults):
-        entries.append(sampler_entry(spec, "--samplers"))
-    entries += [preset_entry(name) for name in presets]
-    if estimator:
-        for e in entries:
-            if e.name == "mi-guided":
-                e.params["estimator"] = estimator
-    return entries
+    entries = [spec_entry(spec, "--samplers")
+               for spec in specs or ([] if presets else defaults)]
+    return with_estimator(entries + [preset_entry(name) for name in presets], estimator)

@@ -7,8 +7,12 @@ import argparse
 from unmask.commands.flags.engine import add_device_arg
 from unmask.commands.flags.sampler import add_sampler_arg
 from unmask.commands.flags.threads import add_threads_arg
-from unmask.commands.flags.types import add_cache_kv_arg, add_folder_model_args
-from unmask.validation import finite_float, positive_int
+from unmask.commands.flags.types import (
+    add_cache_kv_arg,
+    add_folder_model_args,
+    finite_float,
+    positive_int,
+)
 
 
 def serve(p: argparse.ArgumentParser) -> None:

@@ -9,8 +9,7 @@ from unmask.commands.flags.corrector import add_corrector_args
 from unmask.commands.flags.sampler import add_sampler_arg
 from unmask.commands.flags.threads import add_threads_arg
 from unmask.commands.flags.training import add_training_args
-from unmask.commands.flags.types import add_seed_arg, default_of
-from unmask.validation import finite_float, positive_int
+from unmask.commands.flags.types import add_seed_arg, default_of, finite_float, positive_int
 
 
 def solve(p: argparse.ArgumentParser) -> None:
@@ -35,7 +34,19 @@ def solve(p: argparse.ArgumentParser) -> None:
                    help="one JSON object per puzzle per line, written as each batch finishes")
 
 
-bench = bench_arguments("sudoku")
+def bench_flags(p: argparse.ArgumentParser, d) -> None:
+    """``unmask sudoku bench``'s own flags (:class:`unmask.sudoku.bench_task.SudokuBench`'s
+    options, ``d`` their defaults)."""
+    p.add_argument("--set", default=d.set,
+                   help="hard | medium | a UTF-8 puzzle file (default %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=d.batch_size,
+                   help="puzzles per decode call (default %(default)s)")
+    p.add_argument("--no-self-condition", action="store_true",
+                   help="(self-conditioning models) give every pass zeros instead of the "
+                        "previous pass's beliefs, to measure what they add")
+
+
+bench = bench_arguments("sudoku", bench_flags)
 
 
 def train(p: argparse.ArgumentParser) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from unmask.commands.flags.types import positive_int
 from unmask.errors import UnmaskError
-from unmask.validation import positive_int
 
 
 def threads_int(text: str) -> int:

@@ -16,17 +16,14 @@ from unmask.commands.flags.paths import (
     mark_folder,
 )
 from unmask.commands.flags.threads import add_threads_arg
-from unmask.commands.flags.types import add_seed_arg
-from unmask.errors import UnmaskError
-from unmask.validation import (
-    field_hints,
-    field_problem,
+from unmask.commands.flags.types import (
+    add_seed_arg,
     finite_float,
-    json_type,
     non_negative_int,
     positive_int,
-    union_options,
 )
+from unmask.errors import UnmaskError
+from unmask.validation import field_hints, field_problem, json_type, union_options
 
 #: the loop settings no flag sets: the floor of the cosine, gradient clipping, the seconds
 #: between checkpoints (the MDM trainers select the weights of the highest metric)

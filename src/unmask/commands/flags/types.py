@@ -1,7 +1,7 @@
 """Argument types and the small flags many commands share. argparse turns an
 :class:`argparse.ArgumentTypeError` into one line ``argument --x: ...`` and exit 2; the numeric
-types live in :mod:`unmask.validation` and are re-exported here, so that this module is the
-``types`` a bench task's ``add_arguments(p, types)`` is given."""
+types are :mod:`unmask.validation`'s, made argparse types here, so that this module is the
+``types`` a bench task's flags are given."""
 
 from __future__ import annotations
 
@@ -14,14 +14,39 @@ import math
 import re
 from pathlib import Path
 
+from unmask import validation
 from unmask.errors import UnmaskError
-from unmask.validation import (  # noqa: F401  (the argument types, re-exported)
-    finite_float,
-    int_at_least,
-    non_negative_int,
-    positive_int,
-    seed_int,
-)
+
+
+def argument_type(parse):
+    """``parse`` (a :mod:`unmask.validation` argument type) as an argparse type: its
+    :class:`~unmask.validation.InvalidText` becomes argparse's one-line refusal."""
+
+    @functools.wraps(parse)
+    def typed(text: str):
+        try:
+            return parse(text)
+        except validation.InvalidText as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return typed
+
+
+def int_at_least(low: int):
+    """An argparse type: an integer >= ``low``."""
+    return argument_type(validation.int_at_least(low))
+
+
+def finite_float(low: float | None = None, high: float | None = None, *,
+                 open_low: bool = False):
+    """An argparse type: a finite float, optionally within [low, high] (``open_low``:
+    (low, high])."""
+    return argument_type(validation.finite_float(low, high, open_low=open_low))
+
+
+positive_int = argument_type(validation.positive_int)
+non_negative_int = argument_type(validation.non_negative_int)
+seed_int = argument_type(validation.seed_int)
 
 
 @functools.cache

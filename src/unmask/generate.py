@@ -14,10 +14,8 @@ the first generated positions (as LLaDA's generate can), so a row cannot end bef
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
@@ -30,19 +28,14 @@ from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
+from unmask.request import DecodeRequest, sampler_spec
 from unmask.samplers.base import (
-    CountRule,
     Sampler,
     Selection,
     StepState,
 )
-from unmask.samplers.spec import parse_spec
 from unmask.samplers.wrapper import SamplerWrapper
 from unmask.validation import is_int, text_problem
-
-#: the remasking names of LLaDA / dLLM codebases -> our samplers
-LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
-               "entropy": "entropy", "maskgit_plus": "confidence"}
 
 
 @dataclass
@@ -76,21 +69,25 @@ class Generation:
 
 
 def parse_sampler(spec: str | Sampler) -> Sampler:
-    """A sampler from a spec (:func:`unmask.samplers.spec.parse_spec`; ``+verify[=T]`` allowed,
+    """A sampler from a spec (:func:`unmask.request.sampler_spec`; ``+verify[=T]`` allowed,
     ``+corrector`` not); LLaDA's names such as ``low_confidence`` are accepted for NAME."""
     if isinstance(spec, Sampler):
         return spec
-    require(isinstance(spec, str) and spec.strip(), f"sampler: expected a spec such as "
-                                                    f"'confidence' or 'eb:gamma=0.1', got "
-                                                    f"{spec!r}")
-    text = spec.strip()
-    name = re.match(r"[A-Za-z_][A-Za-z0-9_-]*", text)
-    if name and name.group() in LLADA_NAMES:
-        text = LLADA_NAMES[name.group()] + text[name.end():]
-    parsed = parse_spec(text)
-    require(not parsed.corrected, f"sampler: {spec!r}: text decoding (generate, infill) "
-                                  "takes no corrector; drop '+corrector'")
+    parsed = sampler_spec(spec)
+    require(not parsed.corrected, f"sampler: {spec!r}: {NO_CORRECTOR}")
     return parsed.build()
+
+
+#: why text decoding refuses ``+corrector``
+NO_CORRECTOR = "text decoding (generate, infill) takes no corrector; drop '+corrector'"
+
+
+def text_request(request: DecodeRequest | None, settings: dict) -> DecodeRequest:
+    """The request of :func:`generate` / :func:`~unmask.infill.infill`: ``request`` or one
+    built from keyword ``settings`` (not both); a text decode takes no corrector."""
+    request = DecodeRequest.from_settings(request, **settings)
+    require(not request.corrected, f"sampler: {request.sampler!r}: {NO_CORRECTOR}")
+    return request
 
 
 @dataclass
@@ -172,19 +169,6 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool = False) -> list[i
     return [int(i) for i in tokenizer(prompt)["input_ids"]]
 
 
-def with_steps(sampler: Sampler, steps: int | None, n_blocks: int) -> Sampler:
-    if steps is None:
-        return sampler
-    require(is_int(steps) and steps >= 1, f"steps: must be an integer >= 1, got "
-                                                   f"{steps!r}")
-    require(steps % n_blocks == 0, f"steps: {steps} is not a multiple of the {n_blocks} "
-                                   "blocks (steps are split evenly over blocks)")
-    require(isinstance(sampler, CountRule),
-            f"steps: sampler {sampler.name!r} chooses how many positions to reveal itself; "
-            "drop steps")
-    return dataclasses.replace(sampler, steps=steps // n_blocks)
-
-
 def _prompt_batch(model: MaskedModel, chunk: list[list[int]], gen_length: int,
                   pad: int | None, multiple: int = 1) -> tuple[torch.Tensor, int]:
     """The decode input for prompts ``chunk`` (token ids each, MASK ids only where
@@ -208,15 +192,8 @@ def _prompt_batch(model: MaskedModel, chunk: list[list[int]], gen_length: int,
     return x, width
 
 
-def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] = (), *,
-             sampler: str | Sampler = "confidence", gen_length: int = 128,
-             block_length: int | None = None, steps: int | None = None,
-             temperature: float = 0.0, seed: int = 0, chat_template: bool = False,
-             stop_at_eos: bool = True, batch_size: int | None = None,
-             min_new_tokens: int = 0, confidence: str = "draw",
-             cache_kv: str | None = None, batch_invariant: bool = False,
-             compile: bool = False, pad_to_multiple_of: int | None = None
-             ) -> list[Generation]:
+def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] = (),
+             request: DecodeRequest | None = None, **settings) -> list[Generation]:
     """Generate a continuation of each prompt.
 
     Args:
@@ -224,35 +201,19 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
             or a folder to load one from.
         tokenizer: the model's tokenizer (default: ``model.tokenizer``).
         prompts: one prompt or a list.
-        sampler: a :class:`Sampler` or a spec ``NAME[:K=V,...]``; LLaDA names map to ours
-            (``low_confidence`` -> confidence, ``random`` -> uniform, ``topk_margin`` ->
-            margin, ``entropy`` -> entropy).
-        gen_length: masked positions after each prompt.
-        block_length: semi-autoregressive block (default gen_length); must divide gen_length.
-        steps: total steps over gen_length, split evenly over the blocks (count samplers).
-        temperature: token temperature (0: argmax).
-        seed: prompt i (in the order given) decodes with seed ``seed + i``.
-        chat_template: wrap each prompt as a user message with the tokenizer's chat template.
-        stop_at_eos: a block of only EOS ends the row (the rest is EOS, one pass per block).
-        batch_size: prompts per batch (default: all at once).
-        min_new_tokens: the first this many generated positions cannot take an EOS id (their
-            EOS log-probabilities are -inf before the sampler sees them), so each text has at
-            least this many tokens; at most gen_length.
-        confidence: what confidence-type rules rank by when sampling (``"draw"`` or
-            ``"max"``, :class:`~unmask.decode.DecodeConfig`).
-        cache_kv: None, ``"prefix"`` or ``"dual"``: Fast-dLLM's block KV cache
-            (:class:`~unmask.decode.DecodeConfig`, :mod:`unmask.kv_cache`).
-        batch_invariant: each row's tokens are those it gets decoded alone, bit for bit
-            (the model runs one row at a time, prompts of other widths in calls of their
-            own; :class:`~unmask.decode.DecodeConfig`).
-        compile: run the model's forward under ``torch.compile`` (CUDA graphs on a GPU;
-            :mod:`unmask.compiled`).
-        pad_to_multiple_of: a batch's prompt slots are its longest prompt, PAD before the
-            shorter ones; this rounds them up to a multiple (so that prompts of other lengths
-            sit at one width: the server's calls, :mod:`unmask.serve`).
+        request: the :class:`~unmask.request.DecodeRequest` (sampler, lengths, temperature,
+            seed, batching, cache, constraint); prompt i (in the order given) decodes with
+            seed ``request.seed + i``.
+        **settings: instead of ``request``, its settings by name
+            (``generate(model, None, "Hi", sampler="eb:gamma=0.1", gen_length=64)``;
+            ``gen_length`` None: the folder's ``generation_config.json`` max_new_tokens, else
+            128); LLaDA
+            names map to ours (``low_confidence`` -> confidence, ``random`` -> uniform,
+            ``topk_margin`` -> margin).
     Returns:
         one :class:`Generation` per prompt, in order.
     """
+    request = text_request(request, settings)
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model, task="text")
     require(isinstance(model, MaskedModel), f"model: expected a MaskedModel or a folder, got "
@@ -264,19 +225,22 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     require(isinstance(prompts, (str, list, tuple)),
             f"prompts: expected a string or a list of strings, got {type(prompts).__name__}")
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
-    require(is_int(seed), f"seed: must be an integer, got {seed!r}")
-    require(pad_to_multiple_of is None or (is_int(pad_to_multiple_of) and pad_to_multiple_of >= 1),
-            f"pad_to_multiple_of: must be None or an integer >= 1, got {pad_to_multiple_of!r}")
-    block = check_lengths(prompts, gen_length, block_length, batch_size, min_new_tokens)
-    sampler = with_steps(parse_sampler(sampler), steps, gen_length // block)
-    config = DecodeConfig(temperature=temperature, block_size=block, confidence=confidence,
-                          cache_kv=cache_kv, batch_invariant=batch_invariant)
-    encoded = [encode_prompt(tokenizer, p, chat_template) for p in prompts]
+    gen_length = (request.gen_length or getattr(model, "default_gen_length", None)
+                  or DEFAULT_GEN_LENGTH)
+    block = check_lengths(prompts, gen_length, request.block_length, request.batch_size,
+                          request.min_new_tokens)
+    sampler = request.build_sampler(gen_length // block)
+    encoded = [encode_prompt(tokenizer, p, request.chat_template) for p in prompts]
     check_prompts(model, tokenizer, encoded, gen_length)
-    layout = PromptLayout(model, tokenizer, prompts, encoded, block, gen_length, stop_at_eos,
-                          min_new_tokens, pad_to_multiple_of)
-    return decode_batches(layout, sampler, config, seed=seed, batch_size=batch_size,
-                          compile=compile)
+    layout = PromptLayout(model, tokenizer, prompts, encoded, block, gen_length,
+                          request.stop_at_eos, request.min_new_tokens,
+                          request.pad_to_multiple_of)
+    return decode_batches(layout, sampler, request.decode_config(block), seed=request.seed,
+                          batch_size=request.batch_size, compile=request.compile)
+
+
+#: generated positions when a request names none
+DEFAULT_GEN_LENGTH = 128
 
 
 class Layout(Protocol):

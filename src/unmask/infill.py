@@ -27,20 +27,13 @@ from collections.abc import Callable
 
 import torch
 
-from unmask.decode import DecodeConfig, DecodeResult
+from unmask.decode import DecodeResult
 from unmask.errors import UnmaskError, require
-from unmask.generate import (
-    Generation,
-    TextEnds,
-    decode_batches,
-    parse_sampler,
-    prompt_batch,
-    with_steps,
-)
+from unmask.generate import Generation, TextEnds, decode_batches, prompt_batch, text_request
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel, ResidueAlphabet
 from unmask.models.transformer import MDMTransformer
-from unmask.samplers.base import Sampler
+from unmask.request import DecodeRequest
 from unmask.validation import is_int, text_problem
 
 #: ``<mask>`` or ``<mask:N>`` (what follows the colon is checked to be an integer >= 1)
@@ -149,10 +142,7 @@ def _unknown_part(tokenizer, text: str) -> str:
 
 
 def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=None,
-           sampler: str | Sampler = "confidence", block_length: int | None = None,
-           steps: int | None = None, temperature: float = 0.0, seed: int = 0,
-           batch_size: int | None = None, confidence: str = "draw",
-           batch_invariant: bool = False, compile: bool = False) -> list[Generation]:
+           request: DecodeRequest | None = None, **settings) -> list[Generation]:
     """Fill the masked positions of each template (see the module docstring for the syntax).
 
     Args:
@@ -161,26 +151,34 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
         templates: one template or a list.
         tokenizer: a text model's tokenizer (default: ``model.tokenizer``); protein models
             read residue strings and need none.
-        sampler: a :class:`Sampler` or a spec (as :func:`~unmask.generate.generate`).
-        block_length: decode in blocks of this many row positions, left to right (protein
-            templates: from the first residue; text: counted back from the template's end).
-        steps: steps per block that holds masks (count samplers only).
-        temperature, seed, batch_size, confidence: as :func:`~unmask.generate.generate`
-            (template i decodes with seed ``seed + i``).
-        batch_invariant, compile: as :func:`~unmask.generate.generate`.
+        request: the :class:`~unmask.request.DecodeRequest` (template i decodes with seed
+            ``request.seed + i``). Its ``block_length`` decodes in blocks of this many row
+            positions, left to right (protein templates: from the first residue; text:
+            counted back from the template's end); ``steps`` is per block that holds masks.
+            A template fixes its length: the settings of a continuation (``gen_length``,
+            ``min_new_tokens``, ``chat_template``, ``cache_kv``, ``pad_to_multiple_of``) are
+            refused.
+        **settings: instead of ``request``, its settings by name.
     Returns:
         one :class:`~unmask.generate.Generation` per template: ``prompt`` the template,
         ``text`` the whole filled sequence (special tokens dropped), ``token_ids`` its ids,
         ``tokens_per_forward`` the masked positions over the passes.
     """
-    plan = plan_infill(model, templates, tokenizer=tokenizer, block_length=block_length,
-                       batch_size=batch_size)
-    require(is_int(seed), f"seed: must be an integer, got {seed!r}")
-    sampler = with_steps(parse_sampler(sampler), steps, 1)
-    config = DecodeConfig(temperature=temperature, block_size=block_length,
-                          confidence=confidence, batch_invariant=batch_invariant)
-    return decode_batches(plan, sampler, config, seed=seed, batch_size=batch_size,
-                          compile=compile)
+    request = text_request(request, settings)
+    for name in INFILL_REFUSES:
+        value = getattr(request, name)
+        require(value == getattr(DecodeRequest, name),
+                f"{name}: infill fills a template's masks and takes no {name} (got {value!r})")
+    plan = plan_infill(model, templates, tokenizer=tokenizer,
+                       block_length=request.block_length, batch_size=request.batch_size)
+    return decode_batches(plan, request.build_sampler(1),
+                          request.decode_config(request.block_length), seed=request.seed,
+                          batch_size=request.batch_size, compile=request.compile)
+
+
+#: the request settings of a continuation, which a template (fixing its length) leaves unset
+INFILL_REFUSES = ("gen_length", "min_new_tokens", "chat_template", "cache_kv",
+                  "pad_to_multiple_of")
 
 
 @dataclasses.dataclass

@@ -23,8 +23,9 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import simple_parse_args_string
 
 from unmask.errors import UnmaskError, require
-from unmask.generate import generate, parse_sampler
+from unmask.generate import generate, text_request
 from unmask.models.auto import load_model
+from unmask.request import DecodeRequest
 from unmask.validation import (
     bool_text,
     finite_float,
@@ -65,6 +66,20 @@ def parse_model_args(args: dict) -> dict:
     return typed
 
 
+#: the model arguments that are decoding settings (:class:`~unmask.request.DecodeRequest`)
+REQUEST_ARGS = ("sampler", "gen_length", "block_length", "steps", "temperature", "seed",
+                "chat_template", "min_new_tokens", "cache_kv")
+
+
+def request_from_model_args(args: dict) -> DecodeRequest:
+    """The one request of parsed ``--model_args`` (:func:`parse_model_args`): its decoding
+    settings, ``;`` in the sampler read as ``,``; gen_length 128 unless given."""
+    settings = {k: args[k] for k in REQUEST_ARGS if k in args}
+    settings["sampler"] = settings.get("sampler", "confidence").replace(";", ",")
+    settings.setdefault("gen_length", 128)
+    return text_request(None, settings)
+
+
 @register_model("unmask")
 class UnmaskLM(LM):
     """lm-eval model: ``pretrained`` (a model folder) decoded by ``sampler``.
@@ -93,14 +108,8 @@ class UnmaskLM(LM):
         if device and not (device.startswith("cuda") and not torch.cuda.is_available()):
             options["device"] = device  # lm-eval passes cuda by default; here it may be absent
         self.model = load_model(a["pretrained"], task="text", **options)
-        self.sampler = parse_sampler(a.get("sampler", "confidence").replace(";", ","))
-        self.gen_length = a.get("gen_length", 128)
-        self.block_length, self.steps = a.get("block_length"), a.get("steps")
-        self.temperature, self.seed = a.get("temperature", 0.0), a.get("seed", 0)
-        self.chat_template = a.get("chat_template", False)
-        self.min_new_tokens = a.get("min_new_tokens", 0)
+        self.request = request_from_model_args(a)
         self.batch_size = a.get("batch_size", 1)
-        self.cache_kv = a.get("cache_kv")
         self.nfe: list[int] = []
 
     @classmethod
@@ -132,11 +141,8 @@ class UnmaskLM(LM):
         for lo in range(0, len(requests), self.batch_size):
             chunk = requests[lo:lo + self.batch_size]
             contexts = [r.args[0] for r in chunk]
-            results = generate(self.model, None, contexts, sampler=self.sampler,
-                               gen_length=self.gen_length, block_length=self.block_length,
-                               steps=self.steps, temperature=self.temperature,
-                               seed=self.seed + lo, chat_template=self.chat_template,
-                               min_new_tokens=self.min_new_tokens, cache_kv=self.cache_kv)
+            request = self.request.replace(seed=self.request.seed + lo)
+            results = generate(self.model, None, contexts, request)
             for req, res in zip(chunk, results, strict=True):
                 kwargs = req.args[1] if len(req.args) > 1 else {}
                 until = kwargs.get("until") or []

@@ -184,7 +184,7 @@ def test_lm_eval_arg_obj_with_keys_in_both_places(llada_dir):
     lm = UnmaskLM.create_from_arg_obj(
         {"pretrained": str(llada_dir), "trust_remote_code": True, "batch_size": 2,
          "device": "cpu", "gen_length": 4}, {"batch_size": 1, "device": "cpu"})
-    assert lm.batch_size == 2 and lm.gen_length == 4
+    assert lm.batch_size == 2 and lm.request.gen_length == 4
     with pytest.raises(UnmaskError, match="model_args: gen_length given twice"):
         UnmaskLM.create_from_arg_string(f"pretrained={llada_dir},gen_length=4,gen_length=8")
 

@@ -116,7 +116,7 @@ def test_batch_size_from_either_place(llada_dir):
     lm = UnmaskLM.create_from_arg_string(base + ",batch_size=2",
                                          {"batch_size": 1, "max_batch_size": None,
                                           "device": "cpu"})
-    assert lm.batch_size == 2 and lm.gen_length == 8
+    assert lm.batch_size == 2 and lm.request.gen_length == 8
     assert UnmaskLM.create_from_arg_string(base, {"batch_size": "auto:4"}).batch_size == 1
     from unmask.errors import UnmaskError
 

@@ -8,6 +8,7 @@ import sys
 
 from unmask.commands.flags.engine import resolve_device
 from unmask.commands.flags.paths import read_items
+from unmask.commands.flags.request import request_from_args
 from unmask.commands.flags.sampler import sampler_text
 from unmask.commands.flags.types import flags_for
 from unmask.commands.registry import command
@@ -34,9 +35,10 @@ def infill_cmd(args: argparse.Namespace) -> int:
     templates = (args.template if args.template is not None
                  else read_items(args.file, "template", plain_lines=True))
     templates = [t for t in templates for _ in range(args.samples)]
-    sampler = sampler_text(args)  # refused before the model loads
+    sampler = sampler_text(args)
     if args.preset is not None:  # a model may have its own (unmask.presets.MODEL_PRESETS)
         sampler = model_preset_spec(args.preset, args.model)
+    request = request_from_args(args, sampler)  # refused before the model loads
     options = {"device": resolve_device(args.device)}
     if args.trust_remote_code:
         options["trust_remote_code"] = True
@@ -44,10 +46,7 @@ def infill_cmd(args: argparse.Namespace) -> int:
         options["dtype"] = args.dtype
     model = load_model(args.model, **options)
     with flags_for("block_length", "steps", "batch_size", "sampler"):
-        results = infill(model, templates, sampler=sampler, block_length=args.block_length,
-                         steps=args.steps, temperature=args.temperature, seed=args.seed,
-                         batch_size=args.batch_size, confidence=args.confidence,
-                         batch_invariant=args.batch_invariant, compile=args.compile)
+        results = infill(model, templates, request=request)
     _warn_normalised(model, templates)
     for i, r in enumerate(results):
         if args.json:

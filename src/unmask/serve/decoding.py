@@ -20,9 +20,10 @@ from typing import ClassVar
 import torch
 
 from unmask.decode import DecodeConfig, decode
-from unmask.generate import Generation, PromptLayout, parse_sampler, with_steps
+from unmask.generate import Generation, PromptLayout, parse_sampler
 from unmask.hooks import Hook
 from unmask.infill import plan_infill
+from unmask.request import with_steps
 from unmask.samplers.base import Selection, StepState
 from unmask.samplers.wrapper import SamplerWrapper
 from unmask.serve.jobs import Job, ServedModel

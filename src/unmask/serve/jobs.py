@@ -19,18 +19,17 @@ from pathlib import Path
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError, require
 from unmask.generate import (
-    LLADA_NAMES,
     check_lengths,
     check_prompts,
     encode_prompt,
     parse_sampler,
     prompt_batch,
-    with_steps,
 )
 from unmask.infill import plan_infill
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.presets import preset_spec
+from unmask.request import LLADA_NAMES, with_steps
 from unmask.samplers.spec import parse_spec
 from unmask.serve.options import ServeOptions
 from unmask.validation import is_int

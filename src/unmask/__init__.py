@@ -20,6 +20,7 @@ _EXPORTS = {
     "Generation": "unmask.generate", "generate": "unmask.generate",
     "Hook": "unmask.hooks", "corrector_hooks": "unmask.hooks",
     "infill": "unmask.infill",
+    "DecodeRequest": "unmask.request",
     "ExactJointMDM": "unmask.models", "MaskedModel": "unmask.models",
     "MDMTransformer": "unmask.models", "ModelOutput": "unmask.models",
     "TransformerConfig": "unmask.models",

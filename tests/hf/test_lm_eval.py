@@ -70,7 +70,7 @@ def test_min_new_tokens_model_arg(llada_dir):
     want = generate(lm.model, None, [d["question"] for d in DOCS], gen_length=8,
                     block_length=4, min_new_tokens=6)
     assert got == [w.text for w in want] and all(len(t.split()) == 6 for t in got)
-    lm.min_new_tokens = 0
+    lm.request = lm.request.replace(min_new_tokens=0)
     assert lm.generate_until(reqs) == ["", "", ""]
 
 

@@ -2,14 +2,17 @@
 set) against a plain per-row Python reference: the same sets on every input, on a dyadic grid
 (exact sums: a load equal to the bound is hit exactly) and on arbitrary floats, with ties in
 the scores, ineligible positions, unavailable positions, asymmetric charges and both
-aggregates; and no host read beyond the one that sizes the scan."""
+aggregates; both ways the scan runs (jumping from taken position to taken position where it
+reads back, the CPU; every rank, reading nothing, on an accelerator) against the scan as it
+was first vectorised (one step per rank, sized by one read), kept here as a reference."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from unmask.host_reads import count_host_reads
-from unmask.samplers.base import greedy_scan
+from unmask.samplers.base import greedy_scan, scan_length, scan_rows, scans_as_on_accelerators
 from unmask.samplers.dapd import greedy_independent_set
 from unmask.samplers.demask import dependence_bounded_set
 
@@ -30,6 +33,44 @@ def reference_scan(scores, eligible, charges, limit, aggregate, available):
                 taken.append(j)
         out[b, taken] = True
     return out
+
+
+def rank_scan_reference(scores, eligible, charges, limit, aggregate="max", available=None):
+    """The scan as first vectorised: one step per rank up to the last that may be taken."""
+    b, n = scores.shape
+    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+                          descending=True, stable=True)
+    ok = eligible if available is None else available & eligible
+    ok = ok.gather(1, order)
+    ok[:, :1] = eligible.gather(1, order[:, :1])
+    steps = scan_length(ok)
+    if charges.dtype == torch.bool:
+        charges = charges.view(torch.uint8)
+    pays = scan_rows(charges, order, steps)  # (T, B, N)
+    if pays.is_floating_point():
+        pays = pays.to(torch.float64, memory_format=torch.contiguous_format)
+    load = pays.new_zeros(b, n)
+    taken = pays.new_zeros(n, b)
+    ok, fits = ok.T[:steps].to(pays.dtype), load.new_empty(b, dtype=torch.bool)
+    for t in range(steps):
+        torch.le(load[:, t], limit, out=fits)
+        torch.mul(ok[t], fits, out=taken[t])
+        charge = pays[t] * taken[t][:, None]
+        if aggregate == "max":
+            torch.maximum(load, charge, out=load)
+        else:
+            load += charge
+    return torch.zeros_like(eligible).scatter_(1, order, taken.T.bool()) & eligible
+
+
+def both_ways(scan, *args):
+    """``scan(*args)`` as it runs on the CPU (reading back) and on an accelerator; asserts
+    they agree and returns the set."""
+    sized = scan(*args)
+    with scans_as_on_accelerators():
+        whole = scan(*args)
+    assert torch.equal(sized, whole)
+    return sized
 
 
 @st.composite
@@ -57,8 +98,14 @@ def scan_inputs(draw):
 def test_same_sets_as_the_reference(inputs, aggregate):
     scores, eligible, charges, limit, available = inputs
     want = reference_scan(scores, eligible, charges, limit, aggregate, available)
-    assert torch.equal(greedy_scan(scores, eligible, charges, limit, aggregate, available),
-                       want)
+    got = both_ways(greedy_scan, scores, eligible, charges, limit, aggregate, available)
+    assert torch.equal(got, want)
+    previous = rank_scan_reference(scores, eligible, charges, limit, aggregate, available)
+    assert torch.equal(got, previous)
+    # bool charges (DAPD's edges) are scanned as uint8
+    edges = charges > limit
+    assert torch.equal(both_ways(greedy_scan, scores, eligible, edges, 0, aggregate, available),
+                       rank_scan_reference(scores, eligible, edges, 0, aggregate, available))
 
 
 @settings(max_examples=150, deadline=None)
@@ -68,7 +115,7 @@ def test_independent_set_is_the_scan_over_bool_edges(inputs):
     adjacency = charges > 0.25
     adjacency = adjacency | adjacency.transpose(1, 2)
     want = reference_scan(scores, eligible, adjacency.double(), 0.0, "max", available)
-    got = greedy_independent_set(adjacency, scores, available, eligible)
+    got = both_ways(greedy_independent_set, adjacency, scores, available, eligible)
     assert torch.equal(got, want)
     # no two taken positions share an edge
     pair = got[:, :, None] & got[:, None, :] & ~torch.eye(got.shape[1], dtype=torch.bool)
@@ -82,14 +129,35 @@ def test_bounded_set_charges_each_position_its_own_row(inputs, aggregate):
     ones = torch.ones_like(eligible)
     # DEMASK reads I_ji for position j: the scan's charges are mi transposed
     want = reference_scan(scores, eligible, mi.transpose(1, 2), bound + 1e-12, aggregate, ones)
-    assert torch.equal(dependence_bounded_set(mi, scores, eligible, bound, aggregate), want)
+    got = both_ways(dependence_bounded_set, mi, scores, eligible, bound, aggregate)
+    assert torch.equal(got, want)
 
 
-def test_one_host_read_sizes_the_scan():
+@pytest.mark.parametrize("aggregate", ["max", "sum"])
+def test_reads_back_once_a_taken_position_on_the_cpu_and_never_on_an_accelerator(aggregate):
+    """On the CPU the scan reads back, after each position taken, whether any row took one
+    (a read that stalls no queue there); as on an accelerator it reads nothing."""
     gen = torch.Generator().manual_seed(0)
     scores = torch.rand(8, 30, generator=gen)
     eligible = torch.rand(8, 30, generator=gen) < 0.7
     charges = torch.rand(8, 30, 30, generator=gen)
     with count_host_reads() as reads:
-        greedy_scan(scores, eligible, charges, 0.5, "sum")
-    assert reads.total == 1
+        got = greedy_scan(scores, eligible, charges, 0.5, aggregate)
+    assert reads.total == int(got.sum(1).max()) + 1
+    with scans_as_on_accelerators(), count_host_reads() as reads:
+        greedy_scan(scores, eligible, charges, 0.5, aggregate)
+    assert reads.total == 0
+
+
+def test_large_batches_take_the_sets_of_the_previous_scan():
+    """Many rows of many positions, both aggregates, ties in scores, a transposed view."""
+    gen = torch.Generator().manual_seed(7)
+    for b, n in ((64, 81), (5, 200)):
+        scores = torch.randint(0, 20, (b, n), generator=gen).double()
+        eligible = torch.rand(b, n, generator=gen) < 0.6
+        available = torch.rand(b, n, generator=gen) < 0.8
+        charges = torch.rand(b, n, n, generator=gen, dtype=torch.float64) * 0.2
+        for c in (charges, charges.transpose(1, 2)):
+            for aggregate, limit in (("max", 0.15), ("sum", 0.5)):
+                args = (scores, eligible, c, limit, aggregate, available)
+                assert torch.equal(both_ways(greedy_scan, *args), rank_scan_reference(*args))

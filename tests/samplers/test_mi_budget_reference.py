@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from unmask.host_reads import count_host_reads
-from unmask.samplers import mi_guided
+from unmask.samplers import base, mi_guided
+from unmask.samplers.base import scans_as_on_accelerators
 from unmask.samplers.mi_guided import cap_by_entropy, mi_budget_select
 
 
@@ -123,7 +124,7 @@ def test_the_rule_reads_back_only_the_scans_length_and_only_on_the_cpu(monkeypat
     """On the CPU the scan (not the closed-form prefix) reads its length back once; with
     sizing off, as on an accelerator, the rule reads nothing at all."""
     if not sized:
-        monkeypatch.setattr(mi_guided, "SIZED_SCAN_DEVICES", frozenset())
+        monkeypatch.setattr(base, "SIZED_SCAN_DEVICES", frozenset())
     gen = torch.Generator().manual_seed(5)
     entropy = torch.rand(8, 20, generator=gen, dtype=torch.float64)
     mi = torch.rand(8, 20, 20, generator=gen)
@@ -144,11 +145,8 @@ def test_the_sized_scan_takes_the_sets_of_the_whole_scan(inputs, flags):
     entropy, mi, eligible, scores, gamma, lam = inputs
     args = (entropy, mi, eligible, scores, gamma, lam, False, *flags)
     sized = mi_budget_select(*args)
-    mi_guided.SIZED_SCAN_DEVICES, cpu = frozenset(), mi_guided.SIZED_SCAN_DEVICES
-    try:
+    with scans_as_on_accelerators():
         whole = mi_budget_select(*args)
-    finally:
-        mi_guided.SIZED_SCAN_DEVICES = cpu
     assert torch.equal(sized, whole)
 
 

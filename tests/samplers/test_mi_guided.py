@@ -8,7 +8,7 @@ import torch
 
 from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
 from unmask.host_reads import count_host_reads
-from unmask.samplers import mi_guided
+from unmask.samplers import base
 from unmask.samplers.base import scan_order_scores
 from unmask.samplers.mi_guided import mi_budget_select
 
@@ -343,7 +343,7 @@ def test_a_pass_reads_nothing_back_off_the_cpu(tiny_transformer, tmp_path, monke
     read would stall a device's queue (here: the scan's sizing switched off, as on an
     accelerator); on the CPU the scan reads its length, once a pass."""
     if not sized:
-        monkeypatch.setattr(mi_guided, "SIZED_SCAN_DEVICES", frozenset())
+        monkeypatch.setattr(base, "SIZED_SCAN_DEVICES", frozenset())
     m = tiny_transformer
     sampler = make_sampler("mi-guided", estimator=_estimator_folder(m, tmp_path / "e"),
                            gamma=0.5, stop_at_first_miss=stop, mi_cap=True)

@@ -7,6 +7,7 @@ returns which eligible positions to reveal (and, optionally, which tokens to wri
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -422,36 +423,71 @@ def scan_rows(charges: torch.Tensor, order: torch.Tensor, steps: int) -> torch.T
     return out.transpose(0, 1)
 
 
+#: device types on which a scan reads back, step by step, whether it is done: a host read
+#: there stalls no queue; elsewhere scans run their static worst case (every rank), their
+#: launches queued behind the model's pass, read back by nobody
+SIZED_SCAN_DEVICES = frozenset({"cpu"})
+
+
+def reads_scan_back(device: torch.device) -> bool:
+    """Whether a scan on ``device`` may read back how far it need go
+    (:data:`SIZED_SCAN_DEVICES`)."""
+    return device.type in SIZED_SCAN_DEVICES
+
+
+@contextlib.contextmanager
+def scans_as_on_accelerators():
+    """Inside the block no scan reads back how far it need go, on any device: how scans run
+    on an accelerator (for counting its host reads, and testing that path, on the CPU)."""
+    global SIZED_SCAN_DEVICES
+    saved, SIZED_SCAN_DEVICES = SIZED_SCAN_DEVICES, frozenset()
+    try:
+        yield
+    finally:
+        SIZED_SCAN_DEVICES = saved
+
+
 def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Tensor,
                 limit: float, aggregate: str = "max", available: torch.Tensor | None = None
                 ) -> torch.Tensor:
     """(B, N) bool: visit each row's eligible positions in descending ``scores`` (B, N) (ties
     to the lower index) and take position j when it is ``available`` (B, N) bool (None: all)
     and its load fits: load_j <= ``limit`` (>= 0), where load_j aggregates ('max' or 'sum')
-    ``charges[b, i, j]`` (B, N, N) over the positions i taken before j. The first eligible
-    position is always taken (progress).
+    ``charges[b, i, j]`` (B, N, N, finite) over the positions i taken before j. The first
+    eligible position is always taken (progress). Float charges are aggregated in float64,
+    bool ones as uint8.
 
-    Sequential in rank (what is taken changes every later load) and vectorised over rows:
-    the charge rows of the positions that may be taken are gathered once, in scan order
-    (:func:`scan_rows`), then one step per rank up to the last of them (one host read sizes
-    the scan), each three element-wise operations on (B, N); float charges are aggregated in
-    float64, bool ones as uint8."""
-    b, n = scores.shape
+    Sequential (what is taken changes every later load: the lexicographically first maximal
+    independent set, for 'max', is P-complete) and vectorised over rows. Where a scan reads
+    back (:func:`reads_scan_back`, the CPU) it jumps from one taken position to the next
+    (:func:`_taken_scan`: one step per position taken, the positions between decided
+    together); elsewhere it steps through every rank (:func:`_rank_scan`) and reads nothing."""
     order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
     ok = eligible if available is None else available & eligible
     ok = ok.gather(1, order)
     ok[:, :1] = eligible.gather(1, order[:, :1])
-    steps = scan_length(ok)
     if charges.dtype == torch.bool:
         charges = charges.view(torch.uint8)
-    pays = scan_rows(charges, order, steps)  # (T, B, N)
+    scan = _taken_scan if reads_scan_back(scores.device) else _rank_scan
+    taken = scan(charges, order, ok, limit, aggregate)  # (B, N) in scan order
+    return torch.zeros_like(eligible).scatter_(1, order, taken) & eligible
+
+
+def _rank_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
+               aggregate: str) -> torch.Tensor:
+    """:func:`greedy_scan`'s set in scan ``order``, ``ok`` (B, N) the positions it may take
+    (in scan order): one step per rank, every rank (no host read), the charge rows gathered
+    once in scan order (:func:`scan_rows`), each step three element-wise operations on
+    (B, N)."""
+    b, n = order.shape
+    pays = scan_rows(charges, order, n)  # (N, B, N)
     if pays.is_floating_point():  # summed in float64, each step's (B, N) in one block
         pays = pays.to(torch.float64, memory_format=torch.contiguous_format)
     load = pays.new_zeros(b, n)  # in scan order
     taken = pays.new_zeros(n, b)
-    ok, fits = ok.T[:steps].to(pays.dtype), load.new_empty(b, dtype=torch.bool)
-    for t in range(steps):
+    ok, fits = ok.T.to(pays.dtype), load.new_empty(b, dtype=torch.bool)
+    for t in range(n):
         torch.le(load[:, t], limit, out=fits)
         torch.mul(ok[t], fits, out=taken[t])
         charge = pays[t] * taken[t][:, None]  # (B, N)
@@ -459,4 +495,40 @@ def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Ten
             torch.maximum(load, charge, out=load)
         else:
             load += charge
-    return torch.zeros_like(eligible).scatter_(1, order, taken.T.bool()) & eligible
+    return taken.T.bool()
+
+
+def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
+                aggregate: str) -> torch.Tensor:
+    """:func:`greedy_scan`'s set in scan ``order``, ``ok`` (B, N) the positions it may take
+    (in scan order), one step per position taken: each step takes, in every row, the first
+    position after the row's last taken one whose load fits (those between fit no better
+    later: their loads count only positions taken before them, all already taken), adds its
+    charge row to the loads, and reads back whether any row took one (on the CPU, where the
+    read stalls nothing). Loads add up in scan order, as the rank scan's do."""
+    b, n = order.shape
+    dtype = torch.float64 if charges.is_floating_point() else charges.dtype
+    load = torch.zeros(b, n, dtype=dtype, device=order.device)  # in scan order
+    rank = torch.arange(n, device=order.device)
+    taken, after = torch.zeros_like(ok), ok.clone()  # after: not yet passed over
+    rows = torch.arange(b, device=order.device)[:, None] * n
+    transposed = charges.stride(-1) != 1 and charges.stride(-2) == 1
+    while True:
+        fits = after & (load <= limit)
+        first = fits.view(torch.uint8).argmax(1, keepdim=True)  # (B, 1): the first that fits
+        took = fits.gather(1, first)  # (B, 1): whether the row takes one
+        if not took.any():
+            break
+        taken |= (rank == first) & took
+        after &= (rank > first) & took
+        at = order.gather(1, first)  # (B, 1) its position
+        if transposed:  # a transposed view: its row is a column of the storage
+            row = charges.transpose(1, 2).gather(2, at[:, None].expand(b, n, 1)).view(b, n)
+        else:
+            row = charges.reshape(b * n, n).index_select(0, (rows + at).view(-1))
+        row = row.gather(1, order).to(dtype)  # (B, N) in scan order
+        if aggregate == "max":
+            torch.maximum(load, row, out=load)
+        else:
+            load += row
+    return taken

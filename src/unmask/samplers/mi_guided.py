@@ -35,6 +35,7 @@ from unmask.samplers.base import (
     StepState,
     budget_prefix,
     check_scan_order,
+    reads_scan_back,
     register,
     scan_length,
     scan_order_scores,
@@ -128,19 +129,14 @@ def _budget_prefix_taken(own: torch.Tensor, paid: torch.Tensor, valid: torch.Ten
     return valid & (miss.cumsum(1) == 0)
 
 
-#: device types on which the scan reads its length back (:func:`scan_steps`): a host read
-#: there stalls no queue; elsewhere the scan runs all N steps, its launches queued behind the
-#: model's pass with nothing waiting
-SIZED_SCAN_DEVICES = frozenset({"cpu"})
-
-
 def scan_steps(own: torch.Tensor, valid: torch.Tensor, limit: float, free_max: bool) -> int:
     """How many steps of the scan can take a position, from own costs ``own`` and ``valid``
-    (B, N), both in scan order: on :data:`SIZED_SCAN_DEVICES`, up to the last valid position
+    (B, N), both in scan order: where a scan reads back
+    (:func:`~unmask.samplers.base.reads_scan_back`), up to the last valid position
     (over the batch) whose own cost fits the budget, one host read (a position is charged at
     least its own cost, so none after it is taken; with ``free_max`` any valid one may be);
     elsewhere all N, read back by nobody."""
-    if own.device.type not in SIZED_SCAN_DEVICES:
+    if not reads_scan_back(own.device):
         return own.shape[1]
     return scan_length(valid if free_max else valid & (own <= limit))
 

@@ -52,6 +52,21 @@ def test_no_sampler_adds_more_than_one_read_a_pass(label, model):
     assert reads_per_pass(model, CASES[label]) <= loop + 1
 
 
+#: decoders that read the host a second time a pass, because the shape of a model call they
+#: make depends on it (docs/gpu.md): the lookahead samplers' candidates, a verified pass's
+#: prefixes, WINO's checked positions
+SECOND_READ = ("info-gain", "lookum", "eb+verify", "eb+verify (doubling)", "topk:k=3+verify=0",
+               "threshold:tau=0.7+wino=0.9", "eb+verify (stop at EOS)")
+
+
+@pytest.mark.parametrize("label", [label for label in CASES if label not in SECOND_READ])
+def test_every_other_decoder_reads_the_host_once_a_pass(label, model):
+    """DAPD's and DEMASK's scans (as on an accelerator, where they read nothing), the
+    corrector (which keeps complete rows: known from the pass before's read) and every other
+    sampler read no more than the loop."""
+    assert reads_per_pass(model, CASES[label]) <= reads_per_pass(model, CASES["confidence"])
+
+
 def test_cancelling_rows_reads_nothing(model):
     """The server's cancelling wrapper, with a row to cancel, reads as the loop does."""
     from unmask.serve.decoding import CancelRows

@@ -155,26 +155,28 @@ def decode(
     reuse_next = not any(hook.rewrites for hook in hooks)
     # without a hook that keeps complete rows, every row of a pass holds a MASK
     may_be_complete = any(type(hook).keep_rows is not Hook.keep_rows for hook in hooks)
-    rows, cached = loop.unfinished(), None
+    # some_complete: a row of the pass holds no MASK (read with the previous pass's stop)
+    rows, cached, some_complete = loop.unfinished(), None, False
     while rows.numel():
         x, masked, eligible = loop.enter_blocks(rows)
         cols = loop.columns(rows)
         out = (loop.forward(x, rows, sampler.needs_hidden_layers, cols) if cached is None
                else cached.positions(cols.start, cols.stop))
         state = loop.step_state(rows, x, masked, eligible, out, hooks, cols)
-        sel, new, broken = _select(sampler, state, loop.real_mask, may_be_complete)
+        sel, new, broken = _select(sampler, state, loop.real_mask, some_complete)
         remask = torch.zeros_like(masked)
         for hook in hooks:
             remask = hook.after_write(rows, state, remask)
         loop.write(state, sel, new, remask)
-        still = (loop.tokens[rows] == loop.mask_id).any(1)
+        still = has_mask = (loop.tokens[rows] == loop.mask_id).any(1)
         for hook in hooks:
             keep = hook.keep_rows(state)
             still = still if keep is None else still | keep
         handed = sel.next_output if reuse_next else None
         stale = None if handed is None or sel.stale is None else sel.stale & still
         # the pass's one host read
-        all_go_on, any_stale = _stop_if_broken(broken, still, stale, sampler)
+        all_go_on, any_stale, some_complete = _stop_if_broken(
+            broken, still, stale, sampler, still & ~has_mask if may_be_complete else None)
         if any_stale:
             handed = loop.refresh(handed, rows, stale, sampler.needs_hidden_layers)
         cached = None if handed is None else handed if all_go_on else handed.rows(still)
@@ -398,17 +400,14 @@ class _Loop:
 
 
 def _select(sampler: Sampler, state: StepState, real_mask: torch.Tensor,
-            may_be_complete: bool = True) -> tuple[Selection, torch.Tensor, torch.Tensor]:
+            some_complete: bool = True) -> tuple[Selection, torch.Tensor, torch.Tensor]:
     """The sampler's selection for the rows that still hold a MASK (rows kept complete by a
-    hook reveal nothing; ``may_be_complete`` False: there are none), the tokens to write
+    hook reveal nothing; ``some_complete`` False: there are none), the tokens to write
     where it reveals, and its contract checks (:func:`_contract_flags`), on the device."""
-    if not may_be_complete:
+    if not some_complete:
         sel = sampler.select(state)
         return (sel, *_contract_flags(sel, state, real_mask, sampler))
     decoding = state.masked.any(1)
-    if bool(decoding.all()):
-        sel = sampler.select(state)
-        return (sel, *_contract_flags(sel, state, real_mask, sampler))
     sub = decoding.nonzero().squeeze(1)
     reveal, new = torch.zeros_like(state.masked), state.tokens.clone()
     entropy, broken = None, torch.zeros(len(CONTRACT), dtype=torch.bool,
@@ -451,14 +450,18 @@ def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
 
 
 def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, stale: torch.Tensor | None,
-                    sampler: Sampler) -> tuple[bool, bool]:
-    """Read the pass's contract flags together with whether every row goes on and whether
-    any row is ``stale`` (B,) bool or None (one host read for all; the last two returned);
+                    sampler: Sampler, complete: torch.Tensor | None = None
+                    ) -> tuple[bool, bool, bool]:
+    """Read the pass's contract flags together with whether every row goes on, whether any
+    row is ``stale`` (B,) bool or None, and whether any is ``complete`` (B,) bool or None: a
+    row going on with no MASK (one host read for all; the last three returned);
     RuntimeError naming the first broken part of the contract."""
-    parts = [broken, still.all()[None]] + ([] if stale is None else [stale.any()[None]])
+    parts = [broken, still.all()[None]]
+    parts += [t.any()[None] for t in (stale, complete) if t is not None]
     read = torch.cat(parts).tolist()
-    flags, (all_go_on, *any_stale) = read[:len(CONTRACT)], read[len(CONTRACT):]
+    flags, (all_go_on, *rest) = read[:len(CONTRACT)], read[len(CONTRACT):]
     for problem, bad in zip(CONTRACT, flags, strict=True):
         if bad:
             raise RuntimeError(f"sampler {sampler.label!r} {problem}")
-    return all_go_on, any(any_stale)
+    any_stale = stale is not None and rest.pop(0)
+    return all_go_on, any_stale, complete is not None and rest.pop(0)

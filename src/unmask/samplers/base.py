@@ -101,6 +101,18 @@ class StepState:
                   if isinstance(getattr(self, f.name), torch.Tensor) and f.name != "real_mask"}
         return dataclasses.replace(self, output=self.output.rows(index), **picked)
 
+    @functools.cached_property
+    def top2(self) -> torch.Tensor:
+        """(B, W, 2) the two largest of ``probs`` at each position of ``columns``, the largest
+        first (``probs.topk(2).values``), computed on first use and kept with the state: the
+        largest is the proposal's (at temperature 0) or the argmax's, the second the largest
+        of the others (a gather and a max, no sort)."""
+        top = (self.x0[:, self.columns] if self.temperature == 0
+               else self.probs.argmax(-1))[..., None]  # (B, W, 1)
+        first = self.probs.gather(-1, top)
+        second = self.probs.scatter(-1, top, 0.0).amax(-1, keepdim=True)
+        return torch.cat([first, second], -1)
+
     def uniform(self, stream: int, shape: tuple[int, ...]) -> torch.Tensor:
         """Per-row uniform noise (B, *shape) in float64, reproducible per row and step."""
         return row_uniform(self.seeds, self.global_step, stream, shape)

@@ -43,19 +43,28 @@ class KLASSSampler(CountRule, Sampler):
 
     def select(self, state: StepState) -> Selection:
         rows, lp = state.row_ids, state.log_probs  # lp: (B, N, V), in the model's precision
+        # rows: increasing indices into the decode's batch (the loop's; rows only ever leave)
         if self._prev is None:
             b, n, v = self._batch_size, lp.shape[1], lp.shape[2]
             self._prev = torch.full((b, n, v), -torch.inf, dtype=lp.dtype, device=lp.device)
             self._kl = torch.full((b, self.history, n), torch.inf, dtype=lp.dtype,
                                   device=lp.device)
+            self._owned = True
+        # every row of the decode, in order (rows only ever leave): no gather, no copy back
+        every = len(rows) == self._batch_size
         # KL = sum_v p (log p - log p_prev) over p > 0: where p = 0 the term is 0 * (-inf)
         # or 0 * nan, a NaN that nansum leaves out (p > 0 never gives one). A token that
         # gained mass from zero makes KL infinite: not stable (so is a row's first step,
         # against the -inf it starts from)
-        kl = torch.nansum(state.probs * (lp - self._prev[rows]), -1)  # (B, N) nats
-        kls = torch.cat([kl[:, None], self._kl[rows, :-1]], dim=1)
-        self._kl[rows] = kls
-        self._prev[rows] = lp
+        prev = self._prev if every else self._prev[rows]
+        kl = torch.nansum(state.probs * (lp - prev), -1)  # (B, N) nats
+        kls = torch.cat([kl[:, None], (self._kl if every else self._kl[rows])[:, :-1]], dim=1)
+        if every:  # the pass's own tensors are kept, not copied (nothing writes into them)
+            self._kl, self._prev, self._owned = kls, lp, False
+        else:
+            if not self._owned:  # a pass's tensors, kept: written into only as a copy
+                self._kl, self._prev, self._owned = self._kl.clone(), self._prev.clone(), True
+            self._kl[rows], self._prev[rows] = kls, lp
         stable = (kls < self.kl_threshold).all(1)
         reveal = stable & (state.x0_prob > self.conf_threshold) & state.eligible
         # rows with nothing stable take the top-k (computed for every row: no host read)

@@ -14,6 +14,6 @@ class MarginSampler(CountRule, Sampler):
     reads_eligible_only: ClassVar[bool] = True
 
     def select(self, state: StepState) -> Selection:
-        top2 = state.probs.topk(2, dim=-1).values  # (B, W, 2)
+        top2 = state.top2  # (B, W, 2), shared with whatever else reads it this pass
         return Selection(top_k_mask(state.widen(top2[..., 0] - top2[..., 1]), state.eligible,
                                     self.count(state)))

@@ -24,12 +24,22 @@ def text_model():
     return load_model("text")
 
 
-@pytest.mark.parametrize("estimator", [None, "text_mi_estimator"])
+@pytest.mark.parametrize("estimator", [None, "text_mi_estimator", "text"])
 def test_the_text_model_finds_its_estimator(text_model, estimator):
     sampler = MIGuidedSampler(estimator=estimator)
     sampler.prepare(text_model)
     assert sampler.estimator.config.model_fingerprint == text_model.fingerprint()
     assert shipped_estimator_for(text_model) == FOLDER
+
+
+def test_every_shipped_estimator_is_in_the_table():
+    """The table that names shipped estimators (and the bench cache's key reads) holds every
+    estimator folder the package ships."""
+    from unmask.samplers.mi_guided import SHIPPED_ESTIMATORS
+
+    shipped = {p.parent.name for p in PRETRAINED_DIR.glob("*/config.json")
+               if json.loads(p.read_text()).get("model_type") == "mi-estimator"}
+    assert set(SHIPPED_ESTIMATORS.values()) == shipped and "text_mi_estimator" in shipped
 
 
 def test_mi_guided_generates_on_the_shipped_text_model_without_naming_an_estimator(capsys):

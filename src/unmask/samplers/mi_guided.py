@@ -42,10 +42,10 @@ from unmask.samplers.base import (
     scan_rows,
 )
 
-#: the shipped estimators, by the task of their model or the name of a converted model
-#: (``mi-guided:estimator=antiberty``)
+#: the shipped estimators, by the task of their model or the name of a shipped or converted
+#: model (``mi-guided:estimator=antiberty``, ``estimator=text``)
 SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator",
-                      "antiberty": "antiberty_mi_estimator"}
+                      "antiberty": "antiberty_mi_estimator", "text": "text_mi_estimator"}
 
 
 def check_uncharged(free_head: bool, free_max: bool) -> None:

@@ -48,13 +48,14 @@ from unmask.mi.label_files import MANIFEST
 from unmask.mi.label_set import LabelSet
 from unmask.mi.labels import get_task, write_labels
 from unmask.mi.probe import perturbation_mi
-from unmask.models.auto import check_task, load_model, task_family
+from unmask.models.auto import check_task, load_model
 from unmask.models.base import MaskedModel
 from unmask.parallel.workers import worker_path
 from unmask.progress import progress_bar
 from unmask.sudoku.maps import cell_name, parse_cell, plot_mi_maps
 from unmask.sudoku.parse import parse_puzzle
 from unmask.sudoku.tokens import grid_to_tokens
+from unmask.tasks import task_family
 from unmask.text.labels import text_options
 
 

@@ -2,7 +2,8 @@
 
 A context task (:class:`ContextTask`) says where contexts come from; each task package
 registers its own in its ``labels`` module (``unmask.sudoku.labels``, ``unmask.protein.labels``,
-``unmask.text.labels``), and :func:`register_task` adds others.
+``unmask.text.labels``: named in :data:`unmask.tasks.TASKS`), and :func:`register_task` adds
+others.
 
 A label set is a folder::
 
@@ -35,7 +36,6 @@ import importlib
 import json
 import math
 import os
-import pkgutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,6 +61,7 @@ from unmask.mi.probe import perturbation_mi
 from unmask.models.base import MaskedModel
 from unmask.parallel.shard_store import ShardError, ShardStore, shard_bytes
 from unmask.parallel.workers import Engine, LocalEngine
+from unmask.tasks import label_modules
 from unmask.validation import is_int
 
 
@@ -107,8 +108,9 @@ class ContextTask:
                               f"{', '.join(sorted(options)) or 'none'}")
 
 
-#: context tasks by name: a task package's own (``unmask.<task>.labels``, imported when its name
-#: is first asked for) and any registered with :func:`register_task`
+#: context tasks by name: a task package's own (its ``labels`` module in
+#: :data:`unmask.tasks.TASKS`, imported when its name is first asked for) and any registered
+#: with :func:`register_task`
 CONTEXT_TASKS: dict[str, ContextTask] = {}
 
 
@@ -118,24 +120,15 @@ def register_task(task: ContextTask) -> ContextTask:
     return task
 
 
-def _packaged_tasks() -> list[str]:
-    """The packages of unmask with a ``labels`` module (each registers the context task of its
-    own name), found without importing them."""
-    root = Path(__file__).resolve().parents[1]
-    own = __name__.split(".")[1]  # this package's labels module is the writer, not a task
-    return [p.name for p in pkgutil.iter_modules([str(root)]) if p.ispkg and p.name != own
-            and any(m.name == "labels" for m in pkgutil.iter_modules([str(root / p.name)]))]
-
-
 def task_names() -> list[str]:
     """The names of every context task, packaged or registered, sorted."""
-    return sorted({*CONTEXT_TASKS, *_packaged_tasks()})
+    return sorted({*CONTEXT_TASKS, *label_modules()})
 
 
 def get_task(name: str) -> ContextTask:
     """The context task ``name``, its package's ``labels`` module imported if need be."""
-    if name not in CONTEXT_TASKS and name in _packaged_tasks():
-        importlib.import_module(f"unmask.{name}.labels")
+    if name not in CONTEXT_TASKS and name in label_modules():
+        importlib.import_module(label_modules()[name])
     if name not in CONTEXT_TASKS:
         raise UnmaskError(f"task: unknown {name!r} (known: {', '.join(task_names())})")
     return CONTEXT_TASKS[name]

@@ -29,6 +29,7 @@ from unmask.models.files import read_json_object
 from unmask.models.hf import HFMaskedModel
 from unmask.models.transformer import MDMTransformer
 from unmask.pretrained import DEFAULT_MODEL, resolve_model_path, shipped_names
+from unmask.tasks import task_family
 
 #: options for transformers folders (see HFMaskedModel.from_pretrained)
 HF_OPTIONS = {"dtype", "device", "trust_remote_code", "hidden_layer", "mask_id"}
@@ -39,13 +40,6 @@ TASK_MODELS = {"protein": "unmask.protein.model", "esm": "unmask.protein.esm"}
 NOT_MODELS = {"mi-estimator": "an MI estimator", "corrector": "a corrector"}
 #: model names whose folder is converted from an installed package -> that folder's maker
 CONVERTED = {"antiberty": antiberty_folder}
-
-
-def task_family(task: str) -> str:
-    """The task a model's recorded ``task`` belongs to (``multiplication-2x1`` ->
-    ``arithmetic``); '' when unknown."""
-    task = task or ""
-    return "arithmetic" if task.startswith("multiplication-") else task
 
 
 def model_kind(meta: dict) -> str:

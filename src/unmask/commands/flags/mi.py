@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import pkgutil
-from pathlib import Path
 
 from unmask.commands.flags.engine import add_device_arg, add_engine_args
 from unmask.commands.flags.threads import add_threads_arg, threads_int
@@ -30,12 +28,11 @@ def layer_list(text: str) -> tuple[int, ...]:
 
 
 def label_tasks() -> list[str]:
-    """The packages of unmask with a ``labels`` module (each registers the context task of its
-    own name, :func:`unmask.mi.labels.task_names`), found without importing them."""
-    root = Path(__file__).resolve().parents[2]
-    return sorted(p.name for p in pkgutil.iter_modules([str(root)]) if p.ispkg
-                  and p.name != "mi"
-                  and any(m.name == "labels" for m in pkgutil.iter_modules([str(root / p.name)])))
+    """The tasks with MI label contexts (:func:`unmask.tasks.label_modules`), named without
+    importing them."""
+    from unmask.tasks import label_modules
+
+    return sorted(label_modules())
 
 
 def label(p: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from unmask.errors import UnmaskError, require
 from unmask.io import file_sha256
+from unmask.models.characters import character_tokenizer
 from unmask.models.files import read_json_object
 from unmask.models.hf import import_transformers
 
@@ -198,20 +199,9 @@ def _write_folder(source: Path, weights: Path, out: Path) -> None:
 
 def residue_tokenizer(vocab: list[str], model_max_length: int):
     """One id per character over ``vocab`` (AntiBERTy's: BERT's specials, then the residues),
-    ``[CLS] residues [SEP]``; a character outside it is ``[UNK]``."""
-    from tokenizers import Tokenizer, decoders, models, processors
-    from transformers import PreTrainedTokenizerFast
-
-    ids = {tok: i for i, tok in enumerate(vocab)}
-    # BPE without merges splits a string into single characters; Fuse joins them back
-    core = Tokenizer(models.BPE(vocab=ids, merges=[], unk_token="[UNK]"))
-    core.decoder = decoders.Fuse()
-    core.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]", model_max_length=model_max_length)
+    ``[CLS] residues [SEP]``; a character outside it is ``[UNK]``
+    (:func:`unmask.models.characters.character_tokenizer`)."""
+    return character_tokenizer(vocab, model_max_length)
 
 
 __all__ = ["CACHE_ENV", "MANIFEST", "NAME", "WEIGHTS_SHA256", "antiberty_folder", "cache_dir",

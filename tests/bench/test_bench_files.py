@@ -56,6 +56,14 @@ def bench_file(name: str, tmp: Path) -> dict:
     argv = BENCHES[name][BENCHES[name].index("--samplers") + 1:]
     specs = tuple(itertools.takewhile(lambda a: not a.startswith("--"), argv))
     assert (options.seed, options.samplers) == (1, specs)
+    # and the decoding request of each entry and temperature
+    from unmask.request import DecodeRequest
+
+    requests = data.pop("requests")
+    assert len(requests) == len(specs) * len(options.temperatures)
+    first = DecodeRequest.from_json(requests[0]["request"])
+    assert first == DecodeRequest(sampler=specs[0], temperature=options.temperatures[0],
+                                  seed=1, confidence=getattr(options, "confidence", "draw"))
     data["rows"] = [{k: v for k, v in r.items() if k not in WALL} for r in data["rows"]]
     return data
 

@@ -101,11 +101,34 @@ def decode_bench(task: BenchTask, ctx: BenchContext, progress: bool = False) -> 
                        results[0].extras)
 
 
+def entry_requests(ctx: BenchContext) -> list[dict[str, Any]]:
+    """Per entry and temperature, its label and the :class:`~unmask.request.DecodeRequest` it
+    decodes as (:meth:`~unmask.request.DecodeRequest.to_json`: its spec, temperature,
+    confidence, the run's seed; item r of a shard decodes with a seed from it as the task
+    says); the request is None for an entry whose parameters have no spec text (a frequency
+    table)."""
+    from unmask.request import DecodeRequest
+
+    confidence = getattr(ctx.options, "confidence", "draw")
+    out = []
+    for entry in ctx.entries:
+        for t in ctx.temperatures:
+            try:
+                request = DecodeRequest(sampler=entry.text, temperature=t, seed=ctx.seed,
+                                        confidence=confidence).to_json()
+            except (UnmaskError, TypeError, ValueError):
+                request = None
+            out.append({"label": entry.label, "request": request})
+    return out
+
+
 def bench_record(task: BenchTask, ctx: BenchContext, result: BenchResult) -> dict[str, Any]:
     """What a bench file holds: the bench, the task's header, the temperatures, the seed, the
-    rows and the options the run was asked for."""
+    rows, the options the run was asked for and each entry's decoding request
+    (:func:`entry_requests`)."""
     return {"bench": task.name, **result.header, "temperatures": list(ctx.temperatures),
-            "seed": ctx.seed, "rows": result.dicts(), "options": ctx.options.to_json()}
+            "seed": ctx.seed, "rows": result.dicts(), "options": ctx.options.to_json(),
+            "requests": entry_requests(ctx)}
 
 
 def run_bench(options: BenchOptions, *, device="cpu", engine=None, cache=None,

@@ -1,5 +1,6 @@
 """The transformer block's explicit attention weights are the ones its fused forward uses."""
 
+import pytest
 import torch
 
 from unmask.models.transformer import MDMTransformer
@@ -65,3 +66,19 @@ def test_deepened_refuses_a_bad_factor():
     for bad in (0, -1, 1.5):
         with pytest.raises(UnmaskError, match="factor"):
             model.deepened(bad)
+
+
+def test_a_grid_embedding_takes_its_board_from_the_task():
+    """The model layer assumes no board: 'grid' needs grid_side and grid_box (Sudoku's 9 and 3
+    are given by unmask.sudoku.train.sudoku_model_config)."""
+    from unmask.errors import UnmaskError
+    from unmask.models.transformer import TransformerConfig
+    from unmask.sudoku.train import sudoku_model_config
+
+    with pytest.raises(UnmaskError, match="grid_side, grid_box: a grid position embedding"):
+        TransformerConfig(vocab_size=10, mask_id=9, max_length=81, position="grid")
+    cfg = sudoku_model_config()
+    assert (cfg.grid_side, cfg.grid_box, cfg.max_length) == (9, 3, 81)
+    four = TransformerConfig(vocab_size=5, mask_id=4, max_length=16, position="grid",
+                             grid_side=4, grid_box=2)
+    assert four.grid_side == 4

@@ -30,8 +30,9 @@ POSITION_KINDS = ("learned", "grid", "none")
 class TransformerConfig:
     """Shape of an :class:`MDMTransformer`.
 
-    position: 'learned' (1-D table), 'grid' (row + column + box tables for a side x side board
-    with box x box boxes; Sudoku is side=9, box=3) or 'none'.
+    position: 'learned' (1-D table), 'grid' (row + column + box tables for a ``grid_side`` x
+    ``grid_side`` board with ``grid_box`` x ``grid_box`` boxes, both given by the task) or
+    'none'.
     n_loops: the stack of ``n_layers`` is applied this many times with shared weights (depth
     without parameters).
     relation_bias: (grid only) each attention head adds a learned bias per relation between two
@@ -53,8 +54,8 @@ class TransformerConfig:
     n_loops: int = 1
     dropout: float = 0.0
     position: str = "learned"
-    grid_side: int = 9
-    grid_box: int = 3
+    grid_side: int | None = None
+    grid_box: int | None = None
     relation_bias: bool = False
     self_condition: bool = False
     task: str = ""
@@ -76,6 +77,10 @@ class TransformerConfig:
         require(self.position in POSITION_KINDS,
                 f"position: expected one of {POSITION_KINDS}, got {self.position!r}")
         if self.position == "grid":
+            require(is_int(self.grid_side) and is_int(self.grid_box)
+                    and self.grid_side >= 1 and self.grid_box >= 1,
+                    "grid_side, grid_box: a grid position embedding needs the board's side and "
+                    f"box, got {self.grid_side!r}, {self.grid_box!r}")
             require(self.max_length == self.grid_side**2,
                     f"max_length: a grid position embedding needs {self.grid_side**2} positions")
             require(self.grid_side % self.grid_box == 0, "grid_box: must divide grid_side")

@@ -39,8 +39,8 @@ from unmask.training.mdm import BatchFn, mask_batch
 def sudoku_model_config(**overrides) -> TransformerConfig:
     """The shipped Sudoku architecture: 8 layers, d=128, grid embeddings, relation bias."""
     base = dict(vocab_size=VOCAB_SIZE, mask_id=MASK_ID, max_length=81, d_model=128,
-                n_layers=8, n_heads=4, d_ff=512, position="grid", relation_bias=True,
-                task="sudoku")
+                n_layers=8, n_heads=4, d_ff=512, position="grid", grid_side=9, grid_box=3,
+                relation_bias=True, task="sudoku")
     base.update(overrides)
     return TransformerConfig(**base)
 

@@ -113,3 +113,26 @@ def test_protein_config_loads_as_protein_model(tmp_path):
     model.save_pretrained(tmp_path / "p")
     loaded = load_model(os.fspath(tmp_path / "p"), task="protein")
     assert isinstance(loaded, ProteinMDM) and loaded.fingerprint() == model.fingerprint()
+
+
+@pytest.mark.parametrize("name", ["sudoku", "protein", "text"])
+def test_load_model_reads_config_json_once(name, monkeypatch):
+    """The loader reads a folder's config.json once and hands it to the class that loads it
+    (transformers' own reading of a transformers folder aside)."""
+    if name == "text":
+        pytest.importorskip("transformers")
+    from pathlib import Path
+
+    reads = []
+    read_text = Path.read_text
+
+    def counting(self, *a, **k):
+        if self.name == "config.json":
+            reads.append(self)
+        return read_text(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    from unmask.models.auto import load_model
+
+    load_model(name)
+    assert len(reads) == 1, reads

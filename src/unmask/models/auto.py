@@ -33,7 +33,8 @@ from unmask.tasks import task_family
 
 #: options for transformers folders (see HFMaskedModel.from_pretrained)
 HF_OPTIONS = {"dtype", "device", "trust_remote_code", "hidden_layer", "mask_id"}
-#: config kinds whose model class a task package owns -> its module, whose ``load_folder(path)``
+#: config kinds whose model class a task package owns -> its module, whose
+#: ``load_folder(path, meta)`` (meta: the config.json read here)
 #: loads and checks one (imported on use: the model layer depends on no task)
 TASK_MODELS = {"protein": "unmask.protein.model", "esm": "unmask.protein.esm"}
 #: config kinds that are not decodable models, and what they are
@@ -108,11 +109,11 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     if kind in NOT_MODELS:
         raise UnmaskError(f"model: {path} is {NOT_MODELS[kind]}, not a model")
     if kind == "mdm-transformer":
-        model = MDMTransformer.from_pretrained(path)
+        model = MDMTransformer.from_pretrained(path, meta=meta)
     elif kind in TASK_MODELS:
-        model = importlib.import_module(TASK_MODELS[kind]).load_folder(path)
+        model = importlib.import_module(TASK_MODELS[kind]).load_folder(path, meta)
     elif kind == "hf":
-        model = HFMaskedModel.from_pretrained(path, **hf_options)
+        model = HFMaskedModel.from_pretrained(path, meta=meta, **hf_options)
     else:
         raise UnmaskError(f"model: {path / 'config.json'} names no model kind "
                           "(no 'model_type')")

@@ -342,8 +342,10 @@ class HFMaskedModel(MaskedModel):
     def from_pretrained(cls, directory: str | os.PathLike, *, dtype: str | torch.dtype | None
                         = None, device: str | torch.device = "cpu",
                         trust_remote_code: bool = False, hidden_layer: int = -1,
-                        mask_id: int | None = None) -> HFMaskedModel:
-        """Load a local ``transformers`` folder (config.json, weights, tokenizer).
+                        mask_id: int | None = None, meta: dict | None = None
+                        ) -> HFMaskedModel:
+        """Load a local ``transformers`` folder (config.json, weights, tokenizer; ``meta``: the
+        config.json, when the caller has read it).
 
         Masked LMs load through ``AutoModelForMaskedLM``; a folder with its own code
         (``auto_map``) through the class it maps (``AutoModelForMaskedLM``, ``AutoModel``
@@ -351,7 +353,7 @@ class HFMaskedModel(MaskedModel):
         """
         directory = Path(directory)
         device = check_device(device)
-        meta = read_json_object(directory / "config.json")
+        meta = read_json_object(directory / "config.json") if meta is None else meta
         runs_code = check_remote_code(directory, meta, trust_remote_code)
         require(any((directory / f).is_file() for f in _WEIGHT_FILES),
                 f"model: {directory} has no weights (model.safetensors)")

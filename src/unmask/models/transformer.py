@@ -296,16 +296,18 @@ class MDMTransformer(MaskedModel):
         atomic_write_text(directory / "config.json", json.dumps(meta, indent=2) + "\n")
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, map_location: str = "cpu") -> MDMTransformer:
-        """Load ``config.json`` + ``model.safetensors`` from ``directory``. The config is
-        checked key by key (:func:`~unmask.models.files.dataclass_from_dict`) and the weights
-        name by name and shape by shape against the model it describes; any mismatch, or a
-        truncated/empty weights file, is one :class:`UnmaskError` line."""
+    def from_pretrained(cls, directory: str | Path, map_location: str = "cpu", *,
+                        meta: dict | None = None) -> MDMTransformer:
+        """Load ``config.json`` + ``model.safetensors`` from ``directory`` (``meta``: the
+        config.json, when the caller has read it). The config is checked key by key
+        (:func:`~unmask.models.files.dataclass_from_dict`) and the weights name by name and
+        shape by shape against the model it describes; any mismatch, or a truncated/empty
+        weights file, is one :class:`UnmaskError` line."""
         directory = Path(directory)
         cfg_path, weights = directory / "config.json", directory / "model.safetensors"
         if not cfg_path.is_file() or not weights.is_file():
             raise UnmaskError(f"model: {directory} has no config.json + model.safetensors")
-        meta = read_json_object(cfg_path)
+        meta = read_json_object(cfg_path) if meta is None else meta
         if meta.get("model_type") != "mdm-transformer":
             raise UnmaskError(f"model: {cfg_path} is not an mdm-transformer config")
         config = dataclass_from_dict(TransformerConfig, meta.get("config"),

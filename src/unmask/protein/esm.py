@@ -131,12 +131,13 @@ class EsmMaskedModel(MaskedModel):
                            hidden_layers=layers)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, map_location: str = "cpu"
-                        ) -> EsmMaskedModel:
+    def from_pretrained(cls, directory: str | Path, map_location: str = "cpu", *,
+                        meta: dict | None = None) -> EsmMaskedModel:
         """Load an ``EsmForMaskedLM`` or ``EsmcForMaskedLM`` folder (config.json + weights;
-        vocab.txt if present, else the ESM-2 / ESM-C alphabet). Nothing is downloaded."""
+        vocab.txt if present, else the ESM-2 / ESM-C alphabet). Nothing is downloaded.
+        ``meta``: the folder's config.json when the caller has read it."""
         directory = Path(directory)
-        meta = read_json_object(directory / "config.json")
+        meta = read_json_object(directory / "config.json") if meta is None else meta
         kind = "esmc" if meta.get("model_type") == "esmc" else "esm"
         esm_cls = _import_esm(kind)
         from transformers.utils import logging as hf_logging
@@ -163,9 +164,9 @@ class EsmMaskedModel(MaskedModel):
         return model
 
 
-def load_folder(path: Path) -> EsmMaskedModel:
-    """The ESM model of a checkpoint folder, checked to read protein tokens: how
-    :func:`unmask.models.auto.load_model` loads one."""
-    model = EsmMaskedModel.from_pretrained(path)
+def load_folder(path: Path, meta: dict | None = None) -> EsmMaskedModel:
+    """The ESM model of a checkpoint folder (``meta``: its config.json, read by the caller),
+    checked to read protein tokens: how :func:`unmask.models.auto.load_model` loads one."""
+    model = EsmMaskedModel.from_pretrained(path, meta=meta)
     check_protein_model(model)
     return model

@@ -52,11 +52,11 @@ def check_protein_model(model: MaskedModel) -> None:
     require(ok, "model: expected a protein model (20 amino acids, MASK 20, PAD 21)")
 
 
-def load_folder(path: Path) -> ProteinMDM:
+def load_folder(path: Path, meta: dict | None = None) -> ProteinMDM:
     """The protein MDM of a model folder (``config.json`` of kind ``mdm-transformer``, task
-    protein), checked to read protein tokens: how :func:`unmask.models.auto.load_model` loads
-    one."""
-    model = ProteinMDM.from_pretrained(path)
+    protein; ``meta``: its content, read by the caller), checked to read protein tokens: how
+    :func:`unmask.models.auto.load_model` loads one."""
+    model = ProteinMDM.from_pretrained(path, meta=meta)
     check_protein_model(model)
     return model
 

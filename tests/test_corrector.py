@@ -157,6 +157,12 @@ def test_head_reads_one_pass_and_belongs_to_its_model(small_model, tmp_path):
     assert feats.shape == (2, 6, 16 + 4 + 1 + 5)
     assert torch.allclose(feats[..., 16:20].sum(-1), torch.ones(2, 6))  # marginals
     assert torch.equal(feats[..., 21:].argmax(-1), x)  # one-hot current token
+    # the features as first written: a list index and F.one_hot (no buffers on the head)
+    ids = corr.config.real_token_ids
+    log_p = torch.log_softmax(out.logits[..., ids].float(), -1)
+    first = torch.cat([out.hidden.float(), log_p.exp(), torch.special.entr(log_p.exp())
+                       .sum(-1, keepdim=True), torch.nn.functional.one_hot(x, 5).float()], -1)
+    assert torch.equal(feats, first)
     assert p.shape == (2, 6) and ((p > 0) & (p < 1)).all()
     corr.save(tmp_path / "c")
     back = load_corrector(tmp_path / "c", model=small_model)

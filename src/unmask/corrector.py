@@ -111,6 +111,10 @@ class Corrector(FrozenHead):
         self.blocks = mixer_blocks(d, config.n_heads, config.layers)
         self.norm = nn.LayerNorm(d)
         self.out = nn.Linear(d, 1)
+        # what features() indexes and compares with, kept where the head runs (no list
+        # turned into a tensor, no host copy, each pass); not saved with the weights
+        self.register_buffer("real_ids", torch.tensor(config.real_token_ids), persistent=False)
+        self.register_buffer("vocab", torch.arange(config.vocab_size), persistent=False)
 
     def features(self, output: ModelOutput, tokens: torch.Tensor) -> torch.Tensor:
         """(B, N, F) what the head reads of a pass ``output`` on ``tokens`` (B, N)."""
@@ -119,9 +123,11 @@ class Corrector(FrozenHead):
             raise UnmaskError(f"output: expected hidden size {cfg.hidden_size} and "
                               f"{cfg.vocab_size} logits, got {output.hidden.shape[-1]} and "
                               f"{output.logits.shape[-1]}")
-        log_p = torch.log_softmax(output.logits[..., cfg.real_token_ids].float(), dim=-1)
+        device = output.logits.device
+        log_p = torch.log_softmax(
+            output.logits.index_select(-1, self.real_ids.to(device)).float(), dim=-1)
         ent = entropy_from_log_probs(log_p).unsqueeze(-1)
-        one_hot = F.one_hot(tokens.to(output.logits.device), cfg.vocab_size).float()
+        one_hot = (tokens.to(device)[..., None] == self.vocab.to(device)).float()
         return torch.cat([output.hidden.float(), log_p.exp(), ent, one_hot], dim=-1)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from unmask.host_reads import count_host_reads
+from unmask.samplers import base
 from unmask.samplers.base import greedy_scan, scan_length, scan_rows, scans_as_on_accelerators
 from unmask.samplers.dapd import greedy_independent_set
 from unmask.samplers.demask import dependence_bounded_set
@@ -64,12 +65,18 @@ def rank_scan_reference(scores, eligible, charges, limit, aggregate="max", avail
 
 
 def both_ways(scan, *args):
-    """``scan(*args)`` as it runs on the CPU (reading back) and on an accelerator; asserts
-    they agree and returns the set."""
+    """``scan(*args)`` as it runs on the CPU (reading back; 'max' with and without its common
+    prefix first) and on an accelerator; asserts they agree and returns the set."""
     sized = scan(*args)
     with scans_as_on_accelerators():
         whole = scan(*args)
     assert torch.equal(sized, whole)
+    saved, base.PREFIX_MAX_CHARGES = base.PREFIX_MAX_CHARGES, -1
+    try:
+        stepped = scan(*args)
+    finally:
+        base.PREFIX_MAX_CHARGES = saved
+    assert torch.equal(sized, stepped)
     return sized
 
 
@@ -135,15 +142,23 @@ def test_bounded_set_charges_each_position_its_own_row(inputs, aggregate):
 
 @pytest.mark.parametrize("aggregate", ["max", "sum"])
 def test_reads_back_once_a_taken_position_on_the_cpu_and_never_on_an_accelerator(aggregate):
-    """On the CPU the scan reads back, after each position taken, whether any row took one
-    (a read that stalls no queue there); as on an accelerator it reads nothing."""
+    """On the CPU the scan reads back, after each position taken one at a time, whether any
+    row took one (a read that stalls no queue there); 'max' takes each row's positions up to
+    its first miss at once, so a set that all fits costs one read. As on an accelerator it
+    reads nothing."""
     gen = torch.Generator().manual_seed(0)
     scores = torch.rand(8, 30, generator=gen)
     eligible = torch.rand(8, 30, generator=gen) < 0.7
     charges = torch.rand(8, 30, 30, generator=gen)
     with count_host_reads() as reads:
         got = greedy_scan(scores, eligible, charges, 0.5, aggregate)
-    assert reads.total == int(got.sum(1).max()) + 1
+    if aggregate == "sum":
+        assert reads.total == int(got.sum(1).max()) + 1
+    else:  # 8 x 30 x 30 charges: the prefix is taken first
+        assert 1 <= reads.total <= int(got.sum(1).max()) + 1
+        with count_host_reads() as reads:
+            everything = greedy_scan(scores, eligible, charges, 1.0, aggregate)
+        assert torch.equal(everything, eligible) and reads.total == 1
     with scans_as_on_accelerators(), count_host_reads() as reads:
         greedy_scan(scores, eligible, charges, 0.5, aggregate)
     assert reads.total == 0

@@ -510,6 +510,12 @@ def _rank_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, lim
     return taken.T.bool()
 
 
+#: the most charges (B x N x N) for which the 'max' scan takes each row's common prefix in two
+#: masked maxima over them (:func:`_max_prefix`) before stepping: below it those cost less
+#: than the steps they save, above it more
+PREFIX_MAX_CHARGES = 1 << 16
+
+
 def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
                 aggregate: str) -> torch.Tensor:
     """:func:`greedy_scan`'s set in scan ``order``, ``ok`` (B, N) the positions it may take
@@ -520,20 +526,26 @@ def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, li
     read stalls nothing). Loads add up in scan order, as the rank scan's do."""
     b, n = order.shape
     dtype = torch.float64 if charges.is_floating_point() else charges.dtype
-    load = torch.zeros(b, n, dtype=dtype, device=order.device)  # in scan order
     rank = torch.arange(n, device=order.device)
-    taken, after = torch.zeros_like(ok), ok.clone()  # after: not yet passed over
+    if aggregate == "max" and charges.numel() <= PREFIX_MAX_CHARGES:
+        # the common prefix at once, then one step per position taken
+        last, load = _max_prefix(charges, order, ok, limit, dtype)
+        taken = [torch.where(ok & (rank < last), rank, n)]
+    else:
+        load = torch.zeros(b, n, dtype=dtype, device=order.device)  # in scan order
+        last = torch.full((b, 1), -1, device=order.device)  # each row's last taken (n: done)
+        taken = []
     rows = torch.arange(b, device=order.device)[:, None] * n
     transposed = charges.stride(-1) != 1 and charges.stride(-2) == 1
     while True:
-        fits = after & (load <= limit)
+        fits = ok & (rank > last) & (load <= limit)
         first = fits.view(torch.uint8).argmax(1, keepdim=True)  # (B, 1): the first that fits
         took = fits.gather(1, first)  # (B, 1): whether the row takes one
         if not took.any():
             break
-        taken |= (rank == first) & took
-        after &= (rank > first) & took
-        at = order.gather(1, first)  # (B, 1) its position
+        last = torch.where(took, first, n)
+        taken.append(last)
+        at = order.gather(1, first)  # (B, 1) its position (rows done: any, unread)
         if transposed:  # a transposed view: its row is a column of the storage
             row = charges.transpose(1, 2).gather(2, at[:, None].expand(b, n, 1)).view(b, n)
         else:
@@ -543,4 +555,27 @@ def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, li
             torch.maximum(load, row, out=load)
         else:
             load += row
-    return taken
+    out = torch.zeros(b, n + 1, dtype=torch.bool, device=order.device)  # column n: not taken
+    return out.scatter_(1, torch.cat(taken, 1), True)[:, :n] if taken else out[:, :n]
+
+
+def _max_prefix(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
+                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 'max' scan up to each row's first miss, in two masked maxima over (B, N, N): while
+    every position the scan may take is taken, position j's load is the largest charge to it
+    from those before it, so the scan takes all of them up to the first whose load does not
+    fit, f. Returns (f (B, 1), N where every one fits; the loads (B, N) in scan order of the
+    positions it may take before f)."""
+    b, n = order.shape
+    rank = torch.empty_like(order).scatter_(
+        1, order, torch.arange(n, device=order.device).expand(b, n))  # each position's
+    may = torch.zeros_like(ok).scatter_(1, order, ok)  # (B, N) by position
+
+    def loads(before: torch.Tensor) -> torch.Tensor:  # (B, N, N) bool -> (B, N) in scan order
+        pays = torch.where(before & may[:, :, None], charges, 0).amax(1)
+        return pays.gather(1, order).to(dtype)
+
+    miss = ok & ~(loads(rank[:, :, None] < rank[:, None, :]) <= limit)
+    first = torch.where(miss.any(1, keepdim=True), miss.view(torch.uint8).argmax(1, keepdim=True),
+                        n)
+    return first, loads((rank < first)[:, :, None].expand(b, n, n))

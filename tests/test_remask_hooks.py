@@ -107,3 +107,21 @@ def test_bad_hook_settings():
         ReMDMRemask(strategy="rescale")
     with pytest.raises(UnmaskError, match="start, stop"):
         ReMDMRemask(start=0.8, stop=0.2)
+
+
+@pytest.mark.parametrize("hook", [lambda: WinoVerify(tau2=0.6, max_checks=3),
+                                  lambda: ReMDMRemask(eta=0.3, strategy="conf"),
+                                  lambda: ReMDMRemask(eta=0.3, strategy="cap")])
+def test_a_batch_whose_rows_finish_apart_decodes_each_row_as_alone(hook):
+    """The hooks keep per-row state for the whole batch; while every row decodes they read
+    and write it whole, once rows have left by row: each row decodes as it does alone."""
+    model = ExactJointMDM(n=6, v=3, seed=5, concentration=0.3)
+    x = torch.full((4, 6), model.mask_id)
+    x[1, :4] = 1  # finishes first
+    x[2, :2] = 2
+    batch = decode(model, x, "topk:k=2", seed=3, hooks=(hook(),))
+    for r in range(4):
+        alone = decode(model, x[r:r + 1], "topk:k=2", seed=3 + r, hooks=(hook(),))
+        assert torch.equal(batch.tokens[r], alone.tokens[0])
+        assert torch.equal(batch.reveal_step[r], alone.reveal_step[0])
+        assert torch.equal(batch.stats["remasked"][r], alone.stats["remasked"][0])

@@ -23,6 +23,20 @@ from unmask.samplers.verified import Verified
 from unmask.validation import is_int, is_number
 
 
+def _of(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``t[rows]``, ``rows`` (R,) the loop's rows of the decode's batch: increasing, so when
+    there are as many as ``t`` has, ``t`` itself (no copy; write with :func:`_put`)."""
+    return t if len(rows) == len(t) else t[rows]
+
+
+def _put(t: torch.Tensor, rows: torch.Tensor, value: torch.Tensor) -> None:
+    """``t[rows] = value`` (``rows`` as :func:`_of`'s), in place."""
+    if len(rows) == len(t):
+        t.copy_(value)
+    else:
+        t[rows] = value
+
+
 class Hook:
     """Base class of decode hooks; every method's default leaves the loop unchanged.
 
@@ -106,9 +120,10 @@ class Remask(Hook):
     def after_write(self, rows, state, remask):
         with torch.inference_mode():
             wrong = self.corrector.wrong_probs(state.output, state.tokens)
-        new = (~state.masked & ~self.given[rows] & (self.counts[rows] < self.max_remasks)
+        counts = _of(self.counts, rows)
+        new = (~state.masked & ~_of(self.given, rows) & (counts < self.max_remasks)
                & (wrong > self.threshold))
-        self.counts[rows] += new.long()
+        _put(self.counts, rows, counts + new.long())
         return remask | new
 
     def stats(self):
@@ -148,12 +163,16 @@ class BanRemasked(Hook):
                                   device=tokens.device)
 
     def adjust_log_probs(self, rows, log_probs, columns=slice(0, None)):
-        banned = self.banned[rows][:, columns]
+        banned = _of(self.banned, rows)[:, columns]
         return torch.log_softmax(log_probs.masked_fill(banned, -torch.inf), -1)
 
     def after_write(self, rows, state, remask):
         vocab = torch.arange(self.banned.shape[-1], device=remask.device)
-        self.banned[rows] |= remask[..., None] & (vocab == state.tokens[..., None])
+        sent_back = remask[..., None] & (vocab == state.tokens[..., None])  # (R, N, V)
+        if len(rows) == len(self.banned):  # every row (as _of): in place
+            self.banned |= sent_back
+        else:
+            self.banned[rows] |= sent_back
         return remask
 
 
@@ -203,11 +222,11 @@ class _RevealConfidence(Hook):
     def _track(self, rows, state, remask) -> None:
         """Record the confidence of the tokens the last pass revealed (masked then, decoded
         now) and this pass's proposals' confidence for the next."""
-        fresh = self.last_masked[rows] & ~state.masked
-        self.revealed_conf[rows] = torch.where(fresh, self.last_conf[rows],
-                                               self.revealed_conf[rows])
-        self.last_conf[rows] = state.x0_prob.double()
-        self.last_masked[rows] = state.masked & ~remask
+        fresh = _of(self.last_masked, rows) & ~state.masked
+        _put(self.revealed_conf, rows, torch.where(fresh, _of(self.last_conf, rows),
+                                                   _of(self.revealed_conf, rows)))
+        _put(self.last_conf, rows, state.x0_prob.double())
+        _put(self.last_masked, rows, state.masked & ~remask)
 
 
 @register_hook("wino", primary="tau2")
@@ -244,10 +263,11 @@ class WinoVerify(_RevealConfidence):
 
     def after_write(self, rows, state, remask):
         self._track(rows, state, remask)
-        decoded = (~state.masked & ~self.given[rows] & ~remask
-                   & (self.counts[rows] < self.max_remasks))
+        counts = _of(self.counts, rows)
+        decoded = (~state.masked & ~_of(self.given, rows) & ~remask
+                   & (counts < self.max_remasks))
         k = min(self.max_checks, state.tokens.shape[1])
-        conf = self.revealed_conf[rows].masked_fill(~decoded, torch.inf)
+        conf = _of(self.revealed_conf, rows).masked_fill(~decoded, torch.inf)
         low, pos = conf.topk(k, dim=1, largest=False)  # (R, k)
         check = low.isfinite() & state.masked.any(1, keepdim=True)  # only rows still decoding
         if not check.any():
@@ -263,8 +283,8 @@ class WinoVerify(_RevealConfidence):
         kept = lp.gather(-1, state.tokens[r, p][:, None]).squeeze(-1).exp()
         new = torch.zeros_like(remask)
         new[r, p] = kept < self.tau2  # (r, p) pairs are distinct
-        self.counts[rows] += new.long()
-        self.last_masked[rows] |= new
+        _put(self.counts, rows, counts + new.long())
+        _put(self.last_masked, rows, _of(self.last_masked, rows) | new)
         return remask | new
 
     def stats(self):
@@ -321,7 +341,7 @@ class ReMDMRemask(_RevealConfidence):
 
     def after_write(self, rows, state, remask):
         self._track(rows, state, remask)
-        given = self.given[rows]
+        given = _of(self.given, rows)
         decoded = ~state.masked & ~given & ~remask
         share = decoded.sum(1) / (~given).sum(1).clamp(min=1)
         active = (share >= self.start) & (share < self.stop) & state.masked.any(1)
@@ -330,14 +350,16 @@ class ReMDMRemask(_RevealConfidence):
             sigma = torch.full(decoded.shape, float(self.eta), dtype=torch.float64,
                                device=decoded.device)
         else:
-            weights = torch.softmax((-self.revealed_conf[rows]).masked_fill(~decoded, -torch.inf),
+            weights = torch.softmax((-_of(self.revealed_conf, rows)).masked_fill(~decoded,
+                                                                                  -torch.inf),
                                     dim=1).nan_to_num(0.0)
             sigma = (self.eta * d * weights).clamp(max=1.0)
         draw = state.uniform(REMDM_STREAM, (decoded.shape[1],))
-        new = (decoded & active[:, None] & (self.counts[rows] < self.max_remasks)
+        counts = _of(self.counts, rows)
+        new = (decoded & active[:, None] & (counts < self.max_remasks)
                & (draw < sigma))
-        self.counts[rows] += new.long()
-        self.last_masked[rows] |= new
+        _put(self.counts, rows, counts + new.long())
+        _put(self.last_masked, rows, _of(self.last_masked, rows) | new)
         return remask | new
 
     def stats(self):

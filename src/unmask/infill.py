@@ -32,7 +32,6 @@ from unmask.errors import UnmaskError, require
 from unmask.generate import Generation, TextEnds, decode_batches, prompt_batch, text_request
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel, ResidueAlphabet
-from unmask.models.transformer import MDMTransformer
 from unmask.request import DecodeRequest
 from unmask.validation import is_int, text_problem
 
@@ -213,7 +212,7 @@ class InfillPlan:
         """A chunk's decode input: x (R, W) long and how its rows end
         (:class:`~unmask.generate.TextEnds` for text templates: pass it as a sweep run's
         ``extras``; None for residue templates)."""
-        fill = _protein_batch if self.protein else _text_batch
+        fill = _residue_batch if self.protein else _text_batch
         return fill(self.model, self.block_length, chunk)
 
     def chunks(self) -> list[tuple[int, torch.Tensor, TextEnds | None]]:
@@ -300,13 +299,14 @@ def _text_batch(model: MaskedModel, block: int | None, chunk: list[list[int]]
     return x, dataclasses.replace(ends, no_eos=(0, x.shape[1]))
 
 
-def _protein_batch(model: MaskedModel, block: int | None, chunk: list[list[int]]
+def _residue_batch(model: MaskedModel, block: int | None, chunk: list[list[int]]
                    ) -> tuple[torch.Tensor, None]:
     """The decode input of residue templates: left-aligned, the model's PAD after them, in
-    rows of the model's max_length for our transformer (the layout it is trained on), else of
-    the longest template rounded up to whole blocks."""
+    rows of the model's max_length for a model that reads only those
+    (:attr:`~unmask.models.base.MaskedModel.full_rows`), else of the longest template rounded
+    up to whole blocks."""
     longest = max(map(len, chunk))
-    width = (model.max_length if isinstance(model, MDMTransformer)
+    width = (model.max_length if model.full_rows
              else math.ceil(longest / (block or longest)) * (block or longest))
     require(width <= model.max_length and width % (block or width) == 0,
             f"block_length: {block} does not fit the model's rows ({width} positions, "

@@ -152,6 +152,9 @@ class MaskedModel(nn.Module):
     tokenizer: object | None = None
     #: the residues of a model over residue strings (proteins; None elsewhere)
     residues: ResidueAlphabet | None = None
+    #: the model reads rows of ``max_length`` positions only (the layout it was trained on:
+    #: residue templates are padded to it), not rows of any length
+    full_rows: bool = False
     #: the id that pads prompts to a batch, left out of attention (None: the model has none)
     pad_id: int | None = None
     #: the ids that end a text (none: the model has none)

@@ -156,6 +156,8 @@ _BLOCK_OUTPUTS = ("proj.weight", "proj.bias", "ff.2.weight", "ff.2.bias")
 class MDMTransformer(MaskedModel):
     """Bidirectional transformer: tokens (B, N) -> logits (B, N, V), hidden (B, N, D)."""
 
+    full_rows = True  # trained on rows of max_length positions
+
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.config = config

@@ -17,7 +17,7 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel
 from unmask.probs import real_log_probs
-from unmask.samplers.base import Sampler, StepState
+from unmask.samplers.base import Sampler, Selection, StepState
 from unmask.samplers.spec import register_hook
 from unmask.samplers.verified import Verified
 from unmask.validation import is_int, is_number
@@ -54,7 +54,9 @@ class Hook:
 
     def prepare(self, model: MaskedModel, sampler: Sampler, tokens: torch.Tensor) -> None:
         """Called once before the first pass with the batch ``tokens`` (B, N) on the model's
-        device; check compatibility and set up per-decode state here."""
+        device (the loop's own state, written in place every pass: a hook may keep it to
+        read the rows' current tokens later); check compatibility and set up per-decode
+        state here."""
 
     def adjust_log_probs(self, rows: torch.Tensor, log_probs: torch.Tensor,
                          columns: slice = slice(0, None)) -> torch.Tensor:
@@ -62,6 +64,14 @@ class Hook:
         (lo:hi, W = hi - lo; every position unless the loop computes the current blocks
         only); ``rows`` (R,) are indices into the batch given to ``decode``."""
         return log_probs
+
+    def adjust_selection(self, state: StepState, sel: Selection, new: torch.Tensor
+                         ) -> tuple[Selection, torch.Tensor]:
+        """The pass's selection and the (R, N) tokens to write where it reveals, between the
+        sampler's choice and the write: a hook may reveal less (e.g. a constraint keeps a
+        jointly feasible part), and must then mark ``stale`` the rows whose
+        ``sel.next_output`` assumed the whole reveal."""
+        return sel, new
 
     def after_write(self, rows: torch.Tensor, state: StepState, remask: torch.Tensor
                     ) -> torch.Tensor:

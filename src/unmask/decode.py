@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from unmask.constraints.base import constraint_hook
 from unmask.errors import require
 from unmask.hooks import Hook
 from unmask.kv_cache import CACHE_MODES, BlockKVCache, block_span
@@ -123,6 +124,7 @@ def decode(
     seed: int | torch.Tensor = 0,
     hooks: tuple[Hook, ...] | list[Hook] = (),
     progress=None,
+    constraint=None,
 ) -> DecodeResult:
     """Fill every MASK of ``tokens`` with ``sampler``.
 
@@ -138,6 +140,11 @@ def decode(
         hooks: :class:`~unmask.hooks.Hook` s called every pass, in order (e.g.
             :func:`~unmask.hooks.corrector_hooks`).
         progress: optional callable(n_finished_rows) for progress display.
+        constraint: None, a :class:`~unmask.constraints.ConstraintSpec` (the decoded row
+            must spell a string of its language, from position 0) or a
+            :class:`~unmask.constraints.base.Constraint`; applied after ``hooks``
+            (:class:`~unmask.constraints.base.Constrain`: ``stats["cut_passes"]``,
+            ``stats["dead_end"]``).
 
     Returns:
         A :class:`DecodeResult` whose tensors are on the device of ``tokens``. Rows with
@@ -145,6 +152,8 @@ def decode(
     """
     config, sampler, hooks = _check_args(model, tokens, sampler, config, hooks)
     hooks = (*hooks, *sampler.decode_hooks())  # a spec's hook modifiers ride on its sampler
+    if constraint is not None:  # last: what it allows is final
+        hooks = (*hooks, constraint_hook(constraint))
     loop = _Loop(model, tokens, config, seed,
                  output_attentions=sampler.needs_attentions and model.supports_attentions)
     sampler.prepare(model)
@@ -164,6 +173,8 @@ def decode(
                else cached.positions(cols.start, cols.stop))
         state = loop.step_state(rows, x, masked, eligible, out, hooks, cols)
         sel, new, broken = _select(sampler, state, loop.real_mask, some_complete)
+        for hook in hooks:
+            sel, new = hook.adjust_selection(state, sel, new)
         remask = torch.zeros_like(masked)
         for hook in hooks:
             remask = hook.after_write(rows, state, remask)

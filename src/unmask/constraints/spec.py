@@ -23,7 +23,7 @@ KINDS = ("regex", "json_schema", "json_object", "choice")
 
 #: nesting depth of ``json_object()`` when none is given (objects and arrays inside it)
 DEFAULT_JSON_DEPTH = 2
-MAX_JSON_DEPTH = 4
+MAX_JSON_DEPTH = 3
 
 
 @dataclass(frozen=True)

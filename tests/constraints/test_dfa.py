@@ -1,0 +1,162 @@
+"""The token automaton and its canvas feasibility: hand-checked cases, allowed sets against a
+brute force with Python's ``re``, the joint-feasibility search, refusals."""
+
+import itertools
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_text import bpe_tokenizer, char_tokenizer, text_model, text_of  # noqa: E402
+
+from unmask import constraints  # noqa: E402
+from unmask.constraints.base import Constrain, _largest_feasible, _rounds  # noqa: E402
+from unmask.constraints.compile import compile_dfa, spelling  # noqa: E402
+from unmask.constraints.dfa import DFAConstraint  # noqa: E402
+from unmask.decode import decode  # noqa: E402
+from unmask.errors import UnmaskError  # noqa: E402
+
+pytest.importorskip("outlines_core")
+
+
+def _allowed(model, spec, canvas, cols=None):
+    con = DFAConstraint(spec)
+    x = torch.tensor([canvas])
+    con.prepare(model, x)
+    cols = cols or slice(0, len(canvas))
+    return con.allowed(x, torch.tensor([0]), cols)[0], con
+
+
+def _ids(tok, text):
+    return tok.convert_tokens_to_ids(list(text))
+
+
+def test_hand_checked_allowed_sets():
+    model = text_model(char_tokenizer())
+    tok, m, eos = model.tokenizer, model.mask_id, model.eos_ids[0]
+    a, b, c = _ids(tok, "abc")
+    allowed, _ = _allowed(model, constraints.regex("a[bc]"), [m, m, m])
+    sets = [set(row.nonzero().squeeze(1).tolist()) for row in allowed]
+    assert sets == [{a}, {b, c}, {eos}]
+    allowed, _ = _allowed(model, constraints.regex("a[bc]"), [m, c, m])
+    assert [set(r.nonzero().squeeze(1).tolist()) for r in allowed][::2] == [{a}, {eos}]
+    # after EOS only EOS: "a" then EOS at 1 forbids everything but EOS at 2, and "a" alone
+    # is not in the language, so position 1 cannot be EOS
+    allowed, _ = _allowed(model, constraints.regex("a|ab"), [m, m, m])
+    assert set(allowed[1].nonzero().squeeze(1).tolist()) == {b, eos}
+    assert set(allowed[0].nonzero().squeeze(1).tolist()) == {a}
+
+
+def test_no_eos_fills_the_canvas_exactly():
+    model = text_model(char_tokenizer(), eos=False)
+    m = model.mask_id
+    with pytest.raises(UnmaskError, match="fills its 3 positions exactly"):
+        _allowed(model, constraints.regex("a[bc]"), [m, m, m])
+    out = decode(model, torch.full((2, 5), m), "confidence", constraint=constraints.regex("(ab)*a"))
+    assert [text_of(model, r) for r in out.tokens.tolist()] == ["ababa"] * 2
+
+
+@pytest.mark.parametrize("pattern", ["(ab|1)+", "the (cat|mat)", "[0-9]{2}", r"\{\"a\"}",
+                                     r"\[1, [23]\]"])
+def test_allowed_equals_brute_force_with_re(pattern):
+    """Subword tokens: a token is allowed at a masked position exactly when some filling of
+    the other masked positions decodes (up to EOS) to a full match of the pattern."""
+    model = text_model(bpe_tokenizer())
+    m, eos, vocab = model.mask_id, model.eos_ids[0], model.vocab_size
+    real = model.real_token_mask.nonzero().squeeze(1).tolist()
+    rng = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        canvas = [m] * 3
+        if True:  # one committed token, chosen among those a valid text can hold there
+            pos = int(torch.randint(0, 3, (1,), generator=rng))
+            allowed, _ = _allowed(model, constraints.regex(pattern), canvas)
+            options = allowed[pos].nonzero().squeeze(1).tolist()
+            canvas[pos] = options[int(torch.randint(0, len(options), (1,), generator=rng))]
+        allowed, _ = _allowed(model, constraints.regex(pattern), canvas)
+        masked = [i for i, t in enumerate(canvas) if t == m]
+        want = torch.zeros(len(canvas), vocab, dtype=torch.bool)
+        for fill in itertools.product(real, repeat=len(masked)):
+            row = list(canvas)
+            for i, t in zip(masked, fill, strict=True):
+                row[i] = t
+            cut = next((i for i, t in enumerate(row) if t == eos), len(row))
+            if any(t != eos for t in row[cut:]):
+                continue
+            if re.fullmatch(pattern, text_of(model, row)):
+                for i in masked:
+                    want[i, row[i]] = True
+        assert torch.equal(allowed[masked], want[masked]), (pattern, canvas)
+
+
+def test_joint_commit_keeps_the_confident_feasible_prefix():
+    model = text_model(char_tokenizer(), eos=False)
+    m = model.mask_id
+    a, b = _ids(model.tokenizer, "ab")
+    hook = Constrain(DFAConstraint(constraints.regex("ab|ba")))
+    x = torch.full((1, 2), m)
+    hook.prepare(model, None, x.clone())
+    from types import SimpleNamespace
+
+    from unmask.samplers.base import Selection
+    state = SimpleNamespace(row_ids=torch.tensor([0]), tokens=x, eligible=x == m,
+                            x0=torch.tensor([[a, a]]), x0_prob=torch.tensor([[0.4, 0.9]]))
+    sel, new = hook.adjust_selection(state, Selection(torch.tensor([[True, True]])),
+                                     torch.tensor([[a, a]]))
+    # "aa" is not in the language: the more confident position 1 is written alone
+    assert sel.reveal.tolist() == [[False, True]] and hook.stats()["cut_passes"].tolist() == [1]
+
+
+def test_search_finds_the_largest_feasible_count():
+    class AtMost:
+        def __init__(self, limit):
+            self.limit = limit
+
+        def feasible(self, tokens, rows):
+            return (tokens == 1).sum(1) <= self.limit[rows]
+
+    torch.manual_seed(0)
+    for n in (1, 7, 8, 9, 64, 300):
+        r = 40
+        count = torch.randint(0, n + 1, (r,))
+        limit = torch.randint(0, n + 1, (r,))
+        rank = torch.argsort(torch.rand(r, n), 1).argsort(1)
+        reveal = rank < count[:, None]
+        x = torch.zeros(r, n, dtype=torch.long)
+        got = _largest_feasible(AtMost(limit), torch.arange(r), x, reveal, rank, count,
+                                torch.ones_like(x))
+        assert torch.equal(got, torch.minimum(count, limit)), n
+    assert _rounds(256, 8) == 3
+
+
+def test_refusals_are_one_line():
+    model = text_model(char_tokenizer())
+    m = model.mask_id
+    with pytest.raises(UnmaskError, match="shortest string takes 6 tokens; the canvas holds 4"):
+        decode(model, torch.full((1, 4), m), "confidence", constraint=constraints.regex("abcdef"))
+    spell = spelling(model.tokenizer, model.vocab_size, model.real_token_mask.tolist(),
+                     model.eos_ids)
+    with pytest.raises(UnmaskError, match="more than the bound 5"):
+        compile_dfa(constraints.regex("[a-z]{8}"), spell, max_states=5)
+    with pytest.raises(UnmaskError, match="took more than"):
+        compile_dfa(constraints.regex("(a|b)*a(a|b){13}"), spell, timeout=0.01)
+    with pytest.raises(UnmaskError, match="cannot be compiled"):
+        compile_dfa(constraints.regex("(a)\\1"), spell)
+    with pytest.raises(UnmaskError, match="json_schema: not supported"):
+        compile_dfa(constraints.json_schema({"not": {"type": "string"}}), spell)
+    given = torch.tensor([_ids(model.tokenizer, "xy") + [m]])
+    with pytest.raises(UnmaskError, match="row 0: its given tokens cannot be completed"):
+        decode(model, given, "confidence", constraint=constraints.regex("ab?"))
+
+
+def test_unconstrained_rows_decode_as_alone():
+    model = text_model(bpe_tokenizer())
+    x = torch.full((3, 12), model.mask_id)
+    specs = [constraints.choice("yes", "no"), None, constraints.regex("[0-9]+")]
+    mixed = decode(model, x, "eb:gamma=1", constraint=DFAConstraint(specs), seed=5)
+    alone = decode(model, x[1:2], "eb:gamma=1", seed=6)
+    assert torch.equal(mixed.tokens[1], alone.tokens[0]) and mixed.nfe[1] == alone.nfe[0]
+    texts = [text_of(model, r) for r in mixed.tokens.tolist()]
+    assert texts[0] in ("yes", "no") and re.fullmatch("[0-9]+", texts[2])

@@ -40,3 +40,22 @@ def test_the_label_tasks_are_the_registered_ones():
 
     assert set(label_modules()) <= set(task_names())
     assert get_task("sudoku").name == "sudoku"
+
+
+def test_a_shipped_head_is_the_one_of_the_model_s_task():
+    """The shipped heads are named in one table (unmask.pretrained.SHIPPED_HEADS); a head
+    loaded without a name is the one shipped for the model's task."""
+    from types import SimpleNamespace
+
+    from unmask.corrector import Corrector
+    from unmask.mi.estimator import SHIPPED_ESTIMATOR, MIEstimator, load_estimator
+    from unmask.models.auto import load_model
+    from unmask.pretrained import shipped_head
+
+    assert shipped_head(MIEstimator.KIND, SimpleNamespace(task="protein")) == \
+        "protein_mi_estimator"
+    assert shipped_head(MIEstimator.KIND) == SHIPPED_ESTIMATOR == "sudoku_mi_estimator"
+    assert shipped_head(Corrector.KIND, SimpleNamespace(task="sudoku")) == "sudoku_corrector"
+    protein = load_model("protein")
+    est = load_estimator(model=protein)  # trained on it: the fingerprint check passes
+    assert est.config.model_fingerprint == protein.fingerprint()

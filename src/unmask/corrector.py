@@ -41,13 +41,11 @@ from unmask.io import atomic_path
 from unmask.metrics import held_out_mask, roc_auc
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.parallel.shard_store import content_digest
+from unmask.pretrained import shipped_head
 from unmask.probs import entropy_from_log_probs
 from unmask.samplers import make_sampler
 from unmask.training.loop import LoopConfig, fit
 from unmask.validation import is_int
-
-#: the corrector shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)
-SHIPPED_CORRECTOR = "sudoku_corrector"
 
 
 @dataclass
@@ -148,9 +146,11 @@ class Corrector(FrozenHead):
 
 def load_corrector(name_or_path: str | Path | None = None,
                    model: MaskedModel | None = None) -> Corrector:
-    """Load a corrector from a folder or by shipped name (default: the Sudoku corrector);
-    with ``model``, raise unless it was trained on that model."""
-    return load_frozen_head(Corrector, name_or_path or SHIPPED_CORRECTOR, model=model)
+    """Load a corrector from a folder or by shipped name (default: the one shipped for
+    ``model``'s task, :func:`unmask.pretrained.shipped_head`); with ``model``, raise unless
+    it was trained on that model."""
+    return load_frozen_head(Corrector, name_or_path or shipped_head(Corrector.KIND, model),
+                            model=model)
 
 
 # -- training data: the states a decoder visits --------------------------------------------

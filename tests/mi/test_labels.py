@@ -135,7 +135,9 @@ def test_shards_without_manifest_and_wrong_model_are_errors(tiny_sudoku, tmp_pat
     with pytest.raises(UnmaskError, match="manifest"):
         write_labels(model, tmp_path, contexts=2, shard_size=2)
     with pytest.raises(UnmaskError, match="model: the sudoku task"):
-        write_labels(ExactJointMDM(), tmp_path / "toy", contexts=2)
+        write_labels(ExactJointMDM(), tmp_path / "toy", contexts=2, task="sudoku")
+    with pytest.raises(UnmaskError, match="task: name the context task"):
+        write_labels(ExactJointMDM(), tmp_path / "toy", contexts=2)  # it records no task
     with pytest.raises(UnmaskError, match="task"):
         write_labels(model, tmp_path / "x", contexts=2, task="proteins")
     with pytest.raises(UnmaskError, match="contexts"):

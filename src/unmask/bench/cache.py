@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 
 import unmask
-from unmask.corrector import SHIPPED_CORRECTOR
+from unmask.corrector import Corrector
 from unmask.decode import DecodeResult
 from unmask.parallel.shard_store import Schema, ShardError, ShardStore, check_schema, shard_bytes
-from unmask.pretrained import pretrained_path, shipped_names
+from unmask.pretrained import pretrained_path, shipped_head, shipped_names
 from unmask.samplers.mi_guided import SHIPPED_ESTIMATORS
 
 FORMAT = "unmask-shard/2"
@@ -94,7 +94,7 @@ class ShardCache:
                      "shipped": shipped}
         self.corrector = None if corrector is None else {
             **{k: repr(v) for k, v in dataclasses.asdict(corrector).items()},
-            "files": folder_digest(corrector.source or SHIPPED_CORRECTOR)}
+            "files": folder_digest(corrector.source or shipped_head(Corrector.KIND))}
         self.path_params = path_params
         self._folders: dict[str, str | None] = {}  # a folder parameter's digest, read once
 

@@ -25,6 +25,8 @@ from unmask.errors import UnmaskError
 if TYPE_CHECKING:
     from unmask.samplers.spec import SamplerSpec
 
+#: ``dtype`` -> the model's ``autocast_bf16``
+DTYPES = {"float32": False, "bfloat16": True}
 #: the shared fields of a :class:`BenchRow`, in the order a bench file writes them
 SHARED_FIELDS = ("label", "name", "accuracy", "nfe", "sequences", "tokens_per_pass",
                  "sequences_per_token", "wall_s", "wall_per_solved", "n_items")

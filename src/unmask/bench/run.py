@@ -8,7 +8,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import torch
+
 from unmask.bench.contract import (
+    DTYPES,
     BenchContext,
     BenchOptions,
     BenchResult,
@@ -17,10 +20,13 @@ from unmask.bench.contract import (
     load_bench_task,
     with_temperature,
 )
+from unmask.bench.recipe import CorrectorRecipe
 from unmask.errors import UnmaskError
-
-#: ``dtype`` -> the model's ``autocast_bf16``
-DTYPES = {"float32": False, "bfloat16": True}
+from unmask.models.auto import check_task
+from unmask.parallel.workers import LocalEngine
+from unmask.progress import progress_bar
+from unmask.request import DecodeRequest
+from unmask.samplers.spec import preset_entry, spec_entry, with_estimator
 
 
 def bench_context(task: BenchTask, options: BenchOptions, *, device, engine=None,
@@ -30,12 +36,6 @@ def bench_context(task: BenchTask, options: BenchOptions, *, device, engine=None
     rebuild both, their model on ``device``; ``cache``: a folder of finished shards
     (:func:`unmask.bench.sweep.sweep`). This process holds the model on ``device`` too, or on
     the CPU beside remote workers (it reads the model's metadata, the workers decode)."""
-    import torch
-
-    from unmask.models.auto import check_task
-    from unmask.parallel.workers import LocalEngine
-    from unmask.samplers.spec import preset_entry, spec_entry, with_estimator
-
     if options.samplers is not None and not options.samplers:
         raise UnmaskError("--samplers: no sampler spec given")
     options = task.check(options)
@@ -63,8 +63,6 @@ def _corrector(task: BenchTask, options: BenchOptions, corrected: bool):
     """The :class:`~unmask.bench.recipe.CorrectorRecipe` of the entries marked ``corrected``
     (None: no such entry); a corrector named without one, or asked of a task without one,
     is refused in one line."""
-    from unmask.bench.recipe import CorrectorRecipe
-
     if not isinstance(options, CorrectedBenchOptions):
         if corrected:
             raise UnmaskError(f"--samplers: the {task.name} bench has no corrector; drop "
@@ -82,8 +80,6 @@ def decode_bench(task: BenchTask, ctx: BenchContext, progress: bool = False) -> 
     """``task.run`` over the context (with a progress bar when ``progress``); once per
     temperature when the task decodes one at a time (rows labelled with their temperature
     when there are several)."""
-    from unmask.progress import progress_bar
-
     per = [ctx.temperatures] if task.all_temperatures else [(t,) for t in ctx.temperatures]
     total = task.n_runs(ctx) * len(per)
     results = []
@@ -107,8 +103,6 @@ def entry_requests(ctx: BenchContext) -> list[dict[str, Any]]:
     confidence, the run's seed; item r of a shard decodes with a seed from it as the task
     says); the request is None for an entry whose parameters have no spec text (a frequency
     table)."""
-    from unmask.request import DecodeRequest
-
     confidence = getattr(ctx.options, "confidence", "draw")
     out = []
     for entry in ctx.entries:
@@ -144,8 +138,6 @@ def run_bench(options: BenchOptions, *, device="cpu", engine=None, cache=None,
 
         ctx, result = run_bench(SudokuBench(set="hard", limit=100, samplers=("topk:k=5",)))
     """
-    import torch
-
     task = load_bench_task(options.task) if task is None else task
     device = torch.device(device)
     ctx = bench_context(task, options, device=device, engine=engine, cache=cache)

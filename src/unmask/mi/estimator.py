@@ -47,6 +47,7 @@ from torch import nn
 from unmask.errors import UnmaskError, require
 from unmask.frozen_head import FrozenHead, load_frozen_head, mixer_blocks
 from unmask.models.base import MaskedModel, ordered_masked_pairs
+from unmask.pretrained import shipped_head
 from unmask.probs import entropy_from_log_probs
 from unmask.validation import is_int
 
@@ -380,13 +381,15 @@ def estimate_mi(model: MaskedModel, estimator: MIEstimator, tokens: torch.Tensor
         return estimator(estimator.features(output, model), tokens == model.mask_id)
 
 
-#: the estimator shipped for the shipped Sudoku MDM (a folder under unmask/pretrained/)
-SHIPPED_ESTIMATOR = "sudoku_mi_estimator"
+#: the estimator shipped for the default shipped model (a folder under unmask/pretrained/)
+SHIPPED_ESTIMATOR = shipped_head(MIEstimator.KIND)
 
 
 def load_estimator(name_or_path: str | Path | None = None,
                    model: MaskedModel | None = None) -> MIEstimator:
-    """Load an estimator from a folder or by shipped name (default: the Sudoku estimator);
-    with ``model``, raise unless it was trained on that model."""
-    return load_frozen_head(MIEstimator, name_or_path or SHIPPED_ESTIMATOR, model=model)
+    """Load an estimator from a folder or by shipped name (default: the one shipped for
+    ``model``'s task, :func:`unmask.pretrained.shipped_head`); with ``model``, raise unless
+    it was trained on that model."""
+    return load_frozen_head(MIEstimator, name_or_path or shipped_head(MIEstimator.KIND, model),
+                            model=model)
 

@@ -61,7 +61,7 @@ from unmask.mi.probe import perturbation_mi
 from unmask.models.base import MaskedModel
 from unmask.parallel.shard_store import ShardError, ShardStore, shard_bytes
 from unmask.parallel.workers import Engine, LocalEngine
-from unmask.tasks import label_modules
+from unmask.tasks import label_modules, task_family
 from unmask.validation import is_int
 
 
@@ -342,7 +342,7 @@ class _Given:
 
 
 def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path, *,
-                 contexts: int, task: str = "sudoku", seed: int = 0, eps: float = 1e-3,
+                 contexts: int, task: str | None = None, seed: int = 0, eps: float = 1e-3,
                  mask_ratio: tuple[float, float] = (0.05, 1.0), shard_size: int = 256,
                  batch_size: int = 4096, renormalize: bool = True,
                  top_k: int | None = None, options: dict | None = None,
@@ -357,6 +357,8 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
         top_k: probe at most the top_k most likely tokens per position (None: no cap); with
             ``eps`` and ``batch_size`` (capped at ``MAX_LOGITS`` logits per model call, see
             :func:`unmask.mi.perturbation_mi`) it bounds cost and memory at large vocabularies.
+        task: the context task (None: the one ``model`` records, :func:`unmask.tasks.task_family`;
+            a loader callable must name it).
         options: the task's own settings (:attr:`ContextTask.options`; the text task:
             :func:`unmask.text.labels.text_options`).
         engine: where shards are computed (default: a
@@ -378,6 +380,9 @@ def write_labels(model: MaskedModel | Callable[[], MaskedModel], out: str | Path
             f"shard_size: must be >= 1, got {shard_size}")
     require(top_k is None or (is_int(top_k) and top_k >= 1),
             f"top_k: must be None or an integer >= 1, got {top_k}")
+    if task is None:
+        task = task_family(getattr(model, "task", None))
+        require(task, "task: name the context task (the model records none)")
     options = dict(options or {})
     get_task(task).check_options(options)
     out = Path(out)

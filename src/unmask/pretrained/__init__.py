@@ -18,9 +18,25 @@ import os
 from pathlib import Path
 
 from unmask.errors import UnmaskError
+from unmask.tasks import task_family
 
 PRETRAINED_DIR = Path(__file__).parent
 DEFAULT_MODEL = "sudoku"
+#: the frozen heads shipped here, by kind (``MIEstimator.KIND``, ``Corrector.KIND``): the task
+#: of the model each was trained on, or that shipped or converted model's name -> its folder
+SHIPPED_HEADS = {
+    "estimator": {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator",
+                  "antiberty": "antiberty_mi_estimator", "text": "text_mi_estimator"},
+    "corrector": {"sudoku": "sudoku_corrector"},
+}
+
+
+def shipped_head(kind: str, model: object = None) -> str:
+    """The name of the shipped head of ``kind`` for ``model``: the one of the task it records
+    (:func:`unmask.tasks.task_family`), else the default model's (a head checks, when
+    loaded with a model, that it was trained on it)."""
+    heads = SHIPPED_HEADS[kind]
+    return heads.get(task_family(getattr(model, "task", None)), heads.get(DEFAULT_MODEL, ""))
 
 
 def shipped_names() -> list[str]:

@@ -28,7 +28,7 @@ from unmask.frozen_head import resolve_head_dir
 from unmask.io import parse_json
 from unmask.mi.estimator import WEIGHTS_FILE, MIEstimator, load_estimator, needs_hidden_layers
 from unmask.mi.probe import perturbation_mi
-from unmask.pretrained import PRETRAINED_DIR, pretrained_path
+from unmask.pretrained import PRETRAINED_DIR, SHIPPED_HEADS, pretrained_path
 from unmask.samplers.base import (
     Sampler,
     Selection,
@@ -44,8 +44,7 @@ from unmask.samplers.base import (
 
 #: the shipped estimators, by the task of their model or the name of a shipped or converted
 #: model (``mi-guided:estimator=antiberty``, ``estimator=text``)
-SHIPPED_ESTIMATORS = {"sudoku": "sudoku_mi_estimator", "protein": "protein_mi_estimator",
-                      "antiberty": "antiberty_mi_estimator", "text": "text_mi_estimator"}
+SHIPPED_ESTIMATORS = SHIPPED_HEADS[MIEstimator.KIND]
 
 
 def check_uncharged(free_head: bool, free_max: bool) -> None:

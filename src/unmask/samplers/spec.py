@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from unmask.errors import UnmaskError
-from unmask.samplers.base import Sampler, make_sampler, parse_param_value
+from unmask.presets import preset_spec
+from unmask.samplers.base import Sampler, make_sampler, parse_param_value, sampler_class
 from unmask.samplers.verified import Verified
 from unmask.samplers.wrapper import SamplerWrapper
 from unmask.validation import is_number
@@ -348,8 +349,6 @@ def spec_entry(text: str, where: str = "--sampler") -> SamplerSpec:
 def preset_entry(name: str) -> SamplerSpec:
     """Preset ``name`` (:mod:`unmask.presets`) as a bench entry: its spec, labelled with the
     spec's label and ``preset=NAME``."""
-    from unmask.presets import preset_spec
-
     entry = parse_spec(preset_spec(name))
     entry.label = f"{entry.label} preset={name}"
     return entry
@@ -358,10 +357,6 @@ def preset_entry(name: str) -> SamplerSpec:
 def with_estimator(entries: list[SamplerSpec], estimator: str | None) -> list[SamplerSpec]:
     """``entries``, each whose sampler reads an MI estimator (a field ``estimator``:
     ``mi-guided``, ``demask``) given ``estimator`` (a folder; None: each keeps its own)."""
-    from dataclasses import fields
-
-    from unmask.samplers.base import sampler_class
-
     if estimator:
         for e in entries:
             if "estimator" in {f.name for f in fields(sampler_class(e.name))}:

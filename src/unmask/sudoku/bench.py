@@ -13,13 +13,13 @@ from unmask.bench.recipe import ModelRecipe
 from unmask.bench.rows import add_nfe_vs_sequential, add_paired_vs, add_rate_metrics, aup
 from unmask.bench.sweep import Run, Warmup, sweep
 from unmask.bench.table import render_table
-from unmask.corrector import SHIPPED_CORRECTOR
+from unmask.corrector import Corrector
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
-from unmask.mi.estimator import SHIPPED_ESTIMATOR, load_estimator
+from unmask.mi.estimator import MIEstimator, load_estimator
 from unmask.models.auto import load_model
 from unmask.parallel.workers import Engine
-from unmask.pretrained import describe_source
+from unmask.pretrained import describe_source, shipped_head
 from unmask.samplers.base import sampler_class
 from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku.bench_task import SEED_REFERENCE, SudokuBench, SudokuBenchTask
@@ -124,7 +124,8 @@ def estimator_records(entries: list[SamplerSpec], model) -> list[dict]:
         if "estimator" not in fields or e.params.get("estimator") in records:
             continue
         source = e.params.get("estimator")
-        records[source] = {"source": source or f"shipped '{SHIPPED_ESTIMATOR}'",
+        records[source] = {"source": source or
+                           f"shipped '{shipped_head(MIEstimator.KIND, model)}'",
                            "fingerprint": load_estimator(source, model=model).fingerprint()}
     return list(records.values())
 
@@ -169,7 +170,7 @@ class SudokuBenchRunner(SudokuBenchTask):
             "estimator": (None if not estimators else estimators[0] if len(estimators) == 1
                           else estimators),
             "corrector": None if corrector is None else {
-                "source": opts.corrector or f"shipped '{SHIPPED_CORRECTOR}'",
+                "source": opts.corrector or f"shipped '{shipped_head(Corrector.KIND, model)}'",
                 "remask_threshold": opts.remask_threshold, "max_remasks": opts.max_remasks,
                 "ban_remasked": opts.ban_remasked},
             "singles_reference": ref}

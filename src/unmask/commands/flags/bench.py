@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from unmask.bench.run import DTYPES
+from unmask.bench.contract import DTYPES
 from unmask.commands.flags.corrector import add_corrector_args
 from unmask.commands.flags.engine import add_cache_arg, add_device_arg, add_engine_args
 from unmask.commands.flags.paths import CACHE_COMMAND, distinct_outputs, mark_folder

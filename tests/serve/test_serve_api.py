@@ -201,7 +201,7 @@ def test_refusals_are_openai_errors(text_server):
         (dict(max_tokens=0), "max_tokens"), (dict(max_tokens=65), "max_tokens"),
         (dict(extra_body={"sampler": "no-such"}), "unknown name"),
         (dict(extra_body={"sampler": "eb:gamma=oops"}), "gamma"),
-        (dict(extra_body={"sampler": "mi-guided:estimator=/etc"}), "cannot name a file"),
+        (dict(extra_body={"sampler": "mi-guided:estimator=/etc"}), "cannot set estimator"),
         (dict(extra_body={"block_length": 3}), "does not divide"),
         (dict(extra_body={"steps": 3, "sampler": "eb"}), "steps"),
         (dict(temperature=-1), "temperature"), (dict(n=0), "n"),

@@ -281,6 +281,15 @@ def parse_spec(text: str, cls: type[SamplerSpec] = SamplerSpec) -> SamplerSpec:
     """Parse ``NAME[:K=V,...][+MODIFIER[=V][,K=V...]]...`` (module docstring) into a validated
     ``cls`` (:class:`SamplerSpec` or a subclass); :class:`UnmaskError` naming the spec and
     what is wrong."""
+    parts = spec_parts(text)
+    return cls(parts.pop("name"), parts.pop("params"), **parts)
+
+
+def spec_parts(text: str) -> dict:
+    """The fields of the :class:`SamplerSpec` that ``text`` names (``name``, ``params``,
+    ``verify``, ``corrected``, ``verify_options``, ``hooks``), read but not validated:
+    nothing is built (:func:`check_request_spec` reads them before anything may touch a
+    file); :class:`UnmaskError` for text that is not a spec."""
     if not isinstance(text, str):
         raise UnmaskError(f"sampler spec: expected a string, got {type(text).__name__}")
     r = _Reader(text)
@@ -311,7 +320,8 @@ def parse_spec(text: str, cls: type[SamplerSpec] = SamplerSpec) -> SamplerSpec:
             verify_options = options
         else:
             hooks[mod] = options
-    return cls(name, params, verify, corrected, verify_options=verify_options, hooks=hooks)
+    return {"name": name, "params": params, "verify": verify, "corrected": corrected,
+            "verify_options": verify_options, "hooks": hooks}
 
 
 def _modifier_options(r: _Reader, mod: str) -> dict:

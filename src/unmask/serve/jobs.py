@@ -30,16 +30,14 @@ from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.presets import preset_spec
 from unmask.request import LLADA_NAMES, with_steps
+from unmask.samplers.requests import check_request_spec
 from unmask.samplers.spec import parse_spec
 from unmask.serve.options import ServeOptions
 from unmask.validation import is_int
 
 #: the largest seed a request may give (row i decodes with seed + i)
 MAX_SEED = 2**62
-#: sampler parameters whose value may name a file to read (a request leaves them unset)
-FILE_PARAMS = ("estimator", "frequencies")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -227,18 +225,12 @@ def operator_sampler(text: str) -> str:
 
 
 def request_sampler(text: str) -> str:
-    """The canonical spec of a request's ``sampler``: as :func:`operator_sampler`, but a
-    request reads no file: the parameters that name files (an MI estimator's folder,
-    frequencies) keep their defaults, other string parameters are plain words."""
+    """The canonical spec of a request's ``sampler``: as :func:`operator_sampler`, once
+    :func:`~unmask.samplers.requests.check_request_spec` has found nothing a request may not
+    ask (a parameter that may name a file, a word that is not plain, a cost out of bounds),
+    before anything is built."""
     require(isinstance(text, str) and 0 < len(text.strip()) <= 256,
             "sampler: expected a spec such as 'confidence' or 'eb:gamma=0.1' (at most 256 "
             "characters)")
-    spec = parse_spec(_llada_named(text.strip()))
-    for params in (spec.params, spec.verify_options, *spec.hooks.values()):
-        for key, value in params.items():
-            require(key not in FILE_PARAMS or value is None,
-                    f"sampler: {key}={value!r}: a request cannot name a file (the server's "
-                    f"default {key} is used; the operator may set one with --sampler)")
-            require(not isinstance(value, str) or _WORD.fullmatch(value),
-                    f"sampler: {key}={value!r}: expected a plain word")
-    return operator_sampler(spec.text)
+    check_request_spec(_llada_named(text.strip()))
+    return operator_sampler(text)

@@ -38,7 +38,8 @@ def options_from_args(args: argparse.Namespace):
         max_body_bytes=args.max_body_bytes, chat_template=template,
         trust_remote_code=args.trust_remote_code, dtype=args.dtype, device=args.device,
         cache_kv=args.cache_kv, batch_invariant=args.batch_invariant, threads=args.threads,
-        pad_to_multiple_of=args.pad_to_multiple_of)
+        pad_to_multiple_of=args.pad_to_multiple_of, allow_hosts=tuple(args.allow_host),
+        max_decode_s=args.max_decode_s)
 
 
 @command("serve")
@@ -50,6 +51,10 @@ def serve_cmd(args: argparse.Namespace) -> int:
         raise UnmaskError("serve: needs fastapi and uvicorn (pip install 'unmask[serve]')"
                           ) from None
     options = options_from_args(args)
+    if args.engine == "local":
+        from unmask.serve.run import check_port
+
+        check_port(args.host, args.port)  # refused before any warning
     if args.host not in LOOPBACK:
         print(f"warning: listening on {args.host}: reachable from other machines; the API has "
               "no authentication", file=sys.stderr)

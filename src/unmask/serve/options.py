@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unmask.errors import require
-from unmask.validation import is_int
+from unmask.validation import is_int, is_number
 
 #: bounds a request cannot exceed whatever the operator sets
 HARD_MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -32,6 +32,14 @@ class ServeOptions:
         to a multiple of this (None: the request's block length). Rows of one width share
         calls: whole blocks let prompts of other lengths batch; 1 computes no padding but
         batches only prompts of one length.
+    header_timeout_s, body_timeout_s: how long a connection may take to send a request's
+        head, and then its body (408 past it); max_header_bytes: the largest request head
+        (431 past it); max_connections: open connections at most (past it, a new one closes
+        the oldest still sending its head): :mod:`unmask.serve.guard`.
+    allow_hosts: the names, besides ``localhost`` and any IP address, a request's ``Host``
+        header may give (``*``: any); others are answered 400 (DNS rebinding).
+    max_decode_s: a request's decode budget in seconds: past it, its rows leave their call
+        and it is answered with an error.
     trust_remote_code, dtype, device, cache_kv, batch_invariant, threads: as
         ``unmask generate`` (``batch_invariant``: each row's pass computed alone, so that a
         row's tokens are bit for bit those it gets alone on any device; slower).
@@ -54,9 +62,16 @@ class ServeOptions:
     batch_invariant: bool = False
     threads: int | None = None
     pad_to_multiple_of: int | None = None
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_header_bytes: int = 16 * 1024
+    max_connections: int = 2048
+    allow_hosts: tuple[str, ...] = ()
+    max_decode_s: float = 120.0
 
     def __post_init__(self):
-        for name in ("max_batch", "max_n", "max_queue_rows", "max_body_bytes"):
+        for name in ("max_batch", "max_n", "max_queue_rows", "max_body_bytes",
+                     "max_header_bytes", "max_connections"):
             value = getattr(self, name)
             require(is_int(value) and value >= 1, f"{name}: must be an integer >= 1, got "
                                                   f"{value!r}")
@@ -69,6 +84,13 @@ class ServeOptions:
                 f"max_tokens: must be an integer >= 1, got {self.max_tokens!r}")
         require(isinstance(self.batch_wait_ms, (int, float)) and 0 <= self.batch_wait_ms
                 <= 60_000, f"batch_wait_ms: must be in [0, 60000], got {self.batch_wait_ms!r}")
+        for name in ("header_timeout_s", "body_timeout_s", "max_decode_s"):
+            value = getattr(self, name)
+            require(is_number(value) and 0 < value <= 86_400,
+                    f"{name}: must be a number of seconds in (0, 86400], got {value!r}")
+        require(isinstance(self.allow_hosts, tuple)
+                and all(isinstance(h, str) and h for h in self.allow_hosts),
+                f"allow_hosts: expected a tuple of names, got {self.allow_hosts!r}")
         require(self.max_n <= self.max_batch,
                 f"max_n: {self.max_n} exceeds max_batch {self.max_batch} (a request's rows "
                 "decode in one call)")

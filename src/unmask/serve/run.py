@@ -11,15 +11,24 @@ import time
 from unmask.errors import UnmaskError
 from unmask.serve.options import ServeOptions
 
-#: connections beyond the queued rows that uvicorn keeps open (more are answered 503)
-SPARE_CONNECTIONS = 64
+#: bytes h11 may buffer beyond the header limit (a read is at most 256 KiB, so the limit's
+#: own 431 always comes first)
+H11_SLACK = 512 * 1024
 
 
 def uvicorn_config(app, options: ServeOptions, host: str, port: int, log_level: str):
+    """uvicorn's settings: ``app`` behind :class:`~unmask.serve.guard.HostCheck`, on the h11
+    protocol under the options' connection limits (:mod:`unmask.serve.guard`)."""
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                          limit_concurrency=options.max_queue_rows + SPARE_CONNECTIONS,
+    from unmask.serve.guard import ConnectionLimits, HostCheck, protocol_class
+
+    limits = ConnectionLimits(options.header_timeout_s, options.body_timeout_s,
+                              options.max_header_bytes, options.max_connections)
+    allowed = frozenset(h.lower() for h in (host, *options.allow_hosts))
+    return uvicorn.Config(HostCheck(app, allowed), host=host, port=port, log_level=log_level,
+                          http=protocol_class(limits),
+                          h11_max_incomplete_event_size=options.max_header_bytes + H11_SLACK,
                           timeout_keep_alive=5, access_log=log_level == "info",
                           server_header=False)
 

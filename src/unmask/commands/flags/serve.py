@@ -23,6 +23,10 @@ def serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a name clients may reach the server by (the Host header), besides "
+                        "localhost, the --host name and IP addresses; repeat for more, '*' "
+                        "for any (other names are refused: DNS rebinding)")
     p.add_argument("--max-batch", type=positive_int, default=32, metavar="N",
                    help="rows decoded in one call at most (default 32)")
     p.add_argument("--batch-wait-ms", type=finite_float(0.0), default=10.0, metavar="T",
@@ -37,6 +41,10 @@ def serve(p: argparse.ArgumentParser) -> None:
                    help="rows waiting or decoding at once; more is answered 429 (default 1024)")
     p.add_argument("--max-body-bytes", type=positive_int, default=1 << 20, metavar="N",
                    help="largest request body; more is answered 413 (default 1 MiB)")
+    p.add_argument("--max-decode-s", type=finite_float(0.0, 86400.0, open_low=True),
+                   default=120.0, metavar="S",
+                   help="a request's decode budget in seconds: past it, its rows leave the "
+                        "decode and it is answered with an error (default 120)")
     p.add_argument("--served-model-name", default=None, metavar="NAME",
                    help="the model id clients give (default: the model folder's name)")
     p.add_argument("--chat-template", default=None, metavar="FILE",

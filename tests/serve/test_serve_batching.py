@@ -2,10 +2,11 @@
 settings go first, the bound on rows, cancellation and errors."""
 
 import asyncio
+import time
 
 import pytest
 
-from unmask.serve.batching import MAX_PASSED_OVER, Batcher, Busy
+from unmask.serve.batching import MAX_PASSED_OVER, SLICE_S, Batcher, Busy, OverBudget
 from unmask.serve.jobs import Job, Settings
 
 
@@ -22,7 +23,7 @@ class Recorder:
         self.calls: list[list[str]] = []
         self.fail = fail
 
-    def __call__(self, jobs, report):
+    def __call__(self, jobs, report, pause=None):
         self.calls.append([j.settings.sampler for j in jobs])
         if self.fail:
             raise RuntimeError("broken")
@@ -100,3 +101,72 @@ def test_a_decode_error_reaches_every_job_of_the_call():
         return await asyncio.gather(*(t.result for t in tickets), return_exceptions=True)
 
     assert [str(e) for e in run(main())] == ["broken", "broken"]
+
+
+class Slow:
+    """A decoder whose calls of sampler ``slow`` take ``passes`` passes of ``pass_s`` each
+    (calling ``pause()`` before each, leaving early once every job is cancelled); others take
+    one pass. Records (sampler, event) in order."""
+
+    def __init__(self, passes: int = 40, pass_s: float = 0.02):
+        self.passes, self.pass_s, self.log = passes, pass_s, []
+        self.computing, self.most = 0, 0  # passes computing at once, now and at most
+
+    def __call__(self, jobs, report, pause=lambda: None):
+        kind = jobs[0].settings.sampler
+        self.log.append((kind, "start"))
+        for _ in range(self.passes if kind == "slow" else 1):
+            pause()
+            if all(j.cancelled for j in jobs):
+                break
+            self.computing += 1
+            self.most = max(self.most, self.computing)
+            time.sleep(self.pass_s)
+            self.computing -= 1
+        self.log.append((kind, "end"))
+        return [list(j.seeds) for j in jobs]
+
+
+def test_a_long_call_pauses_for_calls_of_other_settings():
+    async def main():
+        dec = Slow()
+        b = Batcher(dec, max_batch=4, wait_s=0.0, max_rows=64)
+        slow = b.submit([job("slow")])
+        await asyncio.sleep(SLICE_S + 0.1)
+        t0 = time.monotonic()
+        quick = b.submit([job("quick")])
+        await quick[0].result
+        took = time.monotonic() - t0
+        await slow[0].result
+        return dec.log, took, b.running, dec.most
+
+    log, took, running, most = run(main())
+    assert log == [("slow", "start"), ("quick", "start"), ("quick", "end"), ("slow", "end")]
+    assert took < 0.5 and running == [] and most == 1  # never two passes at once
+
+
+def test_jobs_of_the_computing_calls_settings_wait_for_it():
+    async def main():
+        dec = Slow(passes=20)
+        b = Batcher(dec, max_batch=1, wait_s=0.0, max_rows=64)
+        first = b.submit([job("slow")])
+        await asyncio.sleep(0.01)
+        second = b.submit([job("slow")])
+        await asyncio.gather(first[0].result, second[0].result)
+        return dec.log
+
+    assert run(main()) == [("slow", "start"), ("slow", "end")] * 2
+
+
+def test_a_call_past_the_budget_ends_its_jobs_with_an_error():
+    async def main():
+        dec = Slow(passes=10_000, pass_s=0.01)
+        b = Batcher(dec, max_batch=4, wait_s=0.0, max_rows=64, budget_s=0.3)
+        t0 = time.monotonic()
+        tickets = b.submit([job("slow", 2)])
+        out = await asyncio.gather(tickets[0].result, return_exceptions=True)
+        return out[0], time.monotonic() - t0, tickets[0].job.cancelled, b.rows_held
+
+    error, took, cancelled, held = run(main())
+    assert isinstance(error, OverBudget) and "decode budget of 0.3 s" in str(error)
+    assert cancelled and held == 0 and took < 2

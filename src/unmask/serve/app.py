@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 
 from unmask.errors import UnmaskError
 from unmask.serve import schemas
-from unmask.serve.batching import Batcher, Busy, Ticket
+from unmask.serve.batching import Batcher, Busy, OverBudget, Ticket
 from unmask.serve.decoding import decode_jobs
 from unmask.serve.jobs import ServedModel
 from unmask.serve.replies import Replies
@@ -40,7 +40,8 @@ def create_app(served: ServedModel) -> FastAPI:
     """The application serving ``served`` (its options give the batching and the limits)."""
     opts = served.options
     batcher = Batcher(partial(decode_jobs, served), max_batch=opts.max_batch,
-                      wait_s=opts.batch_wait_ms / 1000.0, max_rows=opts.max_queue_rows)
+                      wait_s=opts.batch_wait_ms / 1000.0, max_rows=opts.max_queue_rows,
+                      budget_s=opts.max_decode_s)
     app = FastAPI(title="unmask", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served, app.state.batcher = served, batcher
     app.add_middleware(BodyLimit, limit=opts.max_body_bytes)
@@ -177,6 +178,8 @@ def _outcome(ticket: Ticket) -> list:
 
 
 def _decode_error(e: BaseException) -> ApiError:
+    if isinstance(e, OverBudget):
+        return ApiError(400, str(e), code="decode_budget_exceeded")
     if isinstance(e, UnmaskError):
         return ApiError(400, " ".join(str(e).split()))
     return ApiError(500, f"internal error while decoding: {type(e).__name__}", "server_error")

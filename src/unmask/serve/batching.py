@@ -1,5 +1,5 @@
 """The dynamic batcher: jobs that arrive within the wait window with equal settings decode in
-one call, up to ``max_batch`` rows, on one decode thread, while the event loop keeps taking
+one call, up to ``max_batch`` rows, on decode threads, while the event loop keeps taking
 requests.
 
 The oldest waiting job opens a window: jobs with its settings join until its batch is full or
@@ -8,26 +8,62 @@ whichever is later (so that clients answered by that call can join the next). Th
 settings with the most rows waiting decode (up to ``max_batch`` rows), unless the oldest job
 has already been passed over :data:`MAX_PASSED_OVER` times: its settings go then. Rows
 waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
+
+A long call does not hold the others up: once a call has computed for :data:`SLICE_S` while
+jobs of other settings wait (jobs of its own queue behind it as usual), it pauses at its next
+pass (the decoder calls ``pause()`` once a pass), and then the next call runs, on another
+thread; the paused call resumes when that one ends. At most :data:`MAX_CALLS` calls exist at
+once, and one computes at a time (a model's forward pass need not be thread-safe). A job
+whose call has run for ``budget_s`` (paused time included) leaves it (its rows are
+cancelled) and fails with :class:`OverBudget`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from unmask.serve.jobs import Job
 
-#: a group's decoder: (jobs, report) -> one result list per job; ``report(job, row, ids)``
-#: gives a streaming job's committed ids of one row
-DecodeFn = Callable[[list[Job], Callable[[Job, int, list[int]], None]], list[list]]
+#: a group's decoder: (jobs, report, pause) -> one result list per job; ``report(job, row,
+#: ids)`` gives a streaming job's committed ids of one row; ``pause()``, called once a pass,
+#: blocks while another call runs in its place
+DecodeFn = Callable[[list[Job], Callable[[Job, int, list[int]], None], Callable[[], None]],
+                    list[list]]
 
 
 #: calls a waiting job may see go to other settings before its own go next
 MAX_PASSED_OVER = 3
+#: seconds a call computes before jobs waiting may pause it; calls that exist at once
+SLICE_S, MAX_CALLS = 0.25, 4
+
+
+class OverBudget(Exception):
+    """A job's call ran past the decode budget; its rows left the call."""
+
+
+@dataclass(eq=False)
+class _Call:
+    """A decode call in progress: its jobs' ``settings``, ``since`` when it last started
+    computing (event-loop time), ``gate`` set while it may compute, ``idle`` set while it is
+    paused or once it has ended (what the next call waits for)."""
+
+    settings: object
+    since: float
+    gate: threading.Event = field(default_factory=threading.Event)
+    idle: threading.Event = field(default_factory=threading.Event)
+
+    def pause(self) -> None:
+        """The decoder's pause point: wait here while the gate is closed."""
+        if not self.gate.is_set():
+            self.idle.set()
+            self.gate.wait()
+            self.idle.clear()
 
 
 class Busy(Exception):
@@ -45,18 +81,24 @@ class Ticket:
     result: asyncio.Future
     blocks: asyncio.Queue | None = None
     passed_over: int = 0
+    over_budget: bool = False
 
 
 class Batcher:
     """Queues jobs and decodes compatible ones together (module docstring).
 
     decode: the group decoder (:func:`unmask.serve.decoding.decode_jobs` bound to a model);
-    max_batch: rows per call; wait_s: the batch window; max_rows: rows waiting or decoding.
+    max_batch: rows per call; wait_s: the batch window; max_rows: rows waiting or decoding;
+    budget_s: seconds a job's call may run before the job leaves it (None: no budget).
     """
 
-    def __init__(self, decode: DecodeFn, *, max_batch: int, wait_s: float, max_rows: int):
+    def __init__(self, decode: DecodeFn, *, max_batch: int, wait_s: float, max_rows: int,
+                 budget_s: float | None = None):
         self.decode, self.max_batch, self.wait_s, self.max_rows = (decode, max_batch, wait_s,
                                                                    max_rows)
+        self.budget_s = budget_s
+        #: the calls in progress, oldest first: the last computes, the others are paused
+        self.running: list[_Call] = []
         self.pending: list[Ticket] = []
         self.rows_held = 0
         #: the last decode calls: {"jobs", "rows", "passes" (the most any row took), "wall_s"}
@@ -64,7 +106,7 @@ class Batcher:
         self.totals = {"decode_calls": 0, "rows_decoded": 0}
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="unmask-decode")
+        self._pool = ThreadPoolExecutor(MAX_CALLS, thread_name_prefix="unmask-decode")
         self._free_since = 0.0  # event-loop time the last call ended
 
     def submit(self, jobs: list[Job], blocks: asyncio.Queue | None = None) -> list[Ticket]:
@@ -99,39 +141,92 @@ class Batcher:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        for c in self.running:
+            c.gate.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self) -> None:
         while True:
-            if not self.pending:
+            wait = self._until_free()
+            if not self.pending or wait > 0:
                 self._wake.clear()
-                await self._wake.wait()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), None if not self.pending
+                                           or wait == float("inf") else wait)
+                except asyncio.TimeoutError:
+                    pass
                 continue
             group = []
             try:
                 group = await self._gather()
                 if group:
-                    await self._decode(group)
+                    self._start(group)
             except Exception as e:  # noqa: BLE001 - the batcher outlives any one call
                 for t in group:
                     if not t.result.done():
                         t.result.set_exception(e)
                         t.result.exception()
 
+    def _until_free(self) -> float:
+        """Seconds until a new call may start: 0 with no call running, else once the
+        computing call has had its slice and jobs of other settings wait (inf while none do,
+        or at :data:`MAX_CALLS` calls)."""
+        if not self.running:
+            return 0.0
+        computing = self.running[-1].settings
+        if len(self.running) >= MAX_CALLS or all(t.job.settings == computing
+                                                 for t in self.pending):
+            return float("inf")
+        return max(0.0, self.running[-1].since + SLICE_S - asyncio.get_running_loop().time())
+
+    def _start(self, group: list[Ticket]) -> None:
+        """Run ``group``'s call, pausing the computing call (if any) until it ends."""
+        loop = asyncio.get_running_loop()
+        before = self.running[-1] if self.running else None
+        if before is not None:
+            before.gate.clear()
+        call = _Call(group[0].job.settings, loop.time())
+        call.gate.set()
+        self.running.append(call)
+        expiry = None if self.budget_s is None else loop.call_later(
+            self.budget_s, self._expire, group)
+        task = loop.create_task(self._decode(group, call, before))
+
+        def ended(_task) -> None:
+            if expiry is not None:
+                expiry.cancel()
+            self.running.remove(call)
+            if self.running:  # the newest paused call computes again
+                self.running[-1].since = loop.time()
+                self.running[-1].gate.set()
+            self._wake.set()
+
+        task.add_done_callback(ended)
+
+    def _expire(self, group: list[Ticket]) -> None:
+        """The budget is spent: the group's jobs leave their call and fail."""
+        for t in group:
+            if not t.result.done():
+                t.over_budget = True
+                t.job.cancelled = True
+
     async def _gather(self) -> list[Ticket]:
         """Wait out the oldest job's window (or until its batch is full), then take its
         batch from the queue."""
         loop = asyncio.get_running_loop()
-        key = self.pending[0].job.settings
-        deadline = max(self.pending[0].arrived, self._free_since) + self.wait_s
+        opener = self._eligible()[0]
+        key = opener.job.settings
+        deadline = max(opener.arrived, self._free_since) + self.wait_s
         while self._rows(key) < self.max_batch and (left := deadline - loop.time()) > 0:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), left)
             except asyncio.TimeoutError:
                 break
-            if not self.pending or self.pending[0].job.settings != key:
+            if opener not in self.pending:
                 return []  # the opener was cancelled: start again from the new oldest
+        if not self._eligible():
+            return []  # the call that held these settings ended: start again
         key = self._next_key()
         group, rows = [], 0
         for t in list(self.pending):
@@ -147,18 +242,26 @@ class Batcher:
         """The settings of the next call: the oldest job's once it has been passed over
         :data:`MAX_PASSED_OVER` times, else those with the most rows waiting (the oldest
         first among equals): larger calls, and no job waits more than a few calls."""
-        oldest = self.pending[0]
+        eligible = self._eligible()
+        oldest = eligible[0]
         if oldest.passed_over >= MAX_PASSED_OVER:
             return oldest.job.settings
         rows: dict = {}
-        for t in self.pending:
+        for t in eligible:
             rows[t.job.settings] = rows.get(t.job.settings, 0) + len(t.job.rows)
         return max(rows, key=lambda k: min(rows[k], self.max_batch))  # first max: oldest
+
+    def _eligible(self) -> list[Ticket]:
+        """The waiting jobs the next call may take: all of them, or while a call computes,
+        those of other settings (its own queue behind it)."""
+        if not self.running:
+            return self.pending
+        return [t for t in self.pending if t.job.settings != self.running[-1].settings]
 
     def _rows(self, key) -> int:
         return sum(len(t.job.rows) for t in self.pending if t.job.settings == key)
 
-    async def _decode(self, group: list[Ticket]) -> None:
+    async def _decode(self, group: list[Ticket], me: _Call, before: _Call | None) -> None:
         loop = asyncio.get_running_loop()
         owner = {id(t.job): t for t in group}
 
@@ -170,9 +273,16 @@ class Batcher:
 
         started = time.perf_counter()
         call = {"jobs": len(group), "rows": sum(len(t.job.rows) for t in group), "passes": 0}
+        def work() -> list[list]:
+            try:
+                if before is not None:
+                    before.idle.wait()  # the call paused for this one has reached its pause
+                return self.decode([t.job for t in group], report, me.pause)
+            finally:
+                me.idle.set()
+
         try:
-            results = await loop.run_in_executor(self._pool, self.decode,
-                                                 [t.job for t in group], report)
+            results = await loop.run_in_executor(self._pool, work)
         except Exception as e:  # noqa: BLE001 - every waiting request gets the error
             for t in group:
                 if not t.result.done():
@@ -182,7 +292,14 @@ class Batcher:
             call["passes"] = max((getattr(g, "nfe", 0) for rows in results for g in rows),
                                  default=0)
             for t, rows in zip(group, results, strict=True):
-                if not t.result.done():
+                if t.result.done():
+                    continue
+                if t.over_budget:
+                    t.result.set_exception(OverBudget(
+                        f"the request ran past the server's decode budget of "
+                        f"{self.budget_s:g} s; ask for fewer tokens or a cheaper sampler"))
+                    t.result.exception()
+                else:
                     t.result.set_result(rows)
         finally:
             self._free_since = loop.time()

@@ -34,13 +34,20 @@ class CancelRows(SamplerWrapper):
     """``inner``, except that rows named by ``cancelled()`` (indices into the decoded batch)
     reveal every eligible position at once with the loop's proposal: a cancelled row leaves
     the batch after one pass per block it has left, and the other rows are untouched (each
-    row's choice is its own). No host read."""
+    row's choice is its own); once all ``rows`` of the batch are cancelled, ``inner`` is no
+    longer asked. ``pause()`` is called at the start of every pass (the batcher holds a call
+    there while another runs). No host read."""
 
     cancelled: Callable[[], list[int]] = field(default=list)
+    pause: Callable[[], object] = field(default=lambda: None)
+    rows: int | None = None
 
     def select(self, state: StepState) -> Selection:
-        sel = self.inner.select(state)
+        self.pause()
         gone = self.cancelled()
+        if gone and len(gone) == self.rows:
+            return Selection(state.eligible, tokens=state.x0)
+        sel = self.inner.select(state)
         if not gone:
             return sel
         ended = torch.isin(state.row_ids, torch.tensor(gone, device=state.row_ids.device))
@@ -124,13 +131,14 @@ def _infill_call(served: ServedModel, jobs: list[Job]) -> Call:
 
 def decode_jobs(served: ServedModel, jobs: list[Job],
                 report: Callable[[Job, int, list[int]], None] | None = None,
-                ) -> list[list[Generation]]:
+                pause: Callable[[], object] | None = None) -> list[list[Generation]]:
     """Decode ``jobs`` (equal :class:`~unmask.serve.jobs.Settings`) in one call; one list of
     :class:`~unmask.generate.Generation` per job, a row each.
 
     ``report(job, i, ids)``: the generated ids of row ``i`` of a streaming ``job`` whenever
     its committed blocks grow. A job whose ``cancelled`` is set is dropped from the call
-    within one pass per block it has left (its results are still returned).
+    within one pass per block it has left (its results are still returned). ``pause()``:
+    called once a pass (:class:`CancelRows`).
     """
     call = (_generate_call if jobs[0].settings.kind == "generate" else _infill_call)(served,
                                                                                     jobs)
@@ -147,8 +155,9 @@ def decode_jobs(served: ServedModel, jobs: list[Job],
 
     sampler = call.sampler if call.ends is None else call.ends.sampler(call.sampler)
     t0 = time.perf_counter()
-    res = decode(served.model, call.x.to(served.model.device), CancelRows(sampler, cancelled),
-                 call.config, seed=seeds, hooks=hooks)
+    wrapped = CancelRows(sampler, cancelled, pause or (lambda: None), rows=len(owner))
+    res = decode(served.model, call.x.to(served.model.device), wrapped, call.config,
+                 seed=seeds, hooks=hooks)
     rows = call.read(res, time.perf_counter() - t0)
     out, at = [], 0
     for job in jobs:

@@ -4,7 +4,9 @@
 The folder must be new, empty, or the writer's own run (a marker file :data:`RUN_MARKER` it
 wrote there, or the files its earlier versions left); anything else is refused in one line
 unless the writer is told to overwrite, and a folder that holds a model (``config.json``,
-weights) that is not the writer's own output is never written into, overwrite or not."""
+weights) that is not the writer's own output is never written into, overwrite or not. A
+marker is a claim, not a proof: a folder whose config.json unmask did not write
+(:func:`foreign_models`) is a model from elsewhere, whatever marker lies beside it."""
 
 from __future__ import annotations
 
@@ -63,6 +65,28 @@ def model_files(path: str | Path) -> list[str]:
     return sorted(found)
 
 
+#: the ``model_type`` of every config.json unmask writes (its models, estimators, correctors,
+#: classifiers): a config.json that names none of them is a model from elsewhere
+OWN_MODEL_TYPES = ("mdm-transformer", "mi-estimator", "corrector", "digit-classifier")
+
+
+def foreign_models(path: str | Path) -> list[str]:
+    """The config.json files in ``path`` and one level down (:func:`model_files`) that unmask
+    did not write (not a JSON object whose ``model_type`` is one of
+    :data:`OWN_MODEL_TYPES`): a model from elsewhere, whatever run marker lies beside it."""
+    out = []
+    for name in model_files(path):
+        if Path(name).name != "config.json":
+            continue
+        try:
+            meta = json.loads((Path(path) / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            meta = None
+        if not (isinstance(meta, dict) and meta.get("model_type") in OWN_MODEL_TYPES):
+            out.append(name)
+    return out
+
+
 def _entries(folder: Path) -> list[Path]:
     try:
         return sorted(folder.iterdir())
@@ -85,13 +109,19 @@ def claim_problem(path: str | Path, command: str, *, overwrite: bool | None = No
         return problem
     path = Path(path)
     marker = run_marker(path)
-    if holds_nothing(path) or marker == command or (
-            marker is None and any(any(path.glob(pattern)) for pattern in own_files)):
-        return None  # new, empty, or this command's own run
+    if holds_nothing(path):
+        return None  # new or empty
+    own = marker == command or (
+        marker is None and any(any(path.glob(pattern)) for pattern in own_files))
+    foreign = foreign_models(path)
+    if own and not foreign:
+        return None  # this command's own run (a marker does not make a model from elsewhere
+        # one: its config.json says what it is)
     whose = f"a run of `{marker}`" if marker else "files"
     models = model_files(path)
     if models:
-        return (f"{path} holds a model ({models[0]}), not a run of `{command}`; a model "
+        shown = foreign[0] if own else models[0]
+        return (f"{path} holds a model ({shown}), not a run of `{command}`; a model "
                 "folder is never written into (not even with --overwrite): give a new or "
                 "empty folder")
     if overwrite:
@@ -110,7 +140,8 @@ def claim_folder(path: str | Path, what: str, command: str, *, overwrite: bool |
 
     It may when the folder is new or empty, or is this command's own run: its
     :data:`RUN_MARKER` names ``command``, or (no marker) it holds a file matching one of
-    ``own_files`` (glob patterns: what the command wrote before it left a marker).
+    ``own_files`` (glob patterns: what the command wrote before it left a marker), and it
+    holds no config.json unmask did not write (:func:`foreign_models`).
     Otherwise it is refused, unless ``overwrite`` is True (None: the command has no
     ``--overwrite``) and the folder holds no model (:func:`model_files`): a model folder is
     never written into.

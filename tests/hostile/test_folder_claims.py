@@ -4,6 +4,8 @@ in one line before any work, unless ``--overwrite``; a folder holding a model (a
 weights) that is not the command's own output is never written into, ``--overwrite`` or not.
 The folder contents are generated; whatever is refused is left byte for byte as it was."""
 
+import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from unmask.commands.flags.paths import (
     RUN_MARKER,
     TRAINING_RUN_FILES,
     claim_problem,
+    foreign_models,
     holds_nothing,
     mark_folder,
     model_files,
@@ -26,6 +29,7 @@ MODEL_NAMES = ["config.json", "model.safetensors", "pytorch_model.bin", "weights
 OTHER_NAMES = ["notes.txt", "README.md", ".hidden", "data/a.csv", "eval.json", "x",
                "labels/readme", "é ü.txt"]
 MARKERS = [None, "sudoku train", "mi label", "bench cache", "not json"]
+OWN_CONFIG = json.dumps({"model_type": "mi-estimator", "config": {}})
 
 # command -> (argv before the folder flag, the flag, has --overwrite, its own files)
 COMMANDS = {
@@ -119,7 +123,9 @@ def test_the_claim_rule(folder, overwrite, own, command):
         build(out, names, marker if not own else command)
         problem = claim_problem(out, command, overwrite=overwrite, own_files=own_files)
         mine = own or marker == command
-        if mine:
+        if mine and foreign_models(out):  # a config.json unmask did not write: a model
+            assert "never written into" in problem
+        elif mine:
             assert problem is None
         elif model_files(out):
             assert "never written into" in problem
@@ -132,7 +138,7 @@ def test_marking_records_the_writer_once(tmp_path):
     out = mark_folder(tmp_path / "a" / "b", "mi fit")
     assert run_marker(out) == "mi fit" and sorted(p.name for p in out.iterdir()) == [RUN_MARKER]
     assert claim_problem(out, "mi fit") is None
-    (out / "config.json").write_text("{}")  # its own output: still its own run
+    (out / "config.json").write_text(OWN_CONFIG)  # its own output: still its own run
     assert claim_problem(out, "mi fit", overwrite=False) is None
     assert "never written into" in claim_problem(out, "sudoku train", overwrite=True)
 
@@ -142,7 +148,7 @@ def test_a_legacy_training_run_is_still_the_trainers_own(run, tmp_path):
     out = tmp_path / "run"
     (out / "best").mkdir(parents=True)
     (out / "checkpoint.pt").write_bytes(b"x")
-    (out / "best" / "config.json").write_text("{}")
+    (out / "best" / "config.json").write_text(json.dumps({"model_type": "mdm-transformer"}))
     assert claim_problem(out, "sudoku train", own_files=TRAINING_RUN_FILES) is None
     run("sudoku", "train", "--out", out).refused("holds a training run")
     line = run("mi", "fit", "--model", "sudoku", "--out", out, "--overwrite").refused("--out")
@@ -184,3 +190,48 @@ def test_a_folder_holding_only_another_commands_marker_becomes_the_trainers(run,
     assert sorted(p.name for p in out.iterdir()) == [RUN_MARKER]
     (out / "cache").mkdir()
     assert not holds_nothing(out) and holds_nothing(tmp_path / "new")
+
+
+@pytest.fixture
+def bert_copy(tmp_path):
+    """A copy of a Hugging Face model folder (its config.json, weights, tokenizer)."""
+    out = tmp_path / "M"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"model_type": "bert", "vocab_size": 30}))
+    (out / "model.safetensors").write_bytes(b"weights")
+    (out / "vocab.txt").write_text("[PAD]\n")
+    return out
+
+
+@pytest.mark.parametrize("command,own", [("mi fit", "labels/manifest.json"),
+                                         ("mi label", "manifest.json")])
+def test_a_forged_marker_does_not_open_a_model_folder(run, bert_copy, command, own):
+    """`cp -r bert M; echo '{"command": "mi fit"}' > M/.unmask-run.json`: still a model."""
+    (bert_copy / RUN_MARKER).write_text(json.dumps({"command": command}))
+    (bert_copy / own).parent.mkdir(exist_ok=True)
+    (bert_copy / own).write_text("{}")  # and its own files forged too
+    before = snapshot(bert_copy)
+    argv, flag, has_overwrite, _ = COMMANDS[command]
+    line = run(*argv, flag, bert_copy, *(["--overwrite"] if has_overwrite else [])
+               ).refused(flag)
+    assert "holds a model (config.json)" in line and "never written into" in line
+    assert snapshot(bert_copy) == before
+    (bert_copy / RUN_MARKER).unlink()  # nor do its own files alone
+    assert "never written into" in claim_problem(bert_copy, command, own_files=(own,))
+
+
+def test_every_config_unmask_writes_is_its_own(tmp_path):
+    """The configs unmask's own writers leave are not foreign (OWN_MODEL_TYPES is whole)."""
+    from unmask.corrector import Corrector
+    from unmask.image.classifier import MODEL_TYPE as CLASSIFIER
+    from unmask.mi.estimator import MIEstimator
+    from unmask.models.transformer import MDMTransformer, TransformerConfig
+
+    MDMTransformer(TransformerConfig(vocab_size=8, mask_id=7, max_length=4, d_model=8,
+                                     n_heads=2, n_layers=1, d_ff=8)).save_pretrained(tmp_path / "m")
+    assert foreign_models(tmp_path / "m") == []
+    for kind in (MIEstimator.MODEL_TYPE, Corrector.MODEL_TYPE, CLASSIFIER):
+        shutil.rmtree(tmp_path / "m")
+        (tmp_path / "m").mkdir()
+        (tmp_path / "m" / "config.json").write_text(json.dumps({"model_type": kind}))
+        assert foreign_models(tmp_path / "m") == []

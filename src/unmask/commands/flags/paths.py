@@ -18,6 +18,7 @@ from unmask.folders import (  # noqa: F401  (the folder guard, for the commands)
     claim_folder,
     claim_problem,
     folder_problem,
+    foreign_models,
     holds_nothing,
     mark_folder,
     model_files,

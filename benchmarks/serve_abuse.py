@@ -50,7 +50,15 @@ def start_server(threads: int) -> tuple[subprocess.Popen, int]:
     if "http://" not in line:
         proc.kill()
         raise SystemExit(f"the server did not start: {line!r}")
-    return proc, port
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # announced: listening within moments
+        try:
+            socket.create_connection((HOST, port), timeout=1).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("the server did not listen")
 
 
 def post(port: int, body: dict, timeout: float = 120) -> tuple[int, float]:

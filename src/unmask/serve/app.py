@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from unmask.errors import UnmaskError
 from unmask.serve import schemas
@@ -187,7 +188,10 @@ def _decode_error(e: BaseException) -> ApiError:
 
 async def _parse(request: Request, cls):
     """The request body as ``cls``, or a 400 naming what is wrong."""
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # gone, or its body was late (the guard answered 408)
+        raise ApiError(499, "the client disconnected") from None
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):

@@ -12,10 +12,13 @@ waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
 A long call does not hold the others up: once a call has computed for :data:`SLICE_S` while
 jobs of other settings wait (jobs of its own queue behind it as usual), it pauses at its next
 pass (the decoder calls ``pause()`` once a pass), and then the next call runs, on another
-thread; the paused call resumes when that one ends. At most :data:`MAX_CALLS` calls exist at
-once, and one computes at a time (a model's forward pass need not be thread-safe). A job
-whose call has run for ``budget_s`` (paused time included) leaves it (its rows are
-cancelled) and fails with :class:`OverBudget`.
+thread. The paused call resumes when no job of other settings waits any more, or once it
+has waited :data:`PAUSE_MAX_S` (then it computes for a slice again), or once its jobs are all
+gone: short requests are not held up by long ones, and a long one still advances. At most
+:data:`MAX_CALLS` calls exist at once, and one computes at a time (a lock the computing call
+holds: a model's forward pass need not be thread-safe). A job whose call has run for
+``budget_s`` (paused time included) leaves it (its rows are cancelled) and fails with
+:class:`OverBudget`.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ DecodeFn = Callable[[list[Job], Callable[[Job, int, list[int]], None], Callable[
 
 #: calls a waiting job may see go to other settings before its own go next
 MAX_PASSED_OVER = 3
-#: seconds a call computes before jobs waiting may pause it; calls that exist at once
-SLICE_S, MAX_CALLS = 0.25, 4
+#: seconds a call computes before jobs waiting may pause it; calls that exist at once;
+#: seconds a paused call waits at most while jobs of other settings keep coming
+SLICE_S, MAX_CALLS, PAUSE_MAX_S = 0.05, 4, 1.0
 
 
 class OverBudget(Exception):
@@ -50,20 +54,25 @@ class OverBudget(Exception):
 @dataclass(eq=False)
 class _Call:
     """A decode call in progress: its jobs' ``settings``, ``since`` when it last started
-    computing (event-loop time), ``gate`` set while it may compute, ``idle`` set while it is
-    paused or once it has ended (what the next call waits for)."""
+    computing (event-loop time), its ``jobs``, ``paused_at`` (None while not paused),
+    ``gate`` set while it may compute; ``computing``: the batcher's lock, held by the call
+    that computes."""
 
     settings: object
     since: float
+    jobs: list
+    computing: threading.Lock
+    paused_at: float | None = None
     gate: threading.Event = field(default_factory=threading.Event)
-    idle: threading.Event = field(default_factory=threading.Event)
 
     def pause(self) -> None:
-        """The decoder's pause point: wait here while the gate is closed."""
+        """The decoder's pause point: while the gate is closed, let another call compute."""
         if not self.gate.is_set():
-            self.idle.set()
-            self.gate.wait()
-            self.idle.clear()
+            self.computing.release()
+            try:
+                self.gate.wait()
+            finally:
+                self.computing.acquire()
 
 
 class Busy(Exception):
@@ -107,6 +116,7 @@ class Batcher:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._pool = ThreadPoolExecutor(MAX_CALLS, thread_name_prefix="unmask-decode")
+        self._computing = threading.Lock()
         self._free_since = 0.0  # event-loop time the last call ended
 
     def submit(self, jobs: list[Job], blocks: asyncio.Queue | None = None) -> list[Ticket]:
@@ -147,6 +157,7 @@ class Batcher:
 
     async def _run(self) -> None:
         while True:
+            self._resume_if_due()
             wait = self._until_free()
             if not self.pending or wait > 0:
                 self._wake.clear()
@@ -167,6 +178,18 @@ class Batcher:
                         t.result.set_exception(e)
                         t.result.exception()
 
+    def _resume_if_due(self) -> None:
+        """Let the newest paused call compute again (module docstring)."""
+        if not self.running or self.running[-1].gate.is_set():
+            return
+        top, now = self.running[-1], asyncio.get_running_loop().time()
+        if (self._eligible() and now - top.paused_at < PAUSE_MAX_S
+                and not all(j.cancelled for j in top.jobs)):
+            top.since = -float("inf")  # paused: the next call may start at once
+            return
+        top.since, top.paused_at = now, None
+        top.gate.set()
+
     def _until_free(self) -> float:
         """Seconds until a new call may start: 0 with no call running, else once the
         computing call has had its slice and jobs of other settings wait (inf while none do,
@@ -183,22 +206,22 @@ class Batcher:
         """Run ``group``'s call, pausing the computing call (if any) until it ends."""
         loop = asyncio.get_running_loop()
         before = self.running[-1] if self.running else None
-        if before is not None:
+        if before is not None and before.gate.is_set():
             before.gate.clear()
-        call = _Call(group[0].job.settings, loop.time())
+            before.paused_at = loop.time()
+        call = _Call(group[0].job.settings, loop.time(), [t.job for t in group],
+                     self._computing)
         call.gate.set()
         self.running.append(call)
         expiry = None if self.budget_s is None else loop.call_later(
             self.budget_s, self._expire, group)
-        task = loop.create_task(self._decode(group, call, before))
+        task = loop.create_task(self._decode(group, call))
 
         def ended(_task) -> None:
             if expiry is not None:
                 expiry.cancel()
             self.running.remove(call)
-            if self.running:  # the newest paused call computes again
-                self.running[-1].since = loop.time()
-                self.running[-1].gate.set()
+            self._resume_if_due()
             self._wake.set()
 
         task.add_done_callback(ended)
@@ -261,7 +284,7 @@ class Batcher:
     def _rows(self, key) -> int:
         return sum(len(t.job.rows) for t in self.pending if t.job.settings == key)
 
-    async def _decode(self, group: list[Ticket], me: _Call, before: _Call | None) -> None:
+    async def _decode(self, group: list[Ticket], me: _Call) -> None:
         loop = asyncio.get_running_loop()
         owner = {id(t.job): t for t in group}
 
@@ -274,12 +297,8 @@ class Batcher:
         started = time.perf_counter()
         call = {"jobs": len(group), "rows": sum(len(t.job.rows) for t in group), "passes": 0}
         def work() -> list[list]:
-            try:
-                if before is not None:
-                    before.idle.wait()  # the call paused for this one has reached its pause
+            with self._computing:  # a paused call lets go of it at its pause point
                 return self.decode([t.job for t in group], report, me.pause)
-            finally:
-                me.idle.set()
 
         try:
             results = await loop.run_in_executor(self._pool, work)

@@ -19,7 +19,8 @@ def preset_sampler(name: str):
 
 
 def test_the_three_presets_exist_and_parse():
-    assert set(PRESETS) == {"lossless", "fast", "quality"}
+    assert set(PRESETS) == {"lossless", "fast", "quality", "info-gain-authors",
+                            "lookum-authors"}
     for name in PRESETS:
         parse_spec(preset_spec(name))  # a valid spec
         assert PRESETS[name].doc

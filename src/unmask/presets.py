@@ -13,6 +13,8 @@ accuracy there.
 * ``lossless``: the parallel rule whose accuracy stays at sequential decoding's while taking
   the least wall-clock time: EB-Sampler at a small error budget (one sequence per pass).
 * ``fast``: the most accurate rule at about an eighth of sequential decoding's passes.
+* ``info-gain-authors``, ``lookum-authors``: Info-Gain and LookUM as their authors ship them
+  (their defaults, their bypass and de-duplication).
 
 For a model with a shipped MI estimator, plain ``mi-guided`` decodes with the estimator's
 own recommended setting (``recommended.json`` beside its weights, chosen by a sweep on that
@@ -54,6 +56,22 @@ PRESETS: dict[str, Preset] = {
                    "eighth of sequential decoding's passes",
                    "shipped Sudoku model, 1,000 hard puzzles: 79.1% at 7.6 passes against "
                    "sequential decoding's 80.0% at 57 (experiments/wallclock/README.md)"),
+    "info-gain-authors": Preset(
+        "info-gain:n_candidates=8,tau_pos=0.2,bypass=0.8,bypass_rule=block,dedupe=positions,"
+        "draw=gumbel",
+        "Info-Gain with its authors' defaults: 8 one-position candidates a step, position "
+        "temperature 0.2, the whole block filled at once when every masked position's max "
+        "probability reaches 0.8 (they decode in blocks of 32: --block-size 32 where a "
+        "command takes it)",
+        "the authors' sampler (yks23/Information-Gain-Sampler), decoded token for token "
+        "(tests/hf/test_info_gain_authors.py; experiments/info_gain_authors/README.md)"),
+    "lookum-authors": Preset(
+        "lookum:n_candidates=8,tau_pos=0.2,bypass=0.8,bypass_rule=block,dedupe=positions,"
+        "draw=gumbel",
+        "LookUM with the Info-Gain authors' defaults (as info-gain-authors, J = -Hbar of the "
+        "next state)",
+        "the authors' sampler, variant='lookum', decoded token for token "
+        "(tests/hf/test_info_gain_authors.py; experiments/info_gain_authors/README.md)"),
 }
 
 

@@ -13,6 +13,7 @@ def recording(cls):
 
     class Recording(cls):
         def begin(self, batch_size, seq_len):
+            super().begin(batch_size, seq_len)
             self.record = []
 
         def score(self, state):
@@ -231,3 +232,74 @@ def test_prune_and_keep_are_checked():
         make_sampler("info-gain", prune=-1.0)
     with pytest.raises(UnmaskError, match="keep: must be None or an integer >= 1"):
         make_sampler("info-gain", keep=0)
+
+
+def test_block_bypass_fills_the_block_only_when_every_position_is_sure():
+    m = ExactJointMDM(n=5, v=3, seed=2, concentration=0.3)
+    x = torch.full((6, 5), m.mask_id)
+    x[1:, 0] = m.conditionals(x[1:])[:, 0].argmax(-1)
+    s = recording(InfoGainSampler)(bypass=0.5, bypass_rule="block", tau_pos=1.0)
+    res = decode(m, x, s, seed=0)
+    fired = held = 0
+    for state, step in s.record:
+        top = state.probs.amax(-1)
+        every = ((top >= 0.5) | ~state.eligible).all(1)
+        assert torch.equal(step.bypass, every)
+        rows = step.bypass
+        assert torch.equal(step.candidates.reveal[rows, 0], state.eligible[rows])
+        assert not step.candidates.valid[rows, 1:].any()
+        fired, held = fired + int(rows.sum()), held + int((~rows).sum())
+    assert fired > 0 and held > 0
+    assert int(res.stats["bypassed"].sum()) == fired
+
+
+def test_stats_count_bypasses_candidates_and_lookahead_sequences():
+    m = ExactJointMDM(n=6, v=3, seed=1, concentration=0.3)
+    x = torch.full((4, 6), m.mask_id)
+    s = recording(InfoGainSampler)(n_candidates=8, tau_tok=1.0, bypass=0.9)
+    res = decode(m, x, s, seed=0)
+    scored = torch.zeros(4, dtype=torch.long)
+    for state, step in s.record:
+        scored[state.row_ids] += step.candidates.valid.sum(1).masked_fill(step.bypass, 0)
+    assert torch.equal(res.stats["candidates"], scored)
+    # the loop's first pass plus what the lookahead evaluated: every later pass is reused
+    assert torch.equal(res.sequences, 1 + res.stats["lookahead"])
+    assert (res.stats["bypassed"] <= res.steps).all()
+
+
+def test_positions_dedupe_keeps_one_candidate_per_position_set(toy):
+    s = recording(InfoGainSampler)(n_candidates=16, tau_tok=2.0, tau_pos=100.0,
+                                   dedupe="positions")
+    decode(toy, torch.full((3, 5), toy.mask_id), s, seed=0)
+    for _state, step in s.record:
+        r = step.candidates.reveal
+        for row in range(r.shape[0]):
+            kept = [tuple(r[row, c].tolist()) for c in range(r.shape[1])
+                    if step.candidates.valid[row, c]]
+            assert len(kept) == len(set(kept))
+            assert len(kept) == len({tuple(r[row, c].tolist()) for c in range(r.shape[1])})
+
+
+def test_gumbel_draws_follow_the_tempered_distribution():
+    m = ExactJointMDM(n=3, v=3, seed=4, concentration=1.0)
+    x = torch.full((4000, 3), m.mask_id)
+    s = recording(InfoGainSampler)(n_candidates=2, tau_tok=0.7, draw="gumbel", tau_pos=0.0)
+    s.begin(len(x), 3)
+    from unmask.decode import _Loop
+
+    loop = _Loop(m, x, DecodeConfig(temperature=0.7), 0)
+    rows = torch.arange(len(x))
+    xx, masked, eligible = loop.enter_blocks(rows)
+    state = loop.step_state(rows, xx, masked, eligible, loop.forward(xx, rows, False,
+                                                                     slice(0, 3)), (),
+                            slice(0, 3))
+    drawn = s._draw_tokens(state, 0.7, 1)[:, 0, 0]  # (B,) tokens at position 0
+    p = torch.softmax(state.log_probs[0, 0].double() / 0.7, -1)
+    freq = torch.bincount(drawn, minlength=p.numel()).double() / len(x)
+    assert torch.allclose(freq[:3], p[:3], atol=0.03)
+
+
+def test_new_options_are_checked():
+    for bad in ({"bypass_rule": "all"}, {"dedupe": "tokens"}, {"draw": "inverse"}):
+        with pytest.raises(UnmaskError, match=next(iter(bad))):
+            make_sampler("info-gain", **bad)

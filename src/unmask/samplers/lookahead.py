@@ -25,10 +25,17 @@ import torch
 from unmask.errors import require
 from unmask.models.base import ModelOutput
 from unmask.probs import entropy_from_log_probs, real_log_probs
+from unmask.rng import row_gumbel
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, top_k_mask
 from unmask.validation import is_int, is_number
 
 REMAINING = ("mean", "sum")
+#: how the bypass decides (:class:`LookaheadSampler` ``bypass_rule``)
+BYPASS_RULES = ("positions", "block")
+#: what makes two candidates the same (``dedupe``)
+DEDUPE = ("state", "positions")
+#: how candidates c > 0 draw their tokens (``draw``)
+DRAWS = ("cdf", "gumbel")
 
 
 @dataclass
@@ -56,6 +63,8 @@ class LookaheadStep:
     hbar: (B,) Hbar(z); hbar_next: (B, C) Hbar(apply(z, a_c)) (NaN where not evaluated).
     objective: (B, C) J(a_c) (-inf where invalid); winner: (B,) index of the committed one.
     next_output: the model on each row's next state (None when every row finished).
+    evaluated: (B, C) bool, the candidates whose next state the batched call evaluated (the
+        valid ones that still hold a MASK).
     """
 
     candidates: Candidates
@@ -65,6 +74,7 @@ class LookaheadStep:
     objective: torch.Tensor
     winner: torch.Tensor
     next_output: ModelOutput | None
+    evaluated: torch.Tensor | None = None
 
 
 def mean_or_sum(entropy: torch.Tensor, masked: torch.Tensor, remaining: str) -> torch.Tensor:
@@ -87,9 +97,18 @@ class LookaheadSampler(CountRule, Sampler):
     tau_tok: token temperature of candidates c > 0; None uses the loop's temperature
         (0 = the argmax, so candidates then differ only in positions).
     tau_pos: position temperature; 0 keeps the top-k confidence positions in every candidate.
-    bypass: if not None, a row whose eligible max-probability reaches it reveals every
-        eligible position at or above it directly (no candidates beyond that one). Off by
-        default.
+    bypass: if not None, a confidence level at which a row skips the search (no candidates
+        beyond the one it commits); off by default. How, ``bypass_rule`` says.
+    bypass_rule: 'positions': a row with an eligible position whose proposal probability
+        (``StepState.x0_prob``) reaches ``bypass`` reveals every such position; 'block' (the
+        Info-Gain authors' rule): a row whose every eligible position has a max-probability
+        at or above ``bypass`` reveals all of them, its proposals filling the block at once.
+    dedupe: 'state': a candidate leading to the same next state as an earlier one is dropped;
+        'positions' (the authors'): one revealing the same positions as an earlier one is
+        dropped, whatever its tokens (equal at temperature 0).
+    draw: how candidates c > 0 draw their tokens at ``tau_tok``: 'cdf', by inverse CDF on one
+        uniform per position; 'gumbel' (the authors'), the argmax of log p / tau_tok plus
+        Gumbel noise per token, as the loop draws its own proposal.
     remaining: 'mean' (Hbar as defined) or 'sum' (total entropy left).
     prune: if not None, a row whose greedy action costs at most this many nats
         (C(a_0) <= prune: its positions are near certain) commits it without evaluating the
@@ -108,6 +127,9 @@ class LookaheadSampler(CountRule, Sampler):
     remaining: str = "mean"
     prune: float | None = None
     keep: int | None = None
+    bypass_rule: str = "positions"
+    dedupe: str = "state"
+    draw: str = "cdf"
 
     def __post_init__(self):
         super().__post_init__()
@@ -124,6 +146,33 @@ class LookaheadSampler(CountRule, Sampler):
                 f"prune: must be None or a number >= 0, got {self.prune!r}")
         require(self.keep is None or (is_int(self.keep) and self.keep >= 1),
                 f"keep: must be None or an integer >= 1, got {self.keep!r}")
+        for name, allowed in (("bypass_rule", BYPASS_RULES), ("dedupe", DEDUPE),
+                              ("draw", DRAWS)):
+            require(getattr(self, name) in allowed, f"{name}: expected one of "
+                    f"{', '.join(allowed)}, got {getattr(self, name)!r}")
+        self._batch_size, self._counts = 0, None
+
+    # ------------------------------------------------------------------ statistics
+
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        self._batch_size, self._counts = batch_size, None
+
+    def stats(self) -> dict[str, torch.Tensor]:
+        """Per row (B,): ``bypassed``, steps the bypass decided; ``candidates``, distinct
+        candidate actions scored (none on a bypassed step); ``lookahead``, sequences the
+        sampler's batched calls evaluated (the winner's included: the loop reuses it)."""
+        counts = self._counts
+        if counts is None:
+            counts = torch.zeros(3, self._batch_size, dtype=torch.long)
+        return dict(zip(("bypassed", "candidates", "lookahead"), counts, strict=True))
+
+    def _count(self, state: StepState, step: LookaheadStep) -> None:
+        if self._counts is None:
+            self._counts = torch.zeros(3, self._batch_size, dtype=torch.long,
+                                       device=state.tokens.device)
+        scored = step.candidates.valid.sum(1).masked_fill(step.bypass, 0)
+        per_row = torch.stack([step.bypass.long(), scored, step.evaluated.sum(1)])
+        self._counts.index_add_(1, state.row_ids, per_row)
 
     # ------------------------------------------------------------------ candidates
 
@@ -145,28 +194,43 @@ class LookaheadSampler(CountRule, Sampler):
         reveal = top_k_mask(scores.reshape(b * c, n), eligible.reshape(b * c, n),
                             k.repeat_interleave(c)).view(b, c, n)
         nxt = torch.where(reveal, tokens, state.tokens[:, None, :])
-        # a candidate is a duplicate when an earlier one leads to the same next state
-        same = (nxt[:, :, None, :] == nxt[:, None, :, :]).all(-1)  # (B, C, C)
+        # a duplicate: an earlier candidate leads to the same next state (or reveals the same
+        # positions)
+        key = nxt if self.dedupe == "state" else reveal
+        same = (key[:, :, None, :] == key[:, None, :, :]).all(-1)  # (B, C, C)
         earlier = torch.ones(c, c, dtype=torch.bool, device=same.device).tril(-1)
         valid = ~(same & earlier).any(-1)
         cost = torch.where(reveal, state.entropy.double()[:, None, :], 0.0).sum(-1)
         return Candidates(reveal=reveal, tokens=nxt, valid=valid, cost=cost)
 
-    @staticmethod
-    def _draw_tokens(state: StepState, tau: float, m: int) -> torch.Tensor:
-        """(B, m, N) tokens drawn from p^(1/tau) by inverse CDF on per-row uniforms."""
+    def _draw_tokens(self, state: StepState, tau: float, m: int) -> torch.Tensor:
+        """(B, m, N) tokens drawn from p^(1/tau): by inverse CDF on per-row uniforms, or
+        (``draw='gumbel'``) as argmax(log p / tau + G), G the j-th (N, V) slice of the
+        step's stream-1 Gumbel draw of shape (m, N, V)."""
+        if self.draw == "gumbel":
+            n, v = state.log_probs.shape[1:]
+            scaled = state.log_probs.double() / tau
+            return torch.stack([(scaled + row_gumbel(state.seeds, state.global_step, 1, (n, v),
+                                                    start=j * n * v)).argmax(-1)
+                                for j in range(m)], 1)  # one (B, N, V) draw at a time
         cdf = torch.softmax(state.log_probs.double() / tau, dim=-1).cumsum(-1)  # (B, N, V)
         # u in (0, 1) scaled by the total: the first index whose cdf reaches it has p > 0
         u = state.uniform(1, (state.tokens.shape[1], m)) * cdf[..., -1:]  # (B, N, m)
         return torch.searchsorted(cdf, u).clamp(max=cdf.shape[-1] - 1).transpose(1, 2)
 
     def _apply_bypass(self, state: StepState, cands: Candidates) -> torch.Tensor:
-        """Rows whose max-probability clears ``bypass`` reveal all such positions as c = 0."""
+        """Rows that clear ``bypass`` (by ``bypass_rule``) reveal their sure positions as
+        c = 0, the only candidate left."""
         b = state.tokens.shape[0]
         if self.bypass is None:
             return torch.zeros(b, dtype=torch.bool, device=state.tokens.device)
-        sure = (state.x0_prob >= self.bypass) & state.eligible  # (B, N)
-        rows = sure.any(1)
+        if self.bypass_rule == "block":
+            top = state.widen(state.probs.amax(-1))  # (B, N) max-probability
+            rows = ((top >= self.bypass) | ~state.eligible).all(1) & state.eligible.any(1)
+            sure = state.eligible & rows[:, None]
+        else:
+            sure = (state.x0_prob >= self.bypass) & state.eligible  # (B, N)
+            rows = sure.any(1)
         # every row rewritten where it bypasses (no host read)
         cands.reveal[:, 0] = torch.where(rows[:, None], sure, cands.reveal[:, 0])
         cands.tokens[:, 0] = torch.where(rows[:, None], torch.where(sure, state.x0,
@@ -219,10 +283,12 @@ class LookaheadSampler(CountRule, Sampler):
             # rows whose winner finished the sequence leave the loop; their entry is unused
             next_output = out.pick(need, winner)
         return LookaheadStep(candidates=cands, bypass=bypass, hbar=hbar, hbar_next=hbar_next,
-                             objective=objective, winner=winner, next_output=next_output)
+                             objective=objective, winner=winner, next_output=next_output,
+                             evaluated=need)
 
     def select(self, state: StepState) -> Selection:
         step = self.score(state)
+        self._count(state, step)
         idx = step.winner[:, None, None].expand(-1, 1, state.tokens.shape[1])
         reveal = step.candidates.reveal.gather(1, idx).squeeze(1)
         tokens = step.candidates.tokens.gather(1, idx).squeeze(1)

@@ -1,7 +1,8 @@
 """Info-Gain and LookUM with their authors' settings against confidence, entropy and margin,
 on Sudoku (shipped model, hard set) and the reasoning tasks (shipped text model).
 
-One JSON line per (task, temperature, sampler) in ``results.jsonl``; a line already there is
+One JSON line per (task, temperature, sampler) in ``results_sudoku.jsonl`` /
+``results_reasoning.jsonl``; a line already there is
 skipped, so a killed run resumes. Every line: accuracy, paired wins/losses against confidence
 (per-item ``correct`` string), passes (NFE), sequences, steps, sequences per committed token,
 wall seconds, and for the lookahead rows the sampler's stats (bypassed steps, candidates
@@ -33,7 +34,7 @@ from unmask.samplers.lookahead import LookaheadSampler
 from unmask.samplers.spec import parse_spec
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results.jsonl"
+RESULTS = HERE / "results.jsonl"  # set by main: results_<what>.jsonl
 SAMPLERS = {"confidence": "confidence", "entropy": "entropy", "margin": "margin",
             "info-gain-authors": preset_spec("info-gain-authors"),
             "lookum-authors": preset_spec("lookum-authors")}
@@ -187,7 +188,8 @@ def run_reasoning(limit: int, temperatures: list[float], tasks: list[str]):
 
 
 def table():
-    rows = [json.loads(line) for line in RESULTS.open()]
+    rows = [json.loads(line) for path in sorted(HERE.glob("results_*.jsonl"))
+            for line in path.open()]
     conf = {(r["task"], r["temperature"]): r["correct"] for r in rows
             if r["sampler"] == "confidence"}
     print("| task | T | sampler | acc % | vs conf. | passes | seqs | seqs/token | wall s "
@@ -214,9 +216,12 @@ def main(argv=None):
     p.add_argument("what", choices=["sudoku", "reasoning", "table"])
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--temperatures", default=None)
+    p.add_argument("--out", default=None, help="results file (default results.jsonl here)")
     p.add_argument("--tasks", nargs="+", default=["basic_arithmetic", "chain_sum",
                                                    "countdown"])
     args = p.parse_args(argv)
+    global RESULTS
+    RESULTS = Path(args.out) if args.out else HERE / f"results_{args.what}.jsonl"
     torch.set_num_threads(1)
     if args.what == "table":
         return table()

@@ -11,7 +11,6 @@ corrector); self-conditioning lives in the :class:`~unmask.models.handle.ModelHa
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -26,7 +25,7 @@ from unmask.probs import propose, real_log_probs
 from unmask.rng import row_gumbel
 from unmask.samplers.base import Sampler, Selection, StepState, widen_columns
 from unmask.samplers.spec import parse_spec
-from unmask.validation import is_int, is_number
+from unmask.validation import is_int, is_temperature, temperature_message
 
 #: What confidence-type rules rank by when sampling (:class:`DecodeConfig`).
 CONFIDENCE = ("draw", "max")
@@ -70,8 +69,8 @@ class DecodeConfig:
     batch_invariant: bool = False
 
     def __post_init__(self):
-        require(is_number(self.temperature) and 0 <= self.temperature < math.inf,
-            f"temperature: must be a finite number >= 0, got {self.temperature!r}")
+        require(is_temperature(self.temperature),
+                temperature_message("temperature", self.temperature))
         require(self.block_size is None or (is_int(self.block_size) and self.block_size >= 1),
                 f"block_size: must be None or an integer >= 1, got {self.block_size!r}")
         require(isinstance(self.record_history, bool),

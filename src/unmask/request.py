@@ -20,12 +20,17 @@ served response records exactly what decoded it.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from dataclasses import dataclass, field
 
 from unmask.errors import UnmaskError, require
-from unmask.validation import is_bool, is_int, is_number, json_type
+from unmask.validation import (
+    is_bool,
+    is_int,
+    is_temperature,
+    json_type,
+    temperature_message,
+)
 
 #: the remasking names of LLaDA / dLLM codebases -> our samplers
 LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
@@ -100,8 +105,8 @@ class DecodeRequest:
 
     def __post_init__(self):
         self._check_sampler()
-        require(is_number(self.temperature) and 0 <= self.temperature < math.inf,
-                f"temperature: must be a finite number >= 0, got {self.temperature!r}")
+        require(is_temperature(self.temperature),
+                temperature_message("temperature", self.temperature))
         require(self.confidence in CONFIDENCE,
                 f"confidence: expected one of {', '.join(CONFIDENCE)}, got "
                 f"{self.confidence!r}")

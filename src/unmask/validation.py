@@ -63,6 +63,22 @@ def is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not is_bool(value)
 
 
+#: the smallest positive temperature: below it a logit divided by it overflows to -inf in
+#: float64 for some token (every token then ties), and 0, the argmax it tends to, is meant
+MIN_TEMPERATURE = 1e-6
+
+
+def is_temperature(value) -> bool:
+    """A finite number that is 0 or at least :data:`MIN_TEMPERATURE`."""
+    return is_number(value) and (value == 0 or MIN_TEMPERATURE <= value < float("inf"))
+
+
+def temperature_message(name: str, value) -> str:
+    """The one line refusing ``value`` for the temperature ``name``."""
+    return (f"{name}: must be a finite number >= 0 (0: the argmax; a positive one at least "
+            f"{MIN_TEMPERATURE:g}, a smaller one overflows), got {value!r}")
+
+
 def plain(value):
     """``value`` with a numpy scalar made the Python one (int, float or bool)."""
     if is_bool(value):

@@ -281,7 +281,14 @@ def _check_param(sampler: str, key: str, hint, value):
     value = plain(value)
     if not matches(value, hint):
         raise UnmaskError(f"sampler {sampler!r}: {key}: expected {describe(hint)}, got {value!r}")
+    if is_int(value) and abs(value) > MAX_PARAM_INT:
+        raise UnmaskError(f"sampler {sampler!r}: {key}: out of range (an integer of at most "
+                          f"2**31 in magnitude), got {str(value)[:30]}")
     return value
+
+
+#: the largest integer a sampler parameter may hold, in magnitude (a count, a position)
+MAX_PARAM_INT = 2**31
 
 
 def parse_param_value(text: str):

@@ -27,7 +27,7 @@ from unmask.models.base import ModelOutput
 from unmask.probs import entropy_from_log_probs, real_log_probs
 from unmask.rng import row_gumbel
 from unmask.samplers.base import CountRule, Sampler, Selection, StepState, top_k_mask
-from unmask.validation import is_int, is_number
+from unmask.validation import is_int, is_number, is_temperature, temperature_message
 
 REMAINING = ("mean", "sum")
 #: how the bypass decides (:class:`LookaheadSampler` ``bypass_rule``)
@@ -135,9 +135,9 @@ class LookaheadSampler(CountRule, Sampler):
         super().__post_init__()
         require(is_int(self.n_candidates) and self.n_candidates >= 1,
                 f"n_candidates: must be an integer >= 1, got {self.n_candidates}")
-        require(self.tau_tok is None or self.tau_tok >= 0,
-                f"tau_tok: must be None or >= 0, got {self.tau_tok}")
-        require(self.tau_pos >= 0, f"tau_pos: must be >= 0, got {self.tau_pos}")
+        require(self.tau_tok is None or is_temperature(self.tau_tok),
+                temperature_message("tau_tok", self.tau_tok))
+        require(is_temperature(self.tau_pos), temperature_message("tau_pos", self.tau_pos))
         require(self.bypass is None or 0.0 <= self.bypass <= 1.0,
                 f"bypass: must be None or in [0, 1], got {self.bypass}")
         require(self.remaining in REMAINING,

@@ -47,8 +47,10 @@ BUDGETS = ("count", "entropy")
 
 def ramp_cap(known: torch.Tensor, rate: float, least: int) -> torch.Tensor:
     """(B,) long: positions a row may reveal this pass, ``max(least, floor(rate * known))``
-    for ``known`` (B,) real tokens the row holds."""
-    return torch.floor(known.double() * rate + 1e-9).long().clamp(min=least)
+    for ``known`` (B,) real tokens the row holds (held at 2**53, so that a huge rate caps
+    nothing rather than overflowing)."""
+    cap = torch.floor(known.double() * rate + 1e-9).clamp(max=float(2**53))
+    return cap.long().clamp(min=min(least, 2**53))
 
 
 def entropy_prefix(entropy: torch.Tensor, scores: torch.Tensor, chosen: torch.Tensor,

@@ -20,7 +20,7 @@ import re
 import typing
 
 from unmask.errors import UnmaskError
-from unmask.samplers.base import _field_hints, sampler_class
+from unmask.samplers.base import MAX_PARAM_INT, _field_hints, sampler_class
 from unmask.samplers.spec import HOOK_MODIFIERS, spec_parts
 from unmask.samplers.verified import Verified
 from unmask.validation import is_int, is_number, is_scalar_hint
@@ -33,8 +33,6 @@ REQUEST_LIMITS: dict[str, tuple[float, float]] = {
     "tau_pos": (0.0, 10.0), "max_checks": (0, 64), "max_remasks": (0, 8),
     "history": (1, 64), "max_draft": (1, 4096),
 }
-#: the largest integer any request parameter may hold (a count, a position, a step)
-MAX_REQUEST_INT = 2**31
 #: samplers a request may not name: each pass costs sequences in the thousands (probing)
 REQUEST_REFUSED = {"mi-oracle": "it probes every position and token (thousands of sequences "
                                 "a pass); the operator may serve it with --sampler"}
@@ -84,7 +82,7 @@ def check_request_spec(text: str) -> dict:
 def check_request_value(owner: str, key: str, hint, value) -> None:
     """Refuse ``owner``'s parameter ``key`` = ``value`` from a request: a parameter of no
     plain type (a path, a table, an object), a string that is not a plain word, a number out
-    of :data:`REQUEST_LIMITS` or :data:`MAX_REQUEST_INT`. An unknown ``key`` (``hint`` None)
+    of :data:`REQUEST_LIMITS` or :data:`MAX_PARAM_INT`. An unknown ``key`` (``hint`` None)
     is left to the sampler's own message."""
     where = f"sampler: {key}={value!r}"
     if hint is not None and not is_scalar_hint(hint):
@@ -92,8 +90,8 @@ def check_request_value(owner: str, key: str, hint, value) -> None:
                           "object on the server; the operator may set it with --sampler)")
     if isinstance(value, str) and not _WORD.fullmatch(value):
         raise UnmaskError(f"{where}: expected a plain word")
-    if is_int(value) and abs(value) > MAX_REQUEST_INT:
-        raise UnmaskError(f"{where}: out of range (at most {MAX_REQUEST_INT} in magnitude)")
+    if is_int(value) and abs(value) > MAX_PARAM_INT:
+        raise UnmaskError(f"{where}: out of range (at most {MAX_PARAM_INT} in magnitude)")
     if is_number(value) and not math.isfinite(value):
         raise UnmaskError(f"{where}: must be a finite number")
     if key in REQUEST_LIMITS and is_number(value):

@@ -35,10 +35,16 @@ from dataclasses import dataclass, field, fields
 
 from unmask.errors import UnmaskError
 from unmask.presets import preset_spec
-from unmask.samplers.base import Sampler, make_sampler, parse_param_value, sampler_class
+from unmask.samplers.base import (
+    MAX_PARAM_INT,
+    Sampler,
+    make_sampler,
+    parse_param_value,
+    sampler_class,
+)
 from unmask.samplers.verified import Verified
 from unmask.samplers.wrapper import SamplerWrapper
-from unmask.validation import is_number
+from unmask.validation import is_int, is_number
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -247,6 +253,15 @@ class _Reader:
         raise UnmaskError(f"sampler spec {self.text!r}: {what} at position "
                           f"{self.pos if pos is None else pos}")
 
+    def value(self, start: int, end: int):
+        """The value ``text[start:end]`` (:func:`parse_param_value`); an integer must be
+        within :data:`MAX_PARAM_INT` in magnitude (a count, a position, a step)."""
+        value = parse_param_value(self.text[start:end])
+        if is_int(value) and abs(value) > MAX_PARAM_INT:
+            self.fail(f"{self.text[start:end][:30]!r} is out of range (an integer of at most "
+                      f"2**31 in magnitude)", start)
+        return value
+
     def value_end(self, start: int) -> int:
         end = start
         while end < len(self.text) and self.text[end] != "," \
@@ -270,7 +285,7 @@ class _Reader:
                 self.fail(f"expected a value for {k.group()!r}", start)
             if k.group() in params:
                 self.fail(f"{k.group()!r} given twice", k.start())
-            params[k.group()] = parse_param_value(text[start:end])
+            params[k.group()] = self.value(start, end)
             self.pos = end
             if not text.startswith(",", self.pos):
                 return params
@@ -331,7 +346,7 @@ def _modifier_options(r: _Reader, mod: str) -> dict:
     if text.startswith("=", r.pos):
         start = r.pos + 1
         end = r.value_end(start)
-        value = parse_param_value(text[start:end]) if end > start else None
+        value = r.value(start, end) if end > start else None
         if mod == "verify" and (not is_number(value)
                                 or not 0.0 <= value <= 1.0):
             r.fail(f"{VERIFY}=T takes a tolerance in [0, 1], got {text[start:end]!r}", start)

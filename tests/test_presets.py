@@ -5,11 +5,10 @@ import torch
 
 from unmask import decode
 from unmask.bench.sweep import timed_decode
-from unmask.commands.flags.sampler import preset_entry
 from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError
 from unmask.presets import PRESETS, preset_spec
-from unmask.samplers.spec import parse_spec
+from unmask.samplers.spec import parse_spec, preset_entry
 from unmask.samplers.verified import Verified
 
 

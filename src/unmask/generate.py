@@ -49,6 +49,8 @@ class Generation:
     cumulative_entropy: nats summed over the revealed positions' marginals (each at the
         pass that revealed it).
     wall_s: wall time of the batch the prompt ran in.
+    constraint: for a constrained decode, its ``kind`` and ``hash`` and the row's
+        ``cut_passes`` (passes whose parallel commit was cut to a feasible part); else None.
     """
 
     prompt: str
@@ -59,13 +61,17 @@ class Generation:
     tokens_per_forward: float
     wall_s: float
     cumulative_entropy: float = 0.0
+    constraint: dict | None = None
 
     def to_json(self) -> dict:
-        return {"prompt": self.prompt, "text": self.text, "nfe": self.nfe,
-                "sequences": self.sequences,
-                "tokens_per_forward": round(self.tokens_per_forward, 4),
-                "cumulative_entropy": round(self.cumulative_entropy, 4),
-                "wall_s": round(self.wall_s, 4)}
+        out = {"prompt": self.prompt, "text": self.text, "nfe": self.nfe,
+               "sequences": self.sequences,
+               "tokens_per_forward": round(self.tokens_per_forward, 4),
+               "cumulative_entropy": round(self.cumulative_entropy, 4),
+               "wall_s": round(self.wall_s, 4)}
+        if self.constraint is not None:
+            out["constraint"] = self.constraint
+        return out
 
 
 def parse_sampler(spec: str | Sampler) -> Sampler:
@@ -235,8 +241,11 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     layout = PromptLayout(model, tokenizer, prompts, encoded, block, gen_length,
                           request.stop_at_eos, request.min_new_tokens,
                           request.pad_to_multiple_of)
+    require(request.constraint is None or request.min_new_tokens == 0,
+            "min_new_tokens: not with a constraint (its language decides where a text ends)")
     return decode_batches(layout, sampler, request.decode_config(block), seed=request.seed,
-                          batch_size=request.batch_size, compile=request.compile)
+                          batch_size=request.batch_size, compile=request.compile,
+                          constraint=request.constraint)
 
 
 #: generated positions when a request names none
@@ -293,28 +302,67 @@ class PromptLayout:
 
 
 def decode_batches(layout: Layout, sampler: Sampler, config: DecodeConfig, *, seed: int,
-                   batch_size: int | None, compile: bool = False) -> list[Generation]:
+                   batch_size: int | None, compile: bool = False, constraint=None
+                   ) -> list[Generation]:
     """The one path of :func:`generate` and :func:`unmask.infill.infill`: the rows of
     ``layout`` decoded ``batch_size`` at a time (default: all at once; with
     ``config.batch_invariant``, rows of one input width at a time), row i of the whole list
     with seed ``seed + i``. ``compile``: the model's forward under ``torch.compile``
-    meanwhile (:func:`unmask.compiled.compiled`)."""
+    meanwhile (:func:`unmask.compiled.compiled`). ``constraint``: a
+    :class:`~unmask.constraints.ConstraintSpec` (or one per row, None for a row without)
+    each row's text must match, checked for every chunk before any pass
+    (:func:`text_constraint`)."""
     require(isinstance(compile, bool), f"compile: must be True or False, got {compile!r}")
+    ranges = _row_ranges(layout, batch_size, config.batch_invariant)
+    cons = [None] * len(ranges)
+    if constraint is not None:
+        cons = [text_constraint(layout, *layout.batch(layout.encoded[lo:hi]),
+                                _rows_of(constraint, lo, hi)) for lo, hi in ranges]
     with compiled(layout.model) if compile else contextlib.nullcontext():
-        return _decode_chunks(layout, sampler, config, seed, batch_size)
+        return _decode_chunks(layout, sampler, config, seed, ranges, cons)
+
+
+def _rows_of(constraint, lo: int, hi: int):
+    return constraint[lo:hi] if isinstance(constraint, (list, tuple)) else constraint
+
+
+def text_constraint(layout: Layout, x: torch.Tensor, ends: TextEnds | None, constraint):
+    """The :class:`~unmask.constraints.dfa.DFAConstraint` of a chunk's rows ``x``: over the
+    generated positions, padded by EOS (a prompt continued), or over the template's text
+    positions, filling them exactly (a template fixes its length); prepared (compiled and
+    checked: UnmaskError before any pass)."""
+    from unmask.constraints.dfa import DFAConstraint
+
+    model = layout.model
+    require(ends is not None and getattr(model, "tokenizer", None) is not None,
+            "constraint: constrains text; this model reads residues (no tokenizer)")
+    pads = ends.no_eos[1] - ends.no_eos[0] < x.shape[1]  # infill bans EOS everywhere
+    if pads:
+        span = (torch.arange(x.shape[1]) >= ends.gen_start).expand_as(x)
+    else:
+        real = model.real_token_mask.clone()  # the template's text: not EOS, PAD, specials
+        real[[*ends.eos_ids, *([model.pad_id] if model.pad_id is not None else [])]] = False
+        span = (x == model.mask_id) | real[x]
+    con = DFAConstraint(constraint, span, pad=pads)
+    con.prepare(model, x.to(model.device))
+    return con
 
 
 def _decode_chunks(layout: Layout, sampler: Sampler, config: DecodeConfig, seed: int,
-                   batch_size: int | None) -> list[Generation]:
+                   ranges: list[tuple[int, int]], cons: list) -> list[Generation]:
     encoded, model = layout.encoded, layout.model
     results: list[Generation] = []
-    for lo, hi in _row_ranges(layout, batch_size, config.batch_invariant):
+    for (lo, hi), con in zip(ranges, cons, strict=True):
         x, ends = layout.batch(encoded[lo:hi])
         run = sampler if ends is None else ends.sampler(sampler)
         t0 = time.perf_counter()
         res = decode(model, x.to(model.device), run, config, seed=seed + lo,
-                     hooks=[] if ends is None else ends.hooks())
-        results += layout.read(res, lo, ends, time.perf_counter() - t0)
+                     hooks=[] if ends is None else ends.hooks(), constraint=con)
+        out = layout.read(res, lo, ends, time.perf_counter() - t0)
+        if con is not None:
+            for r, gen in enumerate(out):
+                gen.constraint = con.record(r, res.stats)
+        results += out
     return results
 
 

@@ -172,7 +172,8 @@ def infill(model: MaskedModel | str, templates: str | list[str], *, tokenizer=No
                        block_length=request.block_length, batch_size=request.batch_size)
     return decode_batches(plan, request.build_sampler(1),
                           request.decode_config(request.block_length), seed=request.seed,
-                          batch_size=request.batch_size, compile=request.compile)
+                          batch_size=request.batch_size, compile=request.compile,
+                          constraint=request.constraint)
 
 
 #: the request settings of a continuation, which a template (fixing its length) leaves unset

@@ -58,7 +58,8 @@ def text_model(tokenizer, *, eos: bool = True, seed: int = 0, max_length: int = 
     specials = set(tokenizer.all_special_ids)
     eos_id = tokenizer.convert_tokens_to_ids("[EOS]")
     mask_id = tokenizer.mask_token_id
-    real = [i for i in range(vocab) if i not in specials or (eos and i == eos_id)]
+    pad = tokenizer.pad_token_id  # a real id, as PAD is for the HF models
+    real = [i for i in range(vocab) if i not in specials or i == pad or (eos and i == eos_id)]
     torch.manual_seed(seed)
     cfg = TransformerConfig(vocab_size=vocab, mask_id=mask_id, max_length=max_length,
                             d_model=16, n_layers=1, n_heads=2, d_ff=32, real_token_ids=real)
@@ -68,6 +69,7 @@ def text_model(tokenizer, *, eos: bool = True, seed: int = 0, max_length: int = 
             p.mul_(sharp)
     model.tokenizer = tokenizer
     model.eos_ids = (eos_id,) if eos else ()
+    model.pad_id = pad
     return model
 
 

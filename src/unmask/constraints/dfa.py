@@ -15,6 +15,8 @@ alike), chunked.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -27,20 +29,22 @@ _CHUNK = 1 << 24
 
 
 class DFAConstraint:
-    """The language of ``spec`` over the model's tokenizer, on the positions ``span`` (a
-    (B, N) bool tensor, or None: every position) of each row; other positions are not part
-    of the text (a prompt, PAD, special tokens) and are skipped. Exact: a canvas it allows can
+    """The language of ``spec`` (or of ``spec[r]`` for row r, None: no constraint) over the
+    model's tokenizer, on the positions ``span`` (a (B, N) bool tensor, or None: every
+    position) of each row; other positions are not part of the text (a prompt, PAD, special
+    tokens) and are skipped. ``pad``: EOS may end the text early (else it fills the span
+    exactly). Exact: a canvas it allows can
     always be completed, and every completed text (the decode of the span's tokens up to the
     first EOS) is in the language."""
 
     def __init__(self, spec: ConstraintSpec | list[ConstraintSpec | None],
-                 span: torch.Tensor | None = None):
+                 span: torch.Tensor | None = None, pad: bool = True):
         specs = spec if isinstance(spec, (list, tuple)) else None
         for one in (specs or [spec]):
             require(one is None and specs is not None or isinstance(one, ConstraintSpec),
                     f"constraint: expected a ConstraintSpec (or one per row, None for a row "
                     f"without), got {type(one).__name__}")
-        self.spec, self.specs, self.span = spec, specs, span
+        self.spec, self.specs, self.span, self.pad = spec, specs, span, pad
         self.dfa: TokenDFA | None = None
 
     def compile(self, model, spec: ConstraintSpec) -> TokenDFA:
@@ -54,7 +58,8 @@ class DFAConstraint:
         if spell is None or spell[0] is not tokenizer:
             spell = (tokenizer, spelling(tokenizer, len(real), real, key[2]))
             _SPELLINGS[key] = spell
-        return compile_dfa(spec, spell[1])
+        return compile_dfa(spec, spell[1] if self.pad
+                           else dataclasses.replace(spell[1], eos_ids=()))
 
     def prepare(self, model, tokens):
         b = tokens.shape[0]
@@ -89,15 +94,23 @@ class DFAConstraint:
             pads = dfas[unique.index(spec)].pads
             raise UnmaskError(f"{spec.kind}: row {bad}: its given tokens cannot be completed "
                               "into a string of the language" + ("" if pads else
-                              f" that fills its {lengths[bad]} positions exactly (the model "
-                              "has no EOS)"))
+                              f" that fills its {lengths[bad]} positions exactly (a template "
+                              "or a model without EOS fixes the length)"))
+
+    def record(self, row: int, stats: dict) -> dict | None:
+        """What a result reports for ``row``: the constraint's ``kind`` and ``hash`` and the
+        row's ``cut_passes`` from a decode's ``stats`` (None for a row without one)."""
+        spec = self.specs[row] if self.specs is not None else self.spec
+        if spec is None:
+            return None
+        return {**spec.record(), "cut_passes": int(stats["cut_passes"][row])}
 
     # ---------------------------------------------------------------- state sets
 
-    def _moves(self, x, rows):
-        """(R, N) kind of each position (0 skip, 1 committed, 2 masked) and (R, N, S) the next
-        state of every state under its token (committed positions)."""
-        span = self.full_span[rows]
+    def _moves(self, x, rows, lo: int, hi: int):
+        """(R, hi - lo) kind of each position lo..hi-1 (0 skip, 1 committed, 2 masked) and
+        (R, hi - lo, S) the next state of every state under its token."""
+        span, x = self.full_span[rows, lo:hi], x[:, lo:hi]
         masked = x == self.mask_id
         kind = torch.where(span, torch.where(masked, 2, 1), 0)
         cls = self.token_class[x.clamp(0, len(self.token_class) - 1)]      # (R, N)
@@ -107,7 +120,7 @@ class DFAConstraint:
     def _forward(self, x, rows, stop: int):
         """F[0..stop] as (R, stop + 1, S) float 0/1 (a list of tensors)."""
         r = x.shape[0]
-        kind, nxt = self._moves(x[:, :stop], rows)
+        kind, nxt = self._moves(x, rows, 0, stop)
         f = torch.zeros(r, self.delta.shape[0], device=x.device)
         f[torch.arange(r, device=x.device), self.starts[rows]] = 1.0
         out = [f]
@@ -122,7 +135,7 @@ class DFAConstraint:
     def _backward(self, x, rows, start: int):
         """B[start..N] (a list of (R, S) float 0/1, B[N] the accepting states)."""
         n = x.shape[1]
-        kind, nxt = self._moves(x[:, start:], rows)
+        kind, nxt = self._moves(x, rows, start, n)
         b = self.accept.float().expand(x.shape[0], -1).clone()
         out = [b]
         for i in range(n - start - 1, -1, -1):

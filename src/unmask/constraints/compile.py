@@ -136,9 +136,10 @@ class Spelling:
 def spelling(tokenizer, vocab_size: int, real: list[bool], eos_ids: tuple[int, ...]
              ) -> Spelling:
     """The :class:`Spelling` of ``tokenizer`` over ids ``0..vocab_size-1``; ``real`` marks the
-    ids a model may emit (special tokens spell nothing). Byte-level and character tokenizers spell a token by decoding it
-    alone; WordPiece (``##`` continuations, words joined by spaces) by a space before each
-    word piece, the first one's dropped (so a text never starts with a ``##`` piece)."""
+    ids a model may emit (special tokens spell nothing). Byte-level and character tokenizers
+    spell a token by decoding it alone; WordPiece (``##`` continuations, words joined by
+    spaces) by a space before each word piece, the first one's dropped (so a text never
+    starts with a ``##`` piece)."""
     pieces = tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
     wordpiece = any(isinstance(p, str) and p.startswith("##") for p in pieces)
     decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)

@@ -29,7 +29,8 @@ SAMPLERS = [
     ("entropy", "entropy", True),
     ("eb", "eb:gamma=0.1", False),
     ("threshold", "threshold:tau=0.9", False),
-    ("info-gain", "info-gain:n_candidates=8;tau_pos=0.2;bypass=0.8", True),
+    ("info-gain", "info-gain:n_candidates=8;tau_pos=0.2;bypass=0.8;bypass_rule=block;"
+                   "dedupe=positions;draw=gumbel", True),
 ]
 
 TASK_YAML = """task: unmask_gsm8k_local

@@ -130,7 +130,7 @@ def row(task, temperature, name, correct, nfe, seqs, steps, tokens, wall, watch,
           f"seqs {out['sequences']:.1f} wall {wall:.0f}s", flush=True)
 
 
-def run_sudoku(limit: int, temperatures: list[float], batch: int):
+def run_sudoku(limit: int, temperatures: list[float], batch: int, names: list[str]):
     from unmask.sudoku.datasets import set_puzzles
     from unmask.sudoku.solver import is_valid_solution
     from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
@@ -140,7 +140,7 @@ def run_sudoku(limit: int, temperatures: list[float], batch: int):
     x = grid_to_tokens(puzzles)
     done = done_keys()
     for temperature in temperatures:
-        for name in SAMPLERS:
+        for name in names:
             if ("sudoku", temperature, name) in done:
                 continue
             sampler = build(name)
@@ -216,6 +216,7 @@ def main(argv=None):
     p.add_argument("what", choices=["sudoku", "reasoning", "table"])
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--temperatures", default=None)
+    p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=list(SAMPLERS))
     p.add_argument("--out", default=None, help="results file (default results.jsonl here)")
     p.add_argument("--tasks", nargs="+", default=["basic_arithmetic", "chain_sum",
                                                    "countdown"])
@@ -227,7 +228,7 @@ def main(argv=None):
         return table()
     temps = [float(t) for t in (args.temperatures or "0").split(",")]
     if args.what == "sudoku":
-        run_sudoku(args.limit or 150, temps, batch=50)
+        run_sudoku(args.limit or 150, temps, batch=50, names=args.samplers)
     else:
         run_reasoning(args.limit or 100, temps, args.tasks)
 

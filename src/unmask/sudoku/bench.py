@@ -25,6 +25,7 @@ from unmask.samplers.spec import SamplerSpec
 from unmask.sudoku.bench_task import SEED_REFERENCE, SudokuBench, SudokuBenchTask
 from unmask.sudoku.datasets import set_puzzles
 from unmask.sudoku.maps import peer_mask
+from unmask.sudoku.rules import RulesExtras
 from unmask.sudoku.solver import is_valid_solution, rounds_of_singles
 from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 
@@ -32,7 +33,8 @@ from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
 def run_bench(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: int = 0,
                  batch_size: int = 1000, config: DecodeConfig | None = None,
                  corrector_hooks=(), progress=None, engine: Engine | None = None,
-                 recipe: ModelRecipe | None = None, cache=None) -> list[BenchRow]:
+                 recipe: ModelRecipe | None = None, cache=None, rules: bool = False
+                 ) -> list[BenchRow]:
     """Solve ``puzzles`` (P, 81) with each entry (decode settings ``config``, default argmax;
     entries marked ``corrected`` with ``corrector_hooks``: :func:`unmask.hooks.corrector_hooks`);
     one :class:`unmask.bench.contract.BenchRow` per entry, its accuracy the share solved.
@@ -41,6 +43,7 @@ def run_bench(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: i
     (default: this process; puzzle p decodes with seed ``seed + p`` whatever the shard): see
     :func:`unmask.bench.sweep.sweep`, whose ``recipe`` tells a Ray engine's workers how to load
     ``model`` and the corrector, and whose ``cache`` folder keeps finished shards.
+    ``rules``: decode under the Sudoku rules constraint (:mod:`unmask.sudoku.rules`).
 
     Shared fields: label, name, accuracy (share solved), nfe (mean model calls), sequences
     (mean sequences evaluated), wall_s (decode seconds, summed over shards), n_items, and
@@ -52,11 +55,13 @@ def run_bench(model, puzzles: np.ndarray, entries: list[SamplerSpec], *, seed: i
     probing oracle), cumulative_entropy (mean nats), remasked (mean tokens the corrector sent
     back), rejected (mean positions verification held back), same_pass_clash (share of boards
     with a :func:`same_pass_clashes` pair), puzzles_per_s, revealed (mean tokens decoded per
-    puzzle).
+    puzzle), dead_end (share of boards that reached a blank the rules leave no digit for),
+    cut_passes (mean passes whose commit the rules cut).
     """
 
     x = grid_to_tokens(puzzles)
-    runs = [Run(entry, x, config or DecodeConfig(), seed) for entry in entries]
+    extras = RulesExtras() if rules else None
+    runs = [Run(entry, x, config or DecodeConfig(), seed, extras) for entry in entries]
     # one untimed decode first, so one-off set-up costs are not charged to the first sampler
     results = sweep(runs, model, batch_size=batch_size, hooks=corrector_hooks, engine=engine,
                     recipe=recipe, warmup=Warmup(x[:2]), progress=progress,
@@ -84,7 +89,7 @@ def _row(entry: SamplerSpec, res, wall: float, puzzles: np.ndarray, revealed: fl
                  "steps": float(res.steps.double().mean()),
                  "cumulative_entropy": float(res.cumulative_entropy.mean()),
                  **{k: float(res.stats[k].double().mean()) if k in res.stats else 0.0
-                    for k in ("remasked", "rejected")},
+                    for k in ("remasked", "rejected", "dead_end", "cut_passes")},
                  "same_pass_clash": float(same_pass_clashes(res.tokens, res.reveal_step)
                                           .gt(0).double().mean()),
                  "puzzles_per_s": len(puzzles) / wall, "revealed": revealed})
@@ -149,12 +154,13 @@ class SudokuBenchRunner(SudokuBenchTask):
                               self_condition=not opts.no_self_condition)
         rows = run_bench(model, puzzles, ctx.entries, seed=ctx.seed,
                             batch_size=opts.batch_size, config=config,
-                            corrector_hooks=ctx.hooks, **ctx.sweep)
+                            corrector_hooks=ctx.hooks, rules=opts.rules, **ctx.sweep)
         add_paired_vs(rows, add_nfe_vs_sequential(rows))
         for r in rows:
             c = r.columns
             c["solved_pct"] = 100 * c["solved"]
             c["same_pass_clash_pct"] = 100 * c["same_pass_clash"]
+            c["dead_end_pct"] = 100 * c["dead_end"]
             c["vs_sequential"] = (None if c["gained_vs_ref"] is None
                                   else f"+{c['gained_vs_ref']}/-{c['lost_vs_ref']}")
         ref = singles_reference(puzzles)
@@ -173,7 +179,7 @@ class SudokuBenchRunner(SudokuBenchTask):
                 "source": opts.corrector or f"shipped '{shipped_head(Corrector.KIND, model)}'",
                 "remask_threshold": opts.remask_threshold, "max_remasks": opts.max_remasks,
                 "ban_remasked": opts.ban_remasked},
-            "singles_reference": ref}
+            "singles_reference": ref, "rules": opts.rules}
         return BenchResult(rows, header,
                            _reference_notes(rows, ref, estimators))
 
@@ -194,6 +200,8 @@ class SudokuBenchRunner(SudokuBenchTask):
             ("cum. H", "cumulative_entropy", ".2f"),
             *([("remasked", "remasked", ".2f")] if corrected else []),
             *([("held back", "rejected", ".2f")] if verified else []),
+            *([("dead end %", "dead_end_pct", ".1f"), ("cut", "cut_passes", ".2f")]
+              if ctx.options.rules else []),
             ("clash %", "same_pass_clash_pct", ".1f"),
             ("tok/pass", "tokens_per_pass", ".2f"),
             ("wall s", "wall_s", ".1f"), ("s/solved", "wall_per_solved", ".3f")],

@@ -42,6 +42,8 @@ class SudokuBench(CorrectedBenchOptions):
         batch_size: puzzles per decode call.
         no_self_condition: (self-conditioning models) give every pass zeros instead of the
             previous pass's beliefs, to measure what they add.
+        rules: decode under the Sudoku rules (no digit twice in a unit, also within a
+            pass's commit; a board whose blank has no digit left ends: the dead-end column).
     """
 
     task: ClassVar[str] = "sudoku"
@@ -49,6 +51,7 @@ class SudokuBench(CorrectedBenchOptions):
     set: str = "hard"
     batch_size: int = 1000
     no_self_condition: bool = False
+    rules: bool = False
 
 
 class SudokuBenchTask(BenchTask):

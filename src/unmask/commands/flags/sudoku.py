@@ -44,6 +44,10 @@ def bench_flags(p: argparse.ArgumentParser, d) -> None:
     p.add_argument("--no-self-condition", action="store_true",
                    help="(self-conditioning models) give every pass zeros instead of the "
                         "previous pass's beliefs, to measure what they add")
+    p.add_argument("--rules", action="store_true",
+                   help="decode under the Sudoku rules: no digit twice in a row, column or "
+                        "box, also within one pass; a board left with a blank no digit fits "
+                        "ends (the 'dead end %%' column)")
 
 
 bench = bench_arguments("sudoku", bench_flags)

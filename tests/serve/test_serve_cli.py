@@ -33,6 +33,9 @@ def test_help_imports_no_torch_nor_fastapi():
     (["--sampler", "no-such-rule"], "unknown name"),
     (["--max-batch", "0"], "--max-batch"),
     (["--pad-to-multiple-of", "0"], "--pad-to-multiple-of"),
+    (["--host", "8.8.8.8", "--port", "0"], "cannot listen on 8.8.8.8"),  # no warning first
+    (["--max-decode-s", "0"], "--max-decode-s"),
+    (["--model", "text", "--cache-kv", "dual", "--port", "0"], "--cache-kv: 'dual'"),
 ])
 def test_bad_flags_are_one_line_refusals(capsys, argv, needle):
     assert main(["serve", *argv]) == 2
@@ -47,6 +50,10 @@ def test_flags_become_the_options():
     args = build_parser().parse_args(["serve", "--pad-to-multiple-of", "8", "--max-batch", "4"])
     options = options_from_args(args)
     assert options.pad_to_multiple_of == 8 and options.max_batch == 4
+    args = build_parser().parse_args(["serve", "--allow-host", "a.lan", "--allow-host", "b",
+                                      "--max-decode-s", "2.5"])
+    assert options_from_args(args).allow_hosts == ("a.lan", "b")
+    assert options_from_args(args).max_decode_s == 2.5
     default = options_from_args(build_parser().parse_args(["serve"]))
     assert default.pad_to_multiple_of is None  # the request's block
 

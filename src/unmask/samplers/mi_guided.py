@@ -17,6 +17,7 @@ its weights), else :data:`RULE_DEFAULTS`.
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,6 +228,9 @@ class _BudgetedMISampler(Sampler):
                     else RULE_DEFAULTS[key])
         require(self.gamma >= 0, f"gamma: must be >= 0, got {self.gamma}")
         require(self.lam >= 0, f"lam: must be >= 0, got {self.lam}")
+        require(math.isfinite(self.gamma) and math.isfinite(self.lam),
+                f"gamma, lam: must be finite (an infinite budget takes every position in one "
+                f"pass), got {self.gamma}, {self.lam}")
         check_uncharged(self.free_head, self.free_max)
         check_scan_order(self.order)
 
@@ -288,8 +292,12 @@ def shipped_estimator_for(model) -> Path:
         fingerprint = fingerprint or _model_fingerprint(model)
         if want and want == fingerprint:
             return config.parent
-    raise UnmaskError("estimator: no shipped MI estimator for this model; pass "
+    raise NoEstimator("estimator: no shipped MI estimator for this model; pass "
                       "estimator=FOLDER (unmask mi fit writes one)")
+
+
+class NoEstimator(UnmaskError):
+    """No MI estimator was given and none is shipped for the model."""
 
 
 _FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -330,7 +338,24 @@ def read_recommended(folder: str | Path) -> dict:
         raise UnmaskError(f"estimator: {path} is not a recommended setting "
                           f"({{\"params\": {{...}}}}): {e}") from None
     require(isinstance(params, dict), f"estimator: {path}: params must be an object")
+    try:
+        check_recommended(params)
+    except UnmaskError as e:
+        raise UnmaskError(f"estimator: {path}: {e}") from None
     return params
+
+
+def check_recommended(params: dict) -> None:
+    """Check a recommended setting as a spec's parameters are checked (the same typing and
+    ranges: ``"gamma": "1"`` or ``"stop_at_first_miss": "false"`` is refused, not read as
+    something else); a null is refused, not read as the default."""
+    unknown = sorted(set(params) - set(RULE_DEFAULTS))
+    require(not unknown, f"recommended setting: unknown parameter {unknown[:1]}; accepted: "
+                         f"{', '.join(RULE_DEFAULTS)}")
+    nulls = [k for k, v in params.items() if v is None]
+    require(not nulls, f"{nulls[:1]}: null is not a setting (leave the key out for the "
+                       "default)")
+    MIGuidedSampler(**params)  # typed and range-checked as a spec's mi-guided parameters
 
 
 @register("mi-guided")

@@ -92,7 +92,10 @@ def _routes(app: FastAPI, served: ServedModel, batcher: Batcher) -> None:
     async def completions(request: Request):
         body = await _parse(request, schemas.CompletionRequest)
         _check_model(served, body.model)
-        prompts = _build(lambda: [(p, served.encode(p)) for p in body.prompts])
+        many = len(body.prompts) > 1
+        prompts = _build(lambda: [(p, served.encode(p, where=f"prompt {i}" if many
+                                                    else "prompt"))
+                                  for i, p in enumerate(body.prompts)])
         return await _generate(request, served, batcher, body, prompts, body.max_tokens,
                                chat=False)
 
@@ -122,7 +125,7 @@ async def _generate(request: Request, served: ServedModel, batcher: Batcher, bod
     jobs = _build(lambda: served.generate_jobs(prompts, n=body.n, gen_length=gen_length,
                                                seed=body.seed,
                                                d=body.decoding(body.min_new_tokens),
-                                               stream=body.stream))
+                                               stream=body.stream, chat=chat))
     replies = Replies(served, body.model, chat=chat, stops=body.stops)
     if not body.stream:
         tickets = _submit(batcher, jobs)
@@ -230,6 +233,9 @@ def _submit(batcher: Batcher, jobs, events: asyncio.Queue | None = None) -> list
 async def _results(request: Request, batcher: Batcher, tickets: list[Ticket]) -> list:
     """Every ticket's rows, in order; the tickets are cancelled if the client goes first."""
     everything = asyncio.gather(*(t.result for t in tickets))
+    # retrieved here whatever happens: a gone client's cancelled tickets end it with an
+    # error nobody else reads (asyncio would log it)
+    everything.add_done_callback(lambda f: f.cancelled() or f.exception())
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({everything, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -30,10 +30,11 @@ from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.presets import preset_spec
 from unmask.request import LLADA_NAMES, with_steps
+from unmask.samplers.mi_guided import NoEstimator
 from unmask.samplers.requests import check_request_spec
 from unmask.samplers.spec import parse_spec
 from unmask.serve.options import ServeOptions
-from unmask.validation import is_int
+from unmask.validation import is_int, text_problem
 
 #: the largest seed a request may give (row i decodes with seed + i)
 MAX_SEED = 2**62
@@ -103,6 +104,23 @@ class ServedModel:
         self.default_gen_length = min(getattr(model, "default_gen_length", None) or 128,
                                       self.max_tokens)
         self.default_sampler = operator_sampler(options.sampler)
+        self._check_start()
+
+    def _check_start(self) -> None:
+        """Refuse at start-up, naming the flag, what would fail every request: a
+        ``--cache-kv`` the model cannot use, a default sampler that cannot prepare on this
+        model (no estimator for it, a bad recommended setting beside its estimator)."""
+        from unmask.kv_cache import check_cacheable
+
+        for flag, check in (
+                ("--cache-kv", lambda: self.options.cache_kv is None
+                 or check_cacheable(self.model, self.options.cache_kv)),
+                ("--sampler", lambda: parse_sampler(self.default_sampler).prepare(self.model))):
+            try:
+                check()
+            except UnmaskError as e:
+                text = str(e).removeprefix(flag.strip("-").replace("-", "_") + ": ")
+                raise UnmaskError(f"{flag}: {text}") from None
 
     @classmethod
     def load(cls, options: ServeOptions) -> ServedModel:
@@ -125,15 +143,30 @@ class ServedModel:
                                                        "not both")
         if d.preset is not None:
             return operator_sampler(preset_spec(d.preset))
-        return self.default_sampler if d.sampler is None else request_sampler(d.sampler)
+        if d.sampler is None:
+            return self.default_sampler
+        spec = request_sampler(d.sampler)
+        try:  # what it loads for this model (an estimator) is the server's own
+            parse_sampler(spec).prepare(self.model)
+        except NoEstimator:
+            raise UnmaskError("sampler: this server has no MI estimator for its model (a "
+                              "request cannot name one; its operator may serve one with "
+                              "--sampler 'mi-guided:estimator=FOLDER')") from None
+        return spec
 
-    def encode(self, prompt: str | None = None, messages: list[dict] | None = None
-               ) -> list[int]:
+    def encode(self, prompt: str | None = None, messages: list[dict] | None = None,
+               where: str = "prompt") -> list[int]:
         """The token ids of a completion ``prompt`` or of chat ``messages`` (the chat
-        template, with the generation prompt)."""
+        template, with the generation prompt); text that is not text (a lone surrogate, a
+        NUL) is refused naming ``where`` (or the message) and the position."""
         require(self.text, "model: it reads no text (no tokenizer); use /v1/infill")
         if messages is None:
+            problem = text_problem(prompt)
+            require(problem is None, f"{where}: holds {problem}")
             return encode_prompt(self.tokenizer, prompt)
+        for i, m in enumerate(messages):
+            problem = text_problem(str(m.get("content", "")))
+            require(problem is None, f"messages[{i}].content: holds {problem}")
         require(getattr(self.tokenizer, "chat_template", None),
                 "messages: the model's tokenizer has no chat template (start the server with "
                 "--chat-template FILE)")
@@ -148,7 +181,7 @@ class ServedModel:
 
     def generate_jobs(self, prompts: list[tuple[str, list[int]]], *, n: int,
                       gen_length: int | None, seed: int | None, d: Decoding,
-                      stream: bool = False) -> list[Job]:
+                      stream: bool = False, chat: bool = False) -> list[Job]:
         """One job per prompt (text, ids) of ``n`` rows; :class:`UnmaskError` naming the
         field at fault."""
         gen_length = self.default_gen_length if gen_length is None else gen_length
@@ -164,7 +197,11 @@ class ServedModel:
         with_steps(parse_sampler(spec), d.steps, gen_length // block)
         DecodeConfig(temperature=d.temperature, block_size=block, confidence=d.confidence,
                      cache_kv=self.options.cache_kv)
-        check_prompts(self.model, self.tokenizer, [ids for _, ids in prompts], gen_length)
+        try:
+            check_prompts(self.model, self.tokenizer, [ids for _, ids in prompts], gen_length)
+        except UnmaskError as e:  # a chat's one prompt is its messages, templated
+            raise UnmaskError(str(e).replace("prompt 0:", "messages (templated):", 1)
+                              if chat else str(e)) from None
         jobs = []
         for p, (text, ids) in enumerate(prompts):
             x, _ = prompt_batch(self.model, [ids], block, gen_length,

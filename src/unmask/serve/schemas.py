@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from unmask.serve.jobs import Decoding
 
@@ -25,6 +25,22 @@ MAX_STOP = 4
 MAX_STOP_CHARS = 64
 MAX_TEMPERATURE = 100.0
 Int = int  # (strict: no bool, no float, no numeric string)
+
+
+def _neutral(*allowed):
+    """A validator taking only ``allowed`` values, each of its own type (``0`` is not
+    ``false``, ``true`` is not ``1``): OpenAI's fields the server accepts at their neutral
+    value only."""
+
+    def check(value):
+        if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
+            raise ValueError("only " + " or ".join(
+                "null" if a is None else str(a).lower() for a in allowed) + " is supported")
+        return value
+
+    return BeforeValidator(check)
+
+
 #: a list of prompts (templates)
 Texts = Annotated[list[str], Field(min_length=1, max_length=MAX_PROMPTS)]
 
@@ -71,7 +87,7 @@ class OpenAIFields(UnmaskFields):
     presence_penalty: float = Field(0.0, ge=0.0, le=0.0)
     frequency_penalty: float = Field(0.0, ge=0.0, le=0.0)
     logit_bias: dict[str, float] | None = Field(None, max_length=0)
-    logprobs: Literal[False, None] = None
+    logprobs: Annotated[bool | None, _neutral(False, None)] = None
 
     @model_validator(mode="after")
     def _stop_words(self):
@@ -88,8 +104,8 @@ class OpenAIFields(UnmaskFields):
 
 class CompletionRequest(OpenAIFields):
     prompt: str | Texts
-    echo: Literal[False] = False
-    best_of: Literal[1, None] = None
+    echo: Annotated[bool, _neutral(False)] = False
+    best_of: Annotated[int | None, _neutral(1, None)] = None
     suffix: Literal[None] = None
 
     @property
@@ -144,7 +160,7 @@ def first_error(error: ValidationError) -> str:
     where = ".".join(str(p) for p in e.get("loc", ())) or "body"
     if e.get("type") == "extra_forbidden":
         return f"{where}: unrecognized request argument (not supported by this server)"
-    return f"{where}: {e.get('msg', 'invalid value')}"
+    return f"{where}: {e.get('msg', 'invalid value').removeprefix('Value error, ')}"
 
 
 def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None,

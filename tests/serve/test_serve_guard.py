@@ -155,3 +155,24 @@ def test_a_post_that_is_not_json_is_answered_415(guarded):
     status, out, _ = post(guarded.port, "/x", "{}", headers={"Content-Type": "text/plain"})
     assert status == 415 and "application/json" in out["error"]["message"]
     assert get(guarded.port, "/x")[0] == 200
+
+
+@pytest.mark.slow
+def test_the_abuse_benchmark_keeps_well_formed_clients_answered():
+    """benchmarks/serve_abuse.py, small: a served model with 200 half-open connections, a
+    never-sent body, a 256 KiB header and a lookahead abuser; every well-formed request is
+    answered 200, the abuser's request over the limit 400, the body 408, the header 431 (its
+    latency ratio is the benchmark's to report, not a test's)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "serve_abuse.py"
+    spec = importlib.util.spec_from_file_location("serve_abuse", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.main(["--half-open", "200", "--clients", "4", "--rounds", "1",
+                      "--abusers", "1", "--max-s", "60"])
+    assert out["alone"]["statuses"] == [200] and out["attacked"]["statuses"] == [200]
+    hostile = out["hostile_statuses"]
+    assert set(hostile["over"]) == {400} and set(hostile["other"]) == {408, 431}
+    assert set(hostile["abuse"]) <= {200, 400}

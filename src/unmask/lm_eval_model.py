@@ -130,6 +130,10 @@ class UnmaskLM(LM):
         require(isinstance(arg_dict, dict), "model_args: expected key=value pairs")
         args = dict(arg_dict)
         for key, value in (additional_config or {}).items():
+            require(key != "device" or value is None or key not in args
+                    or str(args[key]) == str(value),
+                    f"model_args: device={args.get(key)} conflicts with --device {value}; "
+                    "give one")
             if value is not None and key not in args:
                 args[key] = value
         require("pretrained" in args, "model_args: pretrained=DIR (a model folder) is "

@@ -296,6 +296,8 @@ def parse_text_args(args: dict, parsers: dict, where: str) -> dict:
                           f"{', '.join(parsers)}")
     typed = {}
     for key, value in args.items():
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            value = int(value)  # a caller's parser read "-4" as -4.0: say -4 back
         try:
             typed[key] = parsers[key](value if isinstance(value, str) else str(value))
         except InvalidText as e:

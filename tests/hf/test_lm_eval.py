@@ -122,6 +122,12 @@ def test_batch_size_from_either_place(llada_dir):
 
     with pytest.raises(UnmaskError, match="batch_size: must be >= 1"):
         UnmaskLM.create_from_arg_string(base, {"batch_size": 0})
+    with pytest.raises(UnmaskError, match="device=cuda conflicts with --device cpu"):
+        UnmaskLM.create_from_arg_obj({"pretrained": str(llada_dir), "device": "cuda"},
+                                     {"device": "cpu"})
+    # lm-eval's command line reads gen_length=-4 as the float -4.0: the refusal says -4
+    with pytest.raises(UnmaskError, match=r"gen_length: must be >= 1, got -4$"):
+        UnmaskLM.create_from_arg_obj({"pretrained": str(llada_dir), "gen_length": -4.0})
 
 
 def test_lm_eval_command_line_refuses_bad_args_in_one_line(llada_dir, tmp_path):

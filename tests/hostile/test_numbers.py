@@ -89,3 +89,9 @@ def test_a_huge_ramp_rate_decodes_as_a_large_one(toy, rate):
                    DecodeConfig(), seed=1) for r in (rate, "100")]
     assert torch.equal(runs[0].tokens, runs[1].tokens)
     assert torch.equal(runs[0].nfe, runs[1].nfe)
+
+
+@pytest.mark.parametrize("samples", [10**9, 2**63])
+def test_infill_refuses_more_draws_than_a_run_holds_before_building_them(run, samples):
+    run("infill", "--model", "protein", "--template", "M<mask:2>",
+        "--samples", samples).refused("--samples")

@@ -12,6 +12,7 @@ from unmask.commands.flags.request import request_from_args
 from unmask.commands.flags.sampler import sampler_text
 from unmask.commands.flags.types import flags_for
 from unmask.commands.registry import command
+from unmask.errors import UnmaskError
 from unmask.infill import context_change, infill
 from unmask.models.auto import load_model
 from unmask.presets import model_preset_spec
@@ -30,10 +31,17 @@ def _warn_normalised(model, templates: list[str]) -> None:
             return
 
 
+#: draws one run decodes at most (templates x --samples)
+MAX_DRAWS = 1_000_000
+
+
 @command("infill")
 def infill_cmd(args: argparse.Namespace) -> int:
     templates = (args.template if args.template is not None
                  else read_items(args.file, "template", plain_lines=True))
+    if len(templates) * args.samples > MAX_DRAWS:
+        raise UnmaskError(f"--samples: {len(templates)} template(s) x {args.samples} draws "
+                          f"exceed {MAX_DRAWS:,} draws in one run")
     templates = [t for t in templates for _ in range(args.samples)]
     sampler = sampler_text(args)
     if args.preset is not None:  # a model may have its own (unmask.presets.MODEL_PRESETS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from unmask.commands.flags.constraint import NAMES, constraint_from_args
 from unmask.commands.flags.engine import resolve_device
 from unmask.commands.flags.paths import read_items
 from unmask.commands.flags.request import request_from_args
@@ -20,14 +21,15 @@ def generate_cmd(args: argparse.Namespace) -> int:
 
     prompts = (args.prompt if args.prompt is not None
                else read_items(args.file, "prompt", plain_lines=False))
-    request = request_from_args(args, sampler_text(args))  # refused before the model loads
+    # refused before the model loads
+    request = request_from_args(args, sampler_text(args), constraint=constraint_from_args(args))
     device = resolve_device(args.device)
     options = {"trust_remote_code": args.trust_remote_code, "device": device}
     if args.dtype:
         options["dtype"] = args.dtype
     model = load_model(args.model, task="text", **options)
     with flags_for("block_length", "gen_length", "steps", "batch_size", "sampler",
-                   "min_new_tokens", "cache_kv"):
+                   "min_new_tokens", "cache_kv", *NAMES):
         results = generate(model, None, prompts, request)
     for r in results:
         if args.json:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from unmask.commands.flags.constraint import NAMES, constraint_from_args
 from unmask.commands.flags.engine import resolve_device
 from unmask.commands.flags.paths import read_items
 from unmask.commands.flags.request import request_from_args
@@ -46,14 +47,15 @@ def infill_cmd(args: argparse.Namespace) -> int:
     sampler = sampler_text(args)
     if args.preset is not None:  # a model may have its own (unmask.presets.MODEL_PRESETS)
         sampler = model_preset_spec(args.preset, args.model)
-    request = request_from_args(args, sampler)  # refused before the model loads
+    # refused before the model loads
+    request = request_from_args(args, sampler, constraint=constraint_from_args(args))
     options = {"device": resolve_device(args.device)}
     if args.trust_remote_code:
         options["trust_remote_code"] = True
     if args.dtype:
         options["dtype"] = args.dtype
     model = load_model(args.model, **options)
-    with flags_for("block_length", "steps", "batch_size", "sampler"):
+    with flags_for("block_length", "steps", "batch_size", "sampler", *NAMES):
         results = infill(model, templates, request=request)
     _warn_normalised(model, templates)
     for i, r in enumerate(results):

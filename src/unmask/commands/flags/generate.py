@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from unmask.commands.flags.constraint import add_constraint_args
 from unmask.commands.flags.engine import add_device_arg
 from unmask.commands.flags.sampler import add_sampler_arg
 from unmask.commands.flags.threads import add_threads_arg
@@ -49,6 +50,7 @@ def generate(p: argparse.ArgumentParser) -> None:
                    help="round a batch's prompt slots up to a multiple of M (default: the "
                         "longest prompt; the server rounds to whole blocks)")
     add_cache_kv_arg(p)
+    add_constraint_args(p)
     add_folder_model_args(p)
     add_pass_args(p)
     add_threads_arg(p)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from unmask.commands.flags.constraint import add_constraint_args
 from unmask.commands.flags.engine import add_device_arg
 from unmask.commands.flags.sampler import add_sampler_arg
 from unmask.commands.flags.threads import add_threads_arg
@@ -43,6 +44,7 @@ def infill(p: argparse.ArgumentParser) -> None:
                         "--temperature > 0 for different draws)")
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="templates per batch (all)")
+    add_constraint_args(p, "whole filled template (given text included)")
     add_folder_model_args(p)
     add_pass_args(p)
     add_threads_arg(p)

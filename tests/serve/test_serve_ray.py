@@ -44,5 +44,10 @@ def test_two_ray_serve_replicas_answer_as_generate_alone():
                                            temperature=temperature, seed=seed, stream=True,
                                            extra_body=extra)
         assert "".join(c.choices[0].text for c in chunks if c.choices) == got[0][0]
+        from serve_helpers import post
+
+        status, out, _ = post(port, "/v1/completions", {"model": "text", "prompt": "hi"},
+                              headers={"Host": "evil.example"})  # the replicas' Host check
+        assert status == 400 and out["error"]["code"] == "host_not_allowed"
     finally:
         ray_app.stop()

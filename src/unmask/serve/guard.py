@@ -170,6 +170,12 @@ def protocol_class(limits: ConnectionLimits) -> type[GuardedH11]:
     return type("GuardedH11", (GuardedH11,), {"limits": limits})
 
 
+def allowed_hosts(host: str, extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """The names a server bound to ``host`` answers to, besides IP literals and
+    ``localhost``: ``host`` and the operator's ``extra`` (``--allow-host``)."""
+    return frozenset(h.lower() for h in (host, *extra))
+
+
 def host_allowed(host: bytes | None, allowed: frozenset[str]) -> bool:
     """Whether a ``Host`` header names this server: an IP literal, ``localhost``, or a name
     in ``allowed`` (``*`` in it: any); the port is not checked."""

@@ -17,9 +17,11 @@ from unmask.errors import UnmaskError
 from unmask.serve.options import ServeOptions
 
 
-def deployment(options: ServeOptions, replicas: int):
+def deployment(options: ServeOptions, replicas: int, host: str = "127.0.0.1"):
     """The bound Ray Serve application: ``replicas`` replicas of the server, each reserving
-    ``options.threads`` CPUs (and one GPU with a cuda device)."""
+    ``options.threads`` CPUs (and one GPU with a cuda device), answering only the names of
+    ``host`` (:class:`~unmask.serve.guard.HostCheck`; the connections' own limits are Ray
+    Serve's proxy's)."""
     from ray import serve
 
     threads = options.threads or 1
@@ -28,10 +30,13 @@ def deployment(options: ServeOptions, replicas: int):
         import torch
 
         from unmask.serve.app import create_app
+        from unmask.serve.guard import HostCheck, allowed_hosts
         from unmask.serve.jobs import ServedModel
 
         torch.set_num_threads(threads)
-        return create_app(ServedModel.load(options))
+        app = create_app(ServedModel.load(options))
+        app.add_middleware(HostCheck, allowed=allowed_hosts(host, options.allow_hosts))
+        return app
 
     gpus = 1 if str(options.device).startswith("cuda") else 0
     replica = serve.deployment(
@@ -55,7 +60,7 @@ def start(options: ServeOptions, host: str, port: int, replicas: int) -> None:
     if not ray.is_initialized():
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, **kwargs)
     serve.start(http_options={"host": host, "port": port})
-    serve.run(deployment(options, replicas), name="unmask", route_prefix="/")
+    serve.run(deployment(options, replicas, host), name="unmask", route_prefix="/")
 
 
 def stop() -> None:

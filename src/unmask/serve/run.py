@@ -21,11 +21,11 @@ def uvicorn_config(app, options: ServeOptions, host: str, port: int, log_level: 
     protocol under the options' connection limits (:mod:`unmask.serve.guard`)."""
     import uvicorn
 
-    from unmask.serve.guard import ConnectionLimits, HostCheck, protocol_class
+    from unmask.serve.guard import ConnectionLimits, HostCheck, allowed_hosts, protocol_class
 
     limits = ConnectionLimits(options.header_timeout_s, options.body_timeout_s,
                               options.max_header_bytes, options.max_connections)
-    allowed = frozenset(h.lower() for h in (host, *options.allow_hosts))
+    allowed = allowed_hosts(host, options.allow_hosts)
     return uvicorn.Config(HostCheck(app, allowed), host=host, port=port, log_level=log_level,
                           http=protocol_class(limits),
                           h11_max_incomplete_event_size=options.max_header_bytes + H11_SLACK,

@@ -5,11 +5,9 @@ their modules on first use, so that ``import unmask`` (and the command line's ``
 not load torch.
 """
 
-from __future__ import annotations
-
-import importlib
-import sys
-import types
+import importlib as _importlib
+import sys as _sys
+import types as _types
 
 __version__ = "0.1.0"
 
@@ -32,28 +30,30 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-class _Package(types.ModuleType):
+class _Package(_types.ModuleType):
     """The package, whose ``decode``, ``generate`` and ``infill`` are the functions: the
     import system binds a submodule to its package's attribute once loaded, and here the
     function of that name is bound in its place (as an eager ``from unmask.decode import
     decode`` did)."""
 
     def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == value.__name__:
+        if isinstance(value, _types.ModuleType) and _EXPORTS.get(name) == value.__name__:
             value = getattr(value, name)
         super().__setattr__(name, value)
 
 
-sys.modules[__name__].__class__ = _Package
+_sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'unmask' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    value = getattr(_importlib.import_module(_EXPORTS[name]), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    """The public names, each once: the exports and ``__version__`` (nothing private, no name
+    the module itself imports, the same whatever has been loaded)."""
+    return sorted({*_EXPORTS, "__version__"})

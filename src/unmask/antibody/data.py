@@ -134,8 +134,19 @@ def load_heavy_chains(split: str = "train", species: tuple[str, ...] | None = No
     return chains
 
 
+def heavy_chains(chains, name: str = "chains") -> list[HeavyChain]:
+    """``chains`` as a list of :class:`HeavyChain` records, or one line saying that is what
+    is expected (:func:`load_heavy_chains` gives them)."""
+    chains = list(chains) if isinstance(chains, (list, tuple)) else chains
+    require(isinstance(chains, list) and all(isinstance(c, HeavyChain) for c in chains),
+            f"{name}: expected a list of HeavyChain records (unmask.antibody."
+            f"load_heavy_chains(...)), got {type(chains).__name__}")
+    return chains
+
+
 def training_corpus(chains: list[HeavyChain]) -> str:
     """The residue strings of ``chains`` joined as ``[SEP][CLS]`` (text for ``unmask mi fit
     --corpus`` with AntiBERTy: a window that spans two chains sees their boundary as the
     model's own special tokens)."""
+    chains = heavy_chains(chains)
     return "[SEP][CLS]".join(c.sequence for c in chains) + "\n"

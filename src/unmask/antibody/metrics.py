@@ -92,6 +92,8 @@ def mean_pairwise_identity(sequences: Sequence[str]) -> float:
     """Mean over the pairs of a set of residue strings of their identity: residues equal at
     the same position, over the longer length (no alignment; positions past the shorter end
     count as different). 1 for identical copies; ~0.05 for random strings of 20 letters."""
+    require(isinstance(sequences, (list, tuple)) and all(isinstance(s, str) for s in sequences),
+            f"sequences: expected a list of residue strings, got {type(sequences).__name__}")
     require(len(sequences) >= 2, "sequences: identity needs at least 2")
     width = max(len(s) for s in sequences)
     x = np.full((len(sequences), width), -1, dtype=np.int64)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from unmask.antibody.data import CDRS, HeavyChain
+from unmask.antibody.data import CDRS, HeavyChain, heavy_chains
 from unmask.errors import require
 from unmask.validation import is_int
 
@@ -64,7 +64,7 @@ def cdr_infilling(chains: list[HeavyChain], regions: tuple[str, ...] = CDRS
     """Mask the residues of ``regions`` (IMGT CDR1 27-38, CDR2 56-65 and the germline start
     of CDR3 105-106 by default) in each chain; the framework is given."""
     cases = []
-    for c in chains:
+    for c in heavy_chains(chains):
         masked = c.region_mask(regions)
         require(masked.any(), f"{c.name}: no residue in {', '.join(regions)}")
         cases.append(InfillCase(c.name, make_template(c.sequence, masked), c.sequence, masked))
@@ -76,6 +76,7 @@ def random_masking(chains: list[HeavyChain], ratio: float | tuple[float, float] 
     """Mask round(r * L) residues of each chain (at least 1), at positions drawn at random;
     r is ``ratio`` or uniform in ``[lo, hi)``. Chain i draws from a generator keyed by
     (seed, i), so a case does not depend on the others."""
+    chains = heavy_chains(chains)
     lo, hi = (ratio, ratio) if isinstance(ratio, (int, float)) else ratio
     require(0.0 < lo <= hi <= 1.0, f"ratio: need 0 < lo <= hi <= 1, got {ratio}")
     cases = []
@@ -91,7 +92,8 @@ def random_masking(chains: list[HeavyChain], ratio: float | tuple[float, float] 
 
 def length_distribution(chains: list[HeavyChain]) -> dict[int, float]:
     """{length: share} of the chains' residue counts (the natural lengths)."""
-    lengths, counts = np.unique([len(c.sequence) for c in chains], return_counts=True)
+    lengths, counts = np.unique([len(c.sequence) for c in heavy_chains(chains)],
+                                return_counts=True)
     return {int(n): float(k / counts.sum()) for n, k in zip(lengths, counts, strict=True)}
 
 

@@ -29,6 +29,8 @@ def arithmetic_model_config(fmt: EquationFormat | None = None, **overrides) -> T
     """The shipped multiplication architecture: 3 layers, d=64, learned positions (about 0.1M
     parameters, 0.4 MB of weights)."""
     fmt = fmt or EquationFormat()
+    require(isinstance(fmt, EquationFormat), f"fmt: expected an EquationFormat (e.g. "
+                                             f"EquationFormat(2, 1)), got {type(fmt).__name__}")
     base = dict(vocab_size=VOCAB_SIZE, mask_id=MASK_ID, max_length=fmt.length, d_model=64,
                 n_layers=3, n_heads=4, d_ff=128, position="learned",
                 task=f"multiplication-{fmt.a_digits}x{fmt.b_digits}")
@@ -38,7 +40,9 @@ def arithmetic_model_config(fmt: EquationFormat | None = None, **overrides) -> T
 
 def format_of(model: MDMTransformer) -> EquationFormat:
     """The equation format a multiplication model was trained on (from its config.task)."""
-    task = model.config.task
+    task = getattr(getattr(model, "config", None), "task", None)
+    require(isinstance(task, str), "model: expected a multiplication model "
+                                   f"(load_model('arithmetic')), got {type(model).__name__}")
     require(task.startswith("multiplication-"),
             f"model: expected a multiplication model, got task {task!r}")
     a, b = task.removeprefix("multiplication-").split("x")

@@ -47,6 +47,8 @@ for _i, _a in enumerate(AMINO_ACIDS):
 
 def encode(sequence: str) -> np.ndarray:
     """(L,) int64 tokens of an amino-acid string (upper case, the 20 standard letters)."""
+    require(isinstance(sequence, str), "sequence: expected a string of the 20 standard amino "
+                                       f"acids ({AMINO_ACIDS}), got {type(sequence).__name__}")
     codes = _LOOKUP[np.frombuffer(sequence.encode("ascii", "replace"), dtype=np.uint8)]
     if (codes < 0).any():
         bad = sequence[int(np.argmax(codes < 0))]
@@ -55,10 +57,15 @@ def encode(sequence: str) -> np.ndarray:
 
 
 def decode_tokens(tokens: torch.Tensor) -> list[str]:
-    """Strings of (B, N) tokens: residues as letters, MASK as '?', PAD dropped."""
+    """Strings of (B, N) tokens (torch or numpy): residues as letters, MASK as '?', PAD
+    dropped."""
+    rows = tokens.detach().cpu().numpy() if isinstance(tokens, torch.Tensor) else np.asarray(
+        tokens if isinstance(tokens, (list, tuple, np.ndarray)) else None)
+    require(rows.dtype.kind in "iu" and rows.ndim == 2,
+            f"tokens: expected protein token ids (B, N), got {type(tokens).__name__}")
     chars = np.array(list(AMINO_ACIDS + "?"), dtype="<U1")
     out = []
-    for row in tokens.cpu().numpy():
+    for row in rows:
         row = row[row != PAD_ID]
         out.append("".join(chars[np.minimum(row, MASK_ID)]))
     return out
@@ -77,8 +84,11 @@ def padded_rows(sequences: list[np.ndarray], max_length: int = MAX_LENGTH) -> to
 def generation_inputs(lengths: torch.Tensor | np.ndarray, max_length: int = MAX_LENGTH
                       ) -> torch.Tensor:
     """(B, max_length) long: MASK on the first ``lengths[b]`` positions, PAD after."""
-    lengths = torch.as_tensor(np.asarray(lengths), dtype=torch.long)
-    require(lengths.dim() == 1, "lengths: expected a 1-D array")
+    arr = np.asarray(lengths.cpu() if isinstance(lengths, torch.Tensor) else lengths)
+    require(arr.dtype.kind in "iu" and arr.ndim == 1,
+            f"lengths: expected a 1-D array of integers, got {type(lengths).__name__}"
+            + (f" of {arr.dtype}" if arr.dtype != object else ""))
+    lengths = torch.as_tensor(arr, dtype=torch.long)
     if lengths.numel():
         lo, hi = int(lengths.min()), int(lengths.max())
         require(lo >= 1 and hi <= max_length,

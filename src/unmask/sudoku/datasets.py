@@ -23,11 +23,13 @@ with ``#`` are comments.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from unmask.errors import UnmaskError
 from unmask.sudoku.parse import (
     SudokuParseError,
     grid_from_cells,
@@ -117,6 +119,9 @@ def write_set(path: str | Path, kind: str, n: int, seed: int) -> None:
 
 def set_path(name_or_path: str | Path) -> Path:
     """Packaged file of test set 'hard' or 'medium', or the given path."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise UnmaskError(f"set: expected {' or '.join(map(repr, TEST_SET_KINDS))} or a puzzle "
+                          f"file path, got {type(name_or_path).__name__}")
     if str(name_or_path) in TEST_SET_KINDS:
         return DATA_DIR / f"{name_or_path}.txt"
     return Path(name_or_path)

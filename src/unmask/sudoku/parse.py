@@ -18,50 +18,22 @@ Errors raise :class:`SudokuParseError` (a ``ValueError``) with a one-line messag
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from unmask.errors import UnmaskError
+from unmask.sudoku.grids import SudokuParseError, as_grids, cell_name, grid_from_cells
 from unmask.sudoku.solver import UNITS, count_solutions
-
-
-class SudokuParseError(UnmaskError):
-    """A puzzle text is malformed, its clues contradict each other, or it has no solution."""
-
-
-_CELL_VALUE = np.full(256, -1, dtype=np.int8)
-_CELL_VALUE[ord("0")] = 0
-_CELL_VALUE[ord(".")] = 0
-for _d in range(1, 10):
-    _CELL_VALUE[ord(str(_d))] = _d
-del _d
 
 _ROW_SEPARATORS = str.maketrans("", "", " \t|")
 _SEPARATOR_LINE_CHARS = set("-+=| \t")
 
 
 def _where(index: int) -> str:
-    return f"row {index // 9 + 1}, column {index % 9 + 1}"
-
-
-def grid_from_cells(cells: str, context: str = "") -> np.ndarray:
-    """(81,) int8 from exactly 81 cell characters; ``context`` prefixes error messages."""
-    if len(cells) != 81:
-        raise SudokuParseError(f"{context}expected 81 cells, got {len(cells)}")
-    raw = cells.encode("utf-8", errors="replace")
-    if len(raw) == 81:
-        values = _CELL_VALUE[np.frombuffer(raw, dtype=np.uint8)]
-        if (values >= 0).all():
-            return values.copy()
-    for i, ch in enumerate(cells):
-        if not (ch.isascii() and _CELL_VALUE[ord(ch)] >= 0):
-            raise SudokuParseError(
-                f"{context}bad character {ch!r} at position {i + 1} ({_where(i)}); "
-                "expected 1-9, 0 or '.'"
-            )
-    raise AssertionError("unreachable")
+    return cell_name(index)
 
 
 def _is_separator_line(line: str) -> bool:
@@ -74,9 +46,10 @@ def _unit_name(u: int) -> str:
 
 
 def check_clues(grid, context: str = "", what: str = "clues contradict") -> None:
-    """Raise SudokuParseError if two equal digits share a row, column or box of grid (81,);
-    ``what`` opens the message after ``context``."""
-    g = np.asarray(grid)
+    """Raise SudokuParseError if two equal digits share a row, column or box of grid (81,)
+    (:func:`unmask.sudoku.grids.as_grids`: a puzzle string too); ``what`` opens the message
+    after ``context``."""
+    g = as_grids(grid, "grid")[0][0]
     for u, cells in enumerate(UNITS):
         values = g[cells]
         for d in range(1, 10):
@@ -125,6 +98,12 @@ def puzzle_and_solution(fields: list[str], context: str = "") -> tuple[np.ndarra
     return puzzle, solution
 
 
+def _require_text(text) -> None:
+    if not isinstance(text, str):
+        raise SudokuParseError("text: expected a puzzle string (81 cells: 1-9, with 0 or . for "
+                               f"blanks, or 9 lines of 9), got {type(text).__name__}")
+
+
 def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
     """All puzzles in a text, (n, 81) int8 with 0 for blanks.
 
@@ -134,6 +113,7 @@ def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
     contradict each other and puzzles without a solution raise SudokuParseError; several
     solutions are allowed.
     """
+    _require_text(text)
     puzzles: list[np.ndarray] = []
     contexts: list[str] = []
     pending: list[tuple[int, str]] = []
@@ -175,6 +155,7 @@ def parse_puzzles(text: str, check: bool = True) -> np.ndarray:
 
 def parse_puzzle(text: str, check: bool = True) -> np.ndarray:
     """One puzzle (81,) int8 from an 81-cell line or a 9-line grid."""
+    _require_text(text)
     stripped = text.removeprefix(BOM).strip()
     if not stripped:
         raise SudokuParseError("empty puzzle: expected 81 cells")
@@ -199,6 +180,9 @@ STDIN = "-"
 def read_text(path: str | Path) -> str:
     """The text of a puzzle file (``-``: standard input), UTF-8 with an optional byte-order
     mark dropped; a missing, unreadable, binary or non-UTF-8 file raises SudokuParseError."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise SudokuParseError(f"path: expected a puzzle file path (or '-'), got "
+                               f"{type(path).__name__}")
     try:
         if str(path) == STDIN:
             stream = sys.stdin
@@ -234,12 +218,14 @@ def read_puzzles(path: str | Path, check: bool = True) -> np.ndarray:
 
 
 def to_string(grid, blank: str = ".") -> str:
-    """81 characters for grid (81,), ``blank`` ('.' or '0') for empty cells."""
+    """81 characters for grid (81,) (:func:`unmask.sudoku.grids.as_grids`: a puzzle string
+    too), ``blank`` ('.' or '0') for empty cells."""
     if blank not in (".", "0"):
         raise ValueError(f"blank must be '.' or '0', got {blank!r}")
-    g = np.asarray(grid).reshape(-1)
-    if g.shape != (81,):
-        raise ValueError(f"grid must have 81 cells, got shape {np.shape(grid)}")
+    g, single = as_grids(grid, "grid")
+    if not single:
+        raise UnmaskError(f"grid: expected one grid (81,), got shape {g.shape}")
+    g = g[0]
     return "".join(blank if d == 0 else str(int(d)) for d in g)
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from unmask.sudoku.grids import as_grids
+
 ALL_CANDIDATES = 0x1FF  # digits 1..9 as bits 0..8
 MAX_DEPTH = 82  # each branch level fixes at least one more cell
 
@@ -395,16 +397,9 @@ def _singles_schedule_batch(puzzles, schedules, rounds):
 
 
 def _as_grids(grids, name: str = "grids") -> tuple[np.ndarray, bool]:
-    """(B, 81) int8 C-contiguous copy-if-needed of ``grids``, and whether the input was 1-D."""
-    arr = np.asarray(grids)
-    single = arr.ndim == 1
-    if single:
-        arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] != 81:
-        raise ValueError(f"{name} must have shape (81,) or (B, 81), got {np.shape(grids)}")
-    if arr.size and (arr.min() < 0 or arr.max() > 9):
-        raise ValueError(f"{name} values must be 0 (blank) or digits 1..9")
-    return np.ascontiguousarray(arr, dtype=np.int8), single
+    """(B, 81) int8 C-contiguous grids and whether one was given
+    (:func:`unmask.sudoku.grids.as_grids`: puzzle strings or integer arrays)."""
+    return as_grids(grids, name)
 
 
 def _seed_u64(seed: int) -> np.uint64:
@@ -444,12 +439,13 @@ def solve_batch(grids) -> tuple[np.ndarray, np.ndarray]:
 
 
 def solve(grid) -> np.ndarray | None:
-    """Solve one puzzle (81,): its (81,) int8 solution, or None if it has none."""
-    arr = np.asarray(grid)
-    if arr.ndim != 1:
+    """Solve one puzzle (81,) (or its 81-character string): its (81,) int8 solution, or None
+    if it has none."""
+    arr, single = _as_grids(grid, "grid")
+    if not single:
         raise ValueError(f"solve takes one grid of shape (81,), got {arr.shape}; "
                          "use solve_batch for (B, 81)")
-    solutions, solved = solve_batch(arr[None, :])
+    solutions, solved = solve_batch(arr)
     return solutions[0] if solved[0] else None
 
 
@@ -547,19 +543,14 @@ _DIGITS = np.arange(1, 10, dtype=np.int8)
 
 def is_valid_solution(grids, puzzles=None) -> np.ndarray:
     """(B,) bool: each grid is complete, every row, column and box holds 1..9 once, and (if
-    ``puzzles`` (B, 81) is given) every clue of the puzzle is kept. Accepts (81,) inputs too.
+    ``puzzles`` (B, 81) is given) every clue of the puzzle is kept. Accepts (81,) inputs and
+    puzzle strings too (:func:`unmask.sudoku.grids.as_grids`).
     """
-    g = np.asarray(grids)
-    if g.ndim == 1:
-        g = g[None, :]
-    if g.ndim != 2 or g.shape[1] != 81:
-        raise ValueError(f"grids must have shape (81,) or (B, 81), got {np.shape(grids)}")
+    g, _ = _as_grids(grids)
     units = np.sort(g[:, UNITS], axis=-1)  # (B, 27, 9)
     ok = (units == _DIGITS).all(axis=(1, 2))
     if puzzles is not None:
-        p = np.asarray(puzzles)
-        if p.ndim == 1:
-            p = p[None, :]
+        p, _ = _as_grids(puzzles, "puzzles")
         if p.shape != g.shape:
             raise ValueError(f"puzzles shape {p.shape} does not match grids shape {g.shape}")
         ok &= ((p == 0) | (p == g)).all(axis=1)

@@ -5,16 +5,24 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from unmask.errors import UnmaskError
+from unmask.sudoku.grids import as_grids
+
 MASK_ID = 9
 VOCAB_SIZE = 10
 NUM_CELLS = 81
 
 
 def grid_to_tokens(grids) -> torch.Tensor:
-    """Grids (..., 81) with 0 = blank, 1..9 = digits (numpy or torch) -> torch.long tokens of
-    the same shape, blanks becoming MASK_ID. A torch input keeps its device."""
-    g = grids if isinstance(grids, torch.Tensor) else torch.from_numpy(np.asarray(grids))
-    g = g.long()
+    """Grids (..., 81) with 0 = blank, 1..9 = digits (numpy or torch), or puzzle strings as the
+    command line reads them (81 characters, 0 or . for blanks; one, or a list: (81,) or
+    (B, 81) tokens) -> torch.long tokens, blanks becoming MASK_ID. A torch input keeps its
+    device and shape."""
+    if isinstance(grids, torch.Tensor):
+        g = grids.long()
+    else:
+        arr, single = as_grids(grids)
+        g = torch.from_numpy(arr[0] if single else arr).long()
     if g.shape[-1] != NUM_CELLS:
         raise ValueError(f"grids must end in {NUM_CELLS} cells, got shape {tuple(g.shape)}")
     if g.numel() and (g.min() < 0 or g.max() > 9):
@@ -27,7 +35,10 @@ def tokens_to_grid(tokens) -> np.ndarray:
     if isinstance(tokens, torch.Tensor):
         t = tokens.detach().to("cpu").numpy()
     else:
-        t = np.asarray(tokens)
+        t = np.asarray(tokens if isinstance(tokens, (list, tuple, np.ndarray)) else None)
+    if t.dtype.kind not in "iu" or t.ndim == 0:
+        raise UnmaskError(f"tokens: expected token ids 0..{MASK_ID} of shape (..., 81) "
+                          f"(numpy or torch), got {type(tokens).__name__}")
     if t.shape[-1] != NUM_CELLS:
         raise ValueError(f"tokens must end in {NUM_CELLS} cells, got shape {t.shape}")
     if t.size and (t.min() < 0 or t.max() > MASK_ID):

@@ -91,3 +91,12 @@ def test_a_chat_too_long_is_refused_naming_the_messages(text_server):
                           {"model": "text", "max_tokens": 8,
                            "messages": [{"role": "user", "content": "word " * 400}]})
     assert status == 400 and out["error"]["message"].startswith("messages (templated): ")
+
+
+def test_a_preset_is_the_served_models_own_where_it_has_one(text_server, monkeypatch):
+    from unmask.presets import MODEL_PRESETS, Preset
+    from unmask.serve.jobs import Decoding
+
+    monkeypatch.setitem(MODEL_PRESETS, "text", {"fast": Preset("topk:k=3", "a test", "")})
+    assert text_server.served.sampler(Decoding(preset="fast")) == "topk:k=3"
+    assert text_server.served.sampler(Decoding(preset="quality")) == "confidence"

@@ -28,7 +28,7 @@ from unmask.generate import (
 from unmask.infill import plan_infill
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
-from unmask.presets import preset_spec
+from unmask.presets import model_preset_spec
 from unmask.request import LLADA_NAMES, with_steps
 from unmask.samplers.mi_guided import NoEstimator
 from unmask.samplers.requests import check_request_spec
@@ -141,8 +141,8 @@ class ServedModel:
         """The canonical spec a request decodes with."""
         require(d.sampler is None or d.preset is None, "sampler: give sampler or preset, "
                                                        "not both")
-        if d.preset is not None:
-            return operator_sampler(preset_spec(d.preset))
+        if d.preset is not None:  # the served model's own preset where it has one
+            return operator_sampler(model_preset_spec(d.preset, self.options.model))
         if d.sampler is None:
             return self.default_sampler
         spec = request_sampler(d.sampler)

@@ -10,8 +10,8 @@ import transformers
 
 from unmask import UnmaskError, decode
 from unmask.models.auto import load_model
+from unmask.models.esm import EsmMaskedModel
 from unmask.models.hf import HFMaskedModel
-from unmask.protein.esm import EsmMaskedModel
 from unmask.protein.model import load_protein_model
 from unmask.protein.tokens import AMINO_ACIDS, PAD_ID, generation_inputs
 

@@ -6,11 +6,19 @@ import torch
 
 from unmask import UnmaskError
 from unmask.decode import decode
+from unmask.models.base import ResidueAlphabet
 from unmask.protein.model import load_protein_model
-from unmask.protein.tokens import AMINO_ACIDS, MASK_ID, PAD_ID, encode, generation_inputs
+from unmask.protein.tokens import (
+    AMINO_ACIDS,
+    MASK_ID,
+    PAD_ID,
+    PROTEIN_RESIDUES,
+    encode,
+    generation_inputs,
+)
 
 transformers = pytest.importorskip("transformers")
-from unmask.protein.esm import ESM2_ALPHABET, EsmMaskedModel  # noqa: E402
+from unmask.models.esm import ESM2_ALPHABET, EsmMaskedModel  # noqa: E402
 
 # ESM's alphabet in a shuffled order: the adapter must read ids from vocab.txt, not assume them
 VOCAB = list(np.random.default_rng(0).permutation(ESM2_ALPHABET))
@@ -45,7 +53,7 @@ def direct_logits(esm, residues_with_mask: str):
 
 def test_logits_match_esm_run_by_hand_and_padding_changes_nothing(checkpoint):
     path, esm = checkpoint
-    model = EsmMaskedModel.from_pretrained(path)
+    model = EsmMaskedModel.from_pretrained(path, residues=PROTEIN_RESIDUES)
     assert model.max_length == 64 and model.hidden_size == 16
     seq = "MKVLA?DE??W"
     x = generation_inputs(np.array([len(seq)]), model.max_length)
@@ -77,14 +85,28 @@ def test_decoding_with_esm_fills_the_given_lengths(checkpoint):
 def test_default_alphabet_and_bad_checkpoints(tmp_path):
     write_checkpoint(tmp_path / "plain", vocab=list(ESM2_ALPHABET), layers=1)
     (tmp_path / "plain" / "vocab.txt").unlink()
-    model = EsmMaskedModel.from_pretrained(tmp_path / "plain")
+    model = EsmMaskedModel.from_pretrained(tmp_path / "plain", residues=PROTEIN_RESIDUES)
     assert model.to_esm.tolist()[:2] == [ESM2_ALPHABET.index("A"), ESM2_ALPHABET.index("C")]
     no_w = [t if t != "W" else "<null_2>" for t in ESM2_ALPHABET]
     write_checkpoint(tmp_path / "now", vocab=no_w, layers=1)
     with pytest.raises(UnmaskError, match="vocab: the checkpoint's vocabulary has no 'W'"):
-        EsmMaskedModel.from_pretrained(tmp_path / "now")
+        EsmMaskedModel.from_pretrained(tmp_path / "now", residues=PROTEIN_RESIDUES)
     (tmp_path / "now" / "vocab.txt").write_text("A\nC\n")
     with pytest.raises(UnmaskError, match="vocab: 2 tokens but the model's vocab_size is 33"):
-        EsmMaskedModel.from_pretrained(tmp_path / "now")
+        EsmMaskedModel.from_pretrained(tmp_path / "now", residues=PROTEIN_RESIDUES)
     with pytest.raises(UnmaskError, match="has no config.json"):
-        EsmMaskedModel.from_pretrained(tmp_path)
+        EsmMaskedModel.from_pretrained(tmp_path, residues=PROTEIN_RESIDUES)
+
+
+def test_the_adapter_speaks_the_residues_it_is_given(checkpoint):
+    """The ESM adapter lives in the model layer and knows no task: given another alphabet
+    it reads and scores that one (ids: its letters, then MASK and PAD)."""
+    path, esm = checkpoint
+    four = ResidueAlphabet("ACDE", 4, 5)
+    model = EsmMaskedModel.from_pretrained(path, residues=four, task="four")
+    assert (model.vocab_size, model.mask_id, model.real_token_ids) == (6, 4, (0, 1, 2, 3))
+    assert model.task == "four" and model.residues is four
+    x = torch.tensor([[0, 4, 3, 5, 5]])  # A ? E, then PAD
+    ref = direct_logits(esm, "A?E")
+    cols = [VOCAB.index(a) for a in "ACDE"] + [VOCAB.index("<mask>"), VOCAB.index("<pad>")]
+    assert torch.allclose(model(x).logits[0, :3], ref[:, cols], atol=1e-5)

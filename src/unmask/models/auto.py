@@ -5,7 +5,7 @@ config.json            class                                           task
 =====================  ==============================================  =========
 ``mdm-transformer``    :class:`~unmask.models.transformer.MDMTransformer`  config's
   ... task 'protein'   :class:`~unmask.protein.model.ProteinMDM`      protein
-``esm`` / ``esmc``     :class:`~unmask.protein.esm.EsmMaskedModel`    protein
+``esm`` / ``esmc``     :class:`~unmask.models.esm.EsmMaskedModel`     protein
 any other             :class:`~unmask.models.hf.HFMaskedModel`        text
 ``transformers`` one
 =====================  ==============================================  =========
@@ -33,10 +33,11 @@ from unmask.tasks import task_family
 
 #: options for transformers folders (see HFMaskedModel.from_pretrained)
 HF_OPTIONS = {"dtype", "device", "trust_remote_code", "hidden_layer", "mask_id"}
-#: config kinds whose model class a task package owns -> its module, whose
-#: ``load_folder(path, meta)`` (meta: the config.json read here)
-#: loads and checks one (imported on use: the model layer depends on no task)
-TASK_MODELS = {"protein": "unmask.protein.model", "esm": "unmask.protein.esm"}
+#: config kinds whose models a task package loads -> (its module, the function ``f(path,
+#: meta)`` that loads and checks one; meta: the config.json read here), imported on use: the
+#: model layer depends on no task (ESM checkpoints speak the protein task's residues)
+TASK_MODELS = {"protein": ("unmask.protein.model", "load_folder"),
+               "esm": ("unmask.protein.model", "load_esm_folder")}
 #: config kinds that are not decodable models, and what they are
 NOT_MODELS = {"mi-estimator": "an MI estimator", "corrector": "a corrector"}
 #: model names whose folder is converted from an installed package -> that folder's maker
@@ -111,7 +112,8 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, task: str | Non
     if kind == "mdm-transformer":
         model = MDMTransformer.from_pretrained(path, meta=meta)
     elif kind in TASK_MODELS:
-        model = importlib.import_module(TASK_MODELS[kind]).load_folder(path, meta)
+        module, loader = TASK_MODELS[kind]
+        model = getattr(importlib.import_module(module), loader)(path, meta)
     elif kind == "hf":
         model = HFMaskedModel.from_pretrained(path, meta=meta, **hf_options)
     else:

@@ -132,6 +132,18 @@ class ResidueAlphabet:
     what: str = "residues"
 
 
+def check_padded_tokens(tokens, check_rest, residues: ResidueAlphabet) -> None:
+    """Validate (B, N) residue tokens: ``residues``' PAD only as a suffix of each row,
+    everything else checked by ``check_rest`` (the model's own check) with PAD read as MASK."""
+    if isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.numel():
+        pad = tokens == residues.pad_id
+        # a PAD followed by a non-PAD would put a residue after the sequence's end
+        if bool((pad[:, :-1] & ~pad[:, 1:]).any()):
+            raise UnmaskError("tokens: PAD must only follow the residues (a suffix of each row)")
+        tokens = tokens.masked_fill(pad, residues.mask_id)
+    check_rest(tokens)
+
+
 class MaskedModel(nn.Module):
     """A masked diffusion model: tokens (B, N) long -> :class:`ModelOutput`.
 

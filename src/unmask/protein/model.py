@@ -11,6 +11,7 @@ import torch
 from unmask.errors import require
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
+from unmask.models.esm import EsmMaskedModel
 from unmask.models.transformer import MDMTransformer, TransformerConfig
 from unmask.protein.tokens import (
     AMINO_ACIDS,
@@ -50,6 +51,17 @@ def check_protein_model(model: MaskedModel) -> None:
     ok = (getattr(model, "vocab_size", None) == VOCAB_SIZE and model.mask_id == MASK_ID
           and tuple(model.real_token_ids) == tuple(range(len(AMINO_ACIDS))))
     require(ok, "model: expected a protein model (20 amino acids, MASK 20, PAD 21)")
+
+
+def load_esm_folder(path: Path, meta: dict | None = None) -> EsmMaskedModel:
+    """An ESM checkpoint folder (``meta``: its config.json, read by the caller) as a model of
+    protein tokens (:class:`unmask.models.esm.EsmMaskedModel` over
+    :data:`~unmask.protein.tokens.PROTEIN_RESIDUES`): how
+    :func:`unmask.models.auto.load_model` loads one."""
+    model = EsmMaskedModel.from_pretrained(path, residues=PROTEIN_RESIDUES, task=TASK,
+                                           meta=meta)
+    check_protein_model(model)
+    return model
 
 
 def load_folder(path: Path, meta: dict | None = None) -> ProteinMDM:

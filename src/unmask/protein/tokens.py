@@ -14,6 +14,7 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.models.base import ResidueAlphabet
+from unmask.models.base import check_padded_tokens as padded_check
 
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 MASK_ID = 20
@@ -27,14 +28,9 @@ MAX_LENGTH = 100
 
 def check_padded_tokens(tokens: torch.Tensor, check_rest) -> None:
     """Validate (B, N) protein tokens: PAD only as a suffix, everything else checked by
-    ``check_rest`` (the model's own check) with PAD read as MASK."""
-    if isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.numel():
-        pad = tokens == PAD_ID
-        # a PAD followed by a non-PAD would put a residue after the protein's end
-        if bool((pad[:, :-1] & ~pad[:, 1:]).any()):
-            raise UnmaskError("tokens: PAD must only follow the residues (a suffix of each row)")
-        tokens = tokens.masked_fill(pad, MASK_ID)
-    check_rest(tokens)
+    ``check_rest`` (the model's own check) with PAD read as MASK
+    (:func:`unmask.models.base.check_padded_tokens` over :data:`PROTEIN_RESIDUES`)."""
+    padded_check(tokens, check_rest, PROTEIN_RESIDUES)
 
 
 #: generated lengths (inclusive) of the benchmark

@@ -1,14 +1,16 @@
 """Any ``transformers`` ``EsmForMaskedLM`` checkpoint (ESM-2 and ESM-1b/1v layouts) or
 ``EsmcForMaskedLM`` checkpoint (ESM-C, arXiv 2024 EvolutionaryScale; ``transformers`` >= 5)
-as a :class:`MaskedModel` over the protein vocabulary of :mod:`unmask.protein.tokens`.
+as a :class:`MaskedModel` over a residue vocabulary it is given (a
+:class:`~unmask.models.base.ResidueAlphabet`: the protein task's, ``unmask.protein.tokens``,
+when :func:`unmask.models.auto.load_model` loads one).
 
-The adapter speaks our protein vocabulary (20 amino acids in ``AMINO_ACIDS`` order, MASK 20,
-PAD 21), so a checkpoint drops into everything built for the shipped protein MDM: rows of
-``max_length`` slots whose first L are residues or MASK and whose rest is PAD. Each forward
-maps a row to ESM's own ids as ``<cls> residues <eos> <pad>...`` with an attention mask that
-stops at ``<eos>``, runs the model once, and returns logits restricted to our 22 ids (the 20
-residues, ESM's ``<mask>`` and ``<pad>`` columns) and the final hidden states (after ESM's
-last layer norm) of the residue slots, for the MI estimator. ESM's extra letters (X, B, U, Z,
+The adapter speaks that vocabulary (the residues in its order, then its MASK and PAD ids), so
+a checkpoint drops into everything built for a model of it: rows of ``max_length`` slots
+whose first L are residues or MASK and whose rest is PAD. Each forward maps a row to ESM's own
+ids as ``<cls> residues <eos> <pad>...`` with an attention mask that stops at ``<eos>``, runs
+the model once, and returns logits restricted to our ids (the residues, ESM's ``<mask>`` and
+``<pad>`` columns) and the final hidden states (after ESM's last layer norm) of the residue
+slots, for the MI estimator. ESM's extra letters (X, B, U, Z,
 O, gaps) are never emitted. ESM-C checkpoints in the ``esm`` package's own format (not a
 ``transformers`` folder) are not read here.
 """
@@ -21,18 +23,9 @@ import torch
 from safetensors import SafetensorError
 
 from unmask.errors import UnmaskError, require
-from unmask.models.base import MaskedModel, ModelOutput
+from unmask.models.base import MaskedModel, ModelOutput, ResidueAlphabet, check_padded_tokens
 from unmask.models.files import read_json_object
 from unmask.models.hf import check_unexpected_weights, load_failure
-from unmask.protein.model import check_protein_model
-from unmask.protein.tokens import (
-    AMINO_ACIDS,
-    MASK_ID,
-    PAD_ID,
-    PROTEIN_RESIDUES,
-    VOCAB_SIZE,
-    check_padded_tokens,
-)
 
 #: the ESM-2 alphabet in id order, used when a checkpoint folder has no vocab.txt
 ESM2_ALPHABET = ("<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T",
@@ -68,15 +61,20 @@ def _max_residues(config, base_name: str) -> int:
 
 
 class EsmMaskedModel(MaskedModel):
-    """``EsmForMaskedLM`` behind the :class:`MaskedModel` contract on protein tokens.
+    """``EsmForMaskedLM`` behind the :class:`MaskedModel` contract on residue tokens.
 
-    esm: the loaded ``EsmForMaskedLM``; vocab: its token strings in id order.
+    esm: the loaded ``EsmForMaskedLM``; vocab: its token strings in id order; residues: the
+    vocabulary it speaks (our ids: the letters in order, then its MASK and PAD); task: what
+    the model records (``"protein"``).
     """
 
-    residues = PROTEIN_RESIDUES
-
-    def __init__(self, esm, vocab: list[str] | tuple[str, ...]):
+    def __init__(self, esm, vocab: list[str] | tuple[str, ...], residues: ResidueAlphabet,
+                 task: str | None = None):
         super().__init__()
+        letters = residues.letters
+        require({residues.mask_id, residues.pad_id} == {len(letters), len(letters) + 1},
+                "residues: the MASK and PAD ids must follow the letters")
+        self.residues = residues
         vocab = list(vocab)
         # ESM-C pads its embedding beyond the alphabet; ESM-2 does not
         self.base_name = "esmc" if hasattr(esm, "esmc") else "esm"
@@ -84,29 +82,31 @@ class EsmMaskedModel(MaskedModel):
                 else len(vocab) == esm.config.vocab_size)
         require(fits, f"vocab: {len(vocab)} tokens but the model's vocab_size is "
                       f"{esm.config.vocab_size}")
-        for tok in ("<cls>", "<eos>", "<pad>", "<mask>", *AMINO_ACIDS):
+        for tok in ("<cls>", "<eos>", "<pad>", "<mask>", *letters):
             require(tok in vocab, f"vocab: the checkpoint's vocabulary has no {tok!r}")
         self.esm = esm.eval()
-        self.task = "protein"
-        self.vocab_size = VOCAB_SIZE
-        self.mask_id = MASK_ID
-        self.real_token_ids = tuple(range(len(AMINO_ACIDS)))
+        self.task = task
+        self.vocab_size = len(letters) + 2
+        self.mask_id = residues.mask_id
+        self.real_token_ids = tuple(range(len(letters)))
         self.max_length = _max_residues(esm.config, self.base_name)
         self.hidden_size = int(esm.config.hidden_size)
         self.autocast_bf16 = False
         self.cls_id, self.eos_id = vocab.index("<cls>"), vocab.index("<eos>")
         self.esm_pad_id = vocab.index("<pad>")
         # our id -> ESM id (residues, MASK, PAD); the same list picks our logit columns
-        ours = [vocab.index(a) for a in AMINO_ACIDS] + [vocab.index("<mask>"), self.esm_pad_id]
+        ours = [vocab.index(a) for a in letters] + [0, 0]
+        ours[residues.mask_id], ours[residues.pad_id] = vocab.index("<mask>"), self.esm_pad_id
         self.register_buffer("to_esm", torch.tensor(ours, dtype=torch.long), persistent=False)
 
     def check_tokens(self, tokens: torch.Tensor) -> None:
-        check_padded_tokens(tokens, super().check_tokens)
+        check_padded_tokens(tokens, super().check_tokens, self.residues)
 
     def esm_inputs(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(input_ids (B, N+2), attention_mask (B, N+2)) in ESM's ids for tokens (B, N)."""
         b, n = tokens.shape
-        length = (tokens != PAD_ID).sum(1)  # PAD is a suffix, so this is where <eos> goes
+        # PAD is a suffix, so the residue count is where <eos> goes
+        length = (tokens != self.residues.pad_id).sum(1)
         ids = torch.full((b, n + 2), self.esm_pad_id, dtype=torch.long, device=tokens.device)
         ids[:, 0] = self.cls_id
         ids[:, 1:n + 1] = self.to_esm.to(tokens.device)[tokens]
@@ -132,10 +132,12 @@ class EsmMaskedModel(MaskedModel):
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, map_location: str = "cpu", *,
+                        residues: ResidueAlphabet, task: str | None = None,
                         meta: dict | None = None) -> EsmMaskedModel:
         """Load an ``EsmForMaskedLM`` or ``EsmcForMaskedLM`` folder (config.json + weights;
-        vocab.txt if present, else the ESM-2 / ESM-C alphabet). Nothing is downloaded.
-        ``meta``: the folder's config.json when the caller has read it."""
+        vocab.txt if present, else the ESM-2 / ESM-C alphabet) speaking ``residues``
+        (``unmask.protein.tokens.PROTEIN_RESIDUES``), recording ``task``. Nothing is
+        downloaded. ``meta``: the folder's config.json when the caller has read it."""
         directory = Path(directory)
         meta = read_json_object(directory / "config.json") if meta is None else meta
         kind = "esmc" if meta.get("model_type") == "esmc" else "esm"
@@ -159,14 +161,6 @@ class EsmMaskedModel(MaskedModel):
         vocab_file = directory / "vocab.txt"
         default = ESMC_ALPHABET if kind == "esmc" else ESM2_ALPHABET
         vocab = vocab_file.read_text().split() if vocab_file.is_file() else default
-        model = cls(esm, vocab)
+        model = cls(esm, vocab, residues, task)
         model.source = str(directory)
         return model
-
-
-def load_folder(path: Path, meta: dict | None = None) -> EsmMaskedModel:
-    """The ESM model of a checkpoint folder (``meta``: its config.json, read by the caller),
-    checked to read protein tokens: how :func:`unmask.models.auto.load_model` loads one."""
-    model = EsmMaskedModel.from_pretrained(path, meta=meta)
-    check_protein_model(model)
-    return model

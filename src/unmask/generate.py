@@ -316,7 +316,7 @@ def decode_batches(layout: Layout, sampler: Sampler, config: DecodeConfig, *, se
     ranges = _row_ranges(layout, batch_size, config.batch_invariant)
     cons = [None] * len(ranges)
     if constraint is not None:
-        cons = [text_constraint(layout, *layout.batch(layout.encoded[lo:hi]),
+        cons = [text_constraint(layout.model, *layout.batch(layout.encoded[lo:hi]),
                                 _rows_of(constraint, lo, hi)) for lo, hi in ranges]
     with compiled(layout.model) if compile else contextlib.nullcontext():
         return _decode_chunks(layout, sampler, config, seed, ranges, cons)
@@ -326,14 +326,14 @@ def _rows_of(constraint, lo: int, hi: int):
     return constraint[lo:hi] if isinstance(constraint, (list, tuple)) else constraint
 
 
-def text_constraint(layout: Layout, x: torch.Tensor, ends: TextEnds | None, constraint):
-    """The :class:`~unmask.constraints.dfa.DFAConstraint` of a chunk's rows ``x``: over the
+def text_constraint(model: MaskedModel, x: torch.Tensor, ends: TextEnds | None, constraint):
+    """The :class:`~unmask.constraints.dfa.DFAConstraint` of a batch's rows ``x`` (a
+    layout's batch, ``ends`` its :class:`TextEnds`) for ``model``: over the
     generated positions, padded by EOS (a prompt continued), or over the template's text
     positions, filling them exactly (a template fixes its length); prepared (compiled and
     checked: UnmaskError before any pass)."""
     from unmask.constraints.dfa import DFAConstraint
 
-    model = layout.model
     require(ends is not None and getattr(model, "tokenizer", None) is not None,
             "constraint: constrains text; this model reads residues (no tokenizer)")
     pads = ends.no_eos[1] - ends.no_eos[0] < x.shape[1]  # infill bans EOS everywhere

@@ -2,12 +2,13 @@
 and :func:`unmask.infill.infill` (their batch layouts, EOS rules and result readers), with one
 seed per row, block-by-block progress for streaming and rows that can be cancelled.
 
-A row decodes exactly as it would alone: :func:`unmask.decode.decode` gives each row its own
-random stream (its seed), and the jobs of one call share every setting and the row width
-(:class:`~unmask.serve.jobs.Settings`), so a row's prompt sits at the same positions as when
-it is decoded alone by ``generate(prompt, seed=its seed, pad_to_multiple_of=M)`` (M: the
-server's ``pad_to_multiple_of``, by default the block, so that prompts of other lengths share
-a call).
+A row decodes exactly as it would alone (also beside rows under other constraints or
+none: each row's constraint is its own, :class:`~unmask.constraints.dfa.DFAConstraint`):
+:func:`unmask.decode.decode` gives each row its own random stream (its seed), and the jobs
+of one call share every setting and the row width (:class:`~unmask.serve.jobs.Settings`), so
+a row's prompt sits at the same positions as when it is decoded alone by
+``generate(prompt, seed=its seed, pad_to_multiple_of=M)`` (M: the server's
+``pad_to_multiple_of``, by default the block, so that prompts of other lengths share a call).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import ClassVar
 import torch
 
 from unmask.decode import DecodeConfig, decode
-from unmask.generate import Generation, PromptLayout, parse_sampler
+from unmask.generate import Generation, PromptLayout, parse_sampler, text_constraint
 from unmask.hooks import Hook
 from unmask.infill import plan_infill
 from unmask.request import with_steps
@@ -156,9 +157,14 @@ def decode_jobs(served: ServedModel, jobs: list[Job],
     sampler = call.sampler if call.ends is None else call.ends.sampler(call.sampler)
     t0 = time.perf_counter()
     wrapped = CancelRows(sampler, cancelled, pause or (lambda: None), rows=len(owner))
+    specs = [job.constraint for job, _ in owner]
+    con = (None if all(c is None for c in specs)
+           else text_constraint(served.model, call.x, call.ends, specs))
     res = decode(served.model, call.x.to(served.model.device), wrapped, call.config,
-                 seed=seeds, hooks=hooks)
+                 seed=seeds, hooks=hooks, constraint=con)
     rows = call.read(res, time.perf_counter() - t0)
+    for r, gen in enumerate(rows if con is not None else ()):
+        gen.constraint = con.record(r, res.stats)
     out, at = [], 0
     for job in jobs:
         out.append(rows[at:at + len(job.rows)])

@@ -24,6 +24,7 @@ from unmask.generate import (
     encode_prompt,
     parse_sampler,
     prompt_batch,
+    text_constraint,
 )
 from unmask.infill import plan_infill
 from unmask.models.auto import load_model
@@ -76,6 +77,9 @@ class Job:
     seeds: list[int]
     stream: bool = False
     cancelled: bool = False
+    #: the language its rows' texts must belong to (a ConstraintSpec; None: free). Not a
+    #: setting: rows with other constraints, or none, share a call (each row its own)
+    constraint: object = None
 
 
 @dataclass
@@ -89,6 +93,8 @@ class Decoding:
     temperature: float = 0.0
     min_new_tokens: int = 0
     confidence: str = "draw"
+    #: ``response_format`` / ``structured_outputs`` as a ConstraintSpec (None: free text)
+    constraint: object = None
 
 
 class ServedModel:
@@ -202,16 +208,22 @@ class ServedModel:
         except UnmaskError as e:  # a chat's one prompt is its messages, templated
             raise UnmaskError(str(e).replace("prompt 0:", "messages (templated):", 1)
                               if chat else str(e)) from None
+        require(d.constraint is None or d.min_new_tokens == 0,
+                "min_new_tokens: not with response_format or structured_outputs (the "
+                "language decides where a text ends)")
         jobs = []
         for p, (text, ids) in enumerate(prompts):
-            x, _ = prompt_batch(self.model, [ids], block, gen_length,
-                                min_new_tokens=d.min_new_tokens,
-                                pad_to_multiple_of=self.prompt_multiple(block))
+            x, ends = prompt_batch(self.model, [ids], block, gen_length,
+                                   min_new_tokens=d.min_new_tokens,
+                                   pad_to_multiple_of=self.prompt_multiple(block))
+            if d.constraint is not None:  # compiled and checked now: refused before a pass
+                text_constraint(self.model, x, ends, d.constraint)
             settings = Settings("generate", spec, gen_length, block, d.steps,
                                 float(d.temperature), d.min_new_tokens, d.confidence,
                                 x.shape[1])
             jobs.append(Job(settings, [ids] * n, [text] * n,
-                            [seed + p * n + j for j in range(n)], stream))
+                            [seed + p * n + j for j in range(n)], stream,
+                            constraint=d.constraint))
         return jobs
 
     def prompt_multiple(self, block: int) -> int:

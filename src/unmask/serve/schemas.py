@@ -70,8 +70,75 @@ class UnmaskFields(Body):
                         float(self.temperature), min_new_tokens, self.confidence)
 
 
+class JSONSchemaFormat(Body):
+    """OpenAI's ``response_format.json_schema``: the schema is enforced whether ``strict``
+    is true or not (every answer matches it)."""
+
+    name: str = Field(max_length=64)
+    schema_: dict | None = Field(None, alias="schema")
+    strict: bool | None = None
+    description: str | None = Field(None, max_length=1024)
+
+
+class ResponseFormat(Body):
+    """OpenAI's ``response_format``."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+
+class StructuredOutputs(Body):
+    """vLLM's ``structured_outputs`` (extra body): one of ``regex``, ``choice``, ``json``
+    (a schema, or its JSON text), ``json_object``."""
+
+    regex: str | None = Field(None, max_length=4096)
+    choice: list[str] | None = Field(None, min_length=1, max_length=256)
+    json_: dict | str | None = Field(None, alias="json")
+    json_object: bool | None = None
+
+
+def output_constraint(fmt: ResponseFormat | None, so: StructuredOutputs | None):
+    """The :class:`~unmask.constraints.ConstraintSpec` of a request's ``response_format``
+    or ``structured_outputs`` (None: free text); UnmaskError naming the field."""
+    from unmask import constraints
+    from unmask.errors import UnmaskError, require
+
+    wanted = [] if so is None else [k for k in ("regex", "choice", "json_", "json_object")
+                                    if getattr(so, k) not in (None, False)]
+    free = fmt is None or fmt.type == "text"
+    require(free or so is None, "response_format: give response_format or "
+                                "structured_outputs, not both")
+    require(len(wanted) <= 1, "structured_outputs: give one of regex, choice, json, "
+                              "json_object")
+    where, build = None, None
+    if not free:
+        where = f"response_format.{fmt.type}"
+        if fmt.type == "json_object":
+            build = constraints.json_object
+        else:
+            schema = fmt.json_schema.schema_ if fmt.json_schema is not None else None
+            require(schema is not None, "response_format.json_schema.schema: required")
+            build = lambda: constraints.json_schema(schema)  # noqa: E731
+    elif wanted:
+        key = wanted[0]
+        where = f"structured_outputs.{key.rstrip('_')}"
+        value = getattr(so, key)
+        build = {"regex": lambda: constraints.regex(value),
+                 "choice": lambda: constraints.choice(list(value)),
+                 "json_": lambda: constraints.json_schema(value),
+                 "json_object": constraints.json_object}[key]
+    if build is None:
+        return None
+    try:
+        return build()
+    except UnmaskError as exc:
+        text = str(exc)
+        raise UnmaskError(f"{where}: {text.split(': ', 1)[-1]}") from None
+
+
 class OpenAIFields(UnmaskFields):
-    """The fields completions and chat share."""
+    """The fields completions and chat share (``response_format`` and vLLM's
+    ``structured_outputs``: the language of the answer, docs/constraints.md)."""
 
     model: str = Field(max_length=256)
     max_tokens: Int | None = Field(None, ge=1, le=1 << 20)
@@ -88,6 +155,13 @@ class OpenAIFields(UnmaskFields):
     frequency_penalty: float = Field(0.0, ge=0.0, le=0.0)
     logit_bias: dict[str, float] | None = Field(None, max_length=0)
     logprobs: Annotated[bool | None, _neutral(False, None)] = None
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputs | None = None
+
+    def decoding(self, min_new_tokens: int = 0) -> Decoding:
+        d = super().decoding(min_new_tokens)
+        d.constraint = output_constraint(self.response_format, self.structured_outputs)
+        return d
 
     @model_validator(mode="after")
     def _stop_words(self):
@@ -178,10 +252,12 @@ def now() -> int:
 
 
 def unmask_stats(gen, seed: int) -> dict:
-    """unmask's per-choice numbers: forward passes, sequences evaluated, tokens per pass."""
+    """unmask's per-choice numbers: forward passes, sequences evaluated, tokens per pass;
+    for a constrained answer its constraint (kind, hash, cut passes)."""
     return {"passes": gen.nfe, "sequences": gen.sequences,
             "tokens_per_pass": round(gen.tokens_per_forward, 4),
-            "cumulative_entropy": round(gen.cumulative_entropy, 4), "seed": seed}
+            "cumulative_entropy": round(gen.cumulative_entropy, 4), "seed": seed,
+            **({} if gen.constraint is None else {"constraint": gen.constraint})}
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:

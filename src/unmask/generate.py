@@ -395,15 +395,20 @@ def check_prompts(model: MaskedModel, tokenizer, encoded: list[list[int]], gen_l
                 f"max_length {model.max_length}")
 
 
-def check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_tokens
-                   ) -> int:
-    """Check :func:`generate`'s prompts and lengths (one line naming what is wrong); returns
-    the block length."""
+def check_prompt_texts(prompts: list) -> None:
+    """Refuse no prompt, a prompt that is not a string, or one that is not plain text."""
     require(len(prompts) > 0, "prompts: none given")
     require(all(isinstance(p, str) for p in prompts), "prompts: expected strings")
     for i, p in enumerate(prompts):
         problem = text_problem(p)
         require(problem is None, f"prompt {i}: holds {problem}")
+
+
+def check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_tokens
+                   ) -> int:
+    """Check :func:`generate`'s prompts and lengths (one line naming what is wrong); returns
+    the block length."""
+    check_prompt_texts(prompts)
     require(is_int(gen_length) and gen_length >= 1,
             f"gen_length: must be an integer >= 1, got {gen_length!r}")
     block = gen_length if block_length is None else block_length

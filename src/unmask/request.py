@@ -51,11 +51,17 @@ def sampler_spec(text: str):
 
     require(isinstance(text, str) and text.strip(),
             f"sampler: expected a spec such as 'confidence' or 'eb:gamma=0.1', got {text!r}")
+    return parse_spec(llada_named(text))
+
+
+def llada_named(text: str) -> str:
+    """Spec ``text``, stripped, with a LLaDA remasking name (``low_confidence``, ...) written
+    as ours."""
     text = text.strip()
     name = _NAME.match(text)
     if name and name.group() in LLADA_NAMES:
-        text = LLADA_NAMES[name.group()] + text[name.end():]
-    return parse_spec(text)
+        return LLADA_NAMES[name.group()] + text[name.end():]
+    return text
 
 
 @dataclass(frozen=True)
@@ -132,8 +138,10 @@ class DecodeRequest:
         require(self.constraint is None or callable(getattr(self.constraint, "to_json", None)),
                 "constraint: expected a constraint (unmask.constraints.regex(...), "
                 f"json_schema(...), choice(...)) or None, got {type(self.constraint).__name__}")
-        if self.steps is not None:
-            self._check_steps()
+        if self.steps is not None:  # a count sampler, steps split evenly over the blocks
+            n_blocks = (1 if self.gen_length is None
+                        else self.gen_length // (self.block_length or self.gen_length))
+            self.build_sampler(n_blocks)
 
     def _check_sampler(self) -> None:
         from unmask.samplers.base import Sampler
@@ -143,14 +151,6 @@ class DecodeRequest:
         spec = sampler_spec(self.sampler)
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "sampler", spec.text)
-
-    def _check_steps(self) -> None:
-        from unmask.samplers.base import CountRule
-
-        sampler = self.spec.build() if self.spec is not None else self.sampler
-        require(isinstance(sampler, CountRule),
-                f"steps: sampler {sampler.name!r} chooses how many positions to reveal "
-                "itself; drop steps")
 
     # ------------------------------------------------------------------ reading it
 

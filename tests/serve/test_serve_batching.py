@@ -6,13 +6,24 @@ import time
 
 import pytest
 
+from unmask.request import DecodeRequest
 from unmask.serve.batching import MAX_PASSED_OVER, SLICE_S, Batcher, Busy, OverBudget
-from unmask.serve.jobs import Job, Settings
+from unmask.serve.jobs import Completion, Job, Settings
+
+#: the test's names of settings -> a request each (equal names, equal requests)
+KINDS = {"a": "confidence", "b": "entropy", "crowd": "margin", "lonely": "topk:k=2",
+         "quick": "eb:gamma=0.1", "slow": "threshold:tau=0.9"}
+NAMES = {DecodeRequest(sampler=spec).sampler: name for name, spec in KINDS.items()}
 
 
 def job(kind: str, rows: int = 1) -> Job:
-    settings = Settings("generate", kind, 8, 8, None, 0.0, 0, "draw", 16)
-    return Job(settings, [[1, 2]] * rows, ["p"] * rows, list(range(rows)))
+    request = DecodeRequest(sampler=KINDS[kind], gen_length=8, block_length=8)
+    return Job(Settings(request, Completion, 16), [[1, 2]] * rows, ["p"] * rows,
+               list(range(rows)))
+
+
+def kind_of(job: Job) -> str:
+    return NAMES[job.settings.request.sampler]
 
 
 class Recorder:
@@ -24,7 +35,7 @@ class Recorder:
         self.fail = fail
 
     def __call__(self, jobs, report, pause=None):
-        self.calls.append([j.settings.sampler for j in jobs])
+        self.calls.append([kind_of(j) for j in jobs])
         if self.fail:
             raise RuntimeError("broken")
         return [list(j.seeds) for j in jobs]
@@ -113,7 +124,7 @@ class Slow:
         self.computing, self.most = 0, 0  # passes computing at once, now and at most
 
     def __call__(self, jobs, report, pause=lambda: None):
-        kind = jobs[0].settings.sampler
+        kind = kind_of(jobs[0])
         self.log.append((kind, "start"))
         for _ in range(self.passes if kind == "slow" else 1):
             pause()

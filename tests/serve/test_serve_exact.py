@@ -6,6 +6,7 @@ the decode without changing the others'."""
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
+from serve_helpers import post
 
 from unmask.decode import DecodeConfig, decode
 from unmask.generate import generate, parse_sampler, prompt_batch
@@ -106,3 +107,29 @@ def test_a_server_without_prompt_padding_answers_as_plain_generate():
         assert len(server.batcher.calls) >= len(lengths) >= 2
     assert got == [_alone(model, req, pad_to=1) for req in requests]
     assert got[-1] != _alone(model, requests[-1])  # in whole blocks: another text
+
+
+def test_the_answer_records_its_request_and_the_request_reproduces_it(text_server):
+    """The body is read into one DecodeRequest; the answer carries it, and `generate` given
+    that request alone gives the answer's text and passes; the CLI's flags for the same
+    settings build the same request (with the padding the server adds: the block)."""
+    from unmask.commands.flags.request import request_from_args
+    from unmask.commands.flags.sampler import sampler_text
+    from unmask.request import DecodeRequest
+
+    body = {"model": "text", "prompt": "What is 3 + 4?", "max_tokens": 16, "temperature": 0.7,
+            "seed": 11, "sampler": "low_confidence", "block_length": 4, "min_new_tokens": 2}
+    status, answer, _ = post(text_server.port, "/v1/completions", body)
+    assert status == 200, answer
+    request = DecodeRequest.from_json(answer["unmask"]["request"])
+    assert request.sampler == "confidence" and request.seed == 11
+    (g,) = generate(text_server.served.model, None, body["prompt"], request)
+    assert (g.text, g.nfe) == (answer["choices"][0]["text"],
+                               answer["choices"][0]["unmask"]["passes"])
+    from unmask.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["generate", "--prompt", "x", "--sampler", "low_confidence", "--gen-length", "16",
+         "--temperature", "0.7", "--seed", "11", "--block-length", "4",
+         "--min-new-tokens", "2", "--pad-to-multiple-of", "4"])
+    assert request_from_args(args, sampler_text(args)) == request

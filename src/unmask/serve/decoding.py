@@ -21,10 +21,8 @@ from typing import ClassVar
 import torch
 
 from unmask.decode import DecodeConfig, decode
-from unmask.generate import Generation, PromptLayout, parse_sampler, text_constraint
+from unmask.generate import Generation, text_constraint
 from unmask.hooks import Hook
-from unmask.infill import plan_infill
-from unmask.request import with_steps
 from unmask.samplers.base import Selection, StepState
 from unmask.samplers.wrapper import SamplerWrapper
 from unmask.serve.jobs import Job, ServedModel
@@ -102,32 +100,17 @@ class Call:
     read: Callable[[object, float], list[Generation]]
 
 
-def _generate_call(served: ServedModel, jobs: list[Job]) -> Call:
+def _call(served: ServedModel, jobs: list[Job]) -> Call:
+    """The call of ``jobs`` (equal settings): their layout's input, and the sampler and loop
+    settings of their one request (a completion's request names its block)."""
     s = jobs[0].settings
-    rows = [ids for job in jobs for ids in job.rows]
-    texts = [t for job in jobs for t in job.texts]
-    block = s.block_length or s.gen_length
-    layout = PromptLayout(served.model, served.tokenizer, texts, rows, block, s.gen_length,
-                          min_new_tokens=s.min_new_tokens,
-                          pad_to_multiple_of=served.prompt_multiple(block))
-    x, ends = layout.batch(rows)
-    sampler = with_steps(parse_sampler(s.sampler), s.steps, s.gen_length // block)
-    config = DecodeConfig(temperature=s.temperature, block_size=block, confidence=s.confidence,
-                          cache_kv=served.options.cache_kv,
-                          batch_invariant=served.options.batch_invariant)
-    return Call(x, ends, sampler, config, lambda res, wall: layout.read(res, 0, ends, wall))
-
-
-def _infill_call(served: ServedModel, jobs: list[Job]) -> Call:
-    s = jobs[0].settings
-    plan = plan_infill(served.model, [t for job in jobs for t in job.texts],
-                       block_length=s.block_length)
-    x, ends = plan.batch(plan.encoded)
-    sampler = with_steps(parse_sampler(s.sampler), s.steps, 1)
-    config = DecodeConfig(temperature=s.temperature, block_size=s.block_length,
-                          confidence=s.confidence,
-                          batch_invariant=served.options.batch_invariant)
-    return Call(x, ends, sampler, config, lambda res, wall: plan.read(res, 0, ends, wall))
+    layout, n_blocks = s.layout.layout(served, s.request,
+                                       [ids for job in jobs for ids in job.rows],
+                                       [t for job in jobs for t in job.texts])
+    x, ends = layout.batch(layout.encoded)
+    return Call(x, ends, s.request.build_sampler(n_blocks),
+                s.request.decode_config(s.request.block_length),
+                lambda res, wall: layout.read(res, 0, ends, wall))
 
 
 def decode_jobs(served: ServedModel, jobs: list[Job],
@@ -141,8 +124,7 @@ def decode_jobs(served: ServedModel, jobs: list[Job],
     within one pass per block it has left (its results are still returned). ``pause()``:
     called once a pass (:class:`CancelRows`).
     """
-    call = (_generate_call if jobs[0].settings.kind == "generate" else _infill_call)(served,
-                                                                                    jobs)
+    call = _call(served, jobs)
     owner = [(job, i) for job in jobs for i in range(len(job.rows))]
     seeds = torch.tensor([s for job in jobs for s in job.seeds], dtype=torch.long)
     hooks = [] if call.ends is None else list(call.ends.hooks())

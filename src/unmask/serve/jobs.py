@@ -4,64 +4,76 @@ Each prompt of a completion request (each template of an infill request) is one 
 rows (one for a template); choice ``i`` of the request decodes with seed ``seed + i``, so
 prompt ``p``, choice ``j`` of a request is ``generate(prompt_p, seed=seed + p * n + j,
 pad_to_multiple_of=M)`` alone, M the server's ``pad_to_multiple_of`` (default: the block).
-Jobs with equal :class:`Settings` may share a decode call: the settings include the row width
+Each request is read into one :class:`~unmask.request.DecodeRequest`, built once; jobs with
+equal :class:`Settings` (that request, its seed and constraint aside) may share a decode call:
+the settings include the row width
 (the prompt slots rounded up to a multiple of M), so that every row of a call sits where it
 would sit alone and prompts of other lengths share calls.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from unmask.decode import DecodeConfig
 from unmask.errors import UnmaskError, require
 from unmask.generate import (
-    check_lengths,
+    PromptLayout,
+    check_prompt_texts,
     check_prompts,
     encode_prompt,
-    parse_sampler,
     prompt_batch,
     text_constraint,
+    text_request,
 )
-from unmask.infill import plan_infill
+from unmask.infill import InfillPlan, plan_infill
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.presets import model_preset_spec
-from unmask.request import LLADA_NAMES, with_steps
+from unmask.request import DecodeRequest, llada_named
 from unmask.samplers.mi_guided import NoEstimator
 from unmask.samplers.requests import check_request_spec
-from unmask.samplers.spec import parse_spec
 from unmask.serve.options import ServeOptions
 from unmask.validation import is_int, text_problem
 
 #: the largest seed a request may give (row i decodes with seed + i)
 MAX_SEED = 2**62
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+class Completion:
+    """Rows that continue prompts: :func:`unmask.generate.generate`'s layout."""
+
+    @staticmethod
+    def layout(served: ServedModel, request: DecodeRequest, rows: list[list[int]],
+               texts: list[str]) -> tuple[PromptLayout, int]:
+        """The rows' :class:`~unmask.generate.Layout` and its number of blocks."""
+        block = request.block_length or request.gen_length
+        return PromptLayout(served.model, served.tokenizer, texts, rows, block,
+                            request.gen_length, min_new_tokens=request.min_new_tokens,
+                            pad_to_multiple_of=request.pad_to_multiple_of
+                            ), request.gen_length // block
+
+
+class Templates:
+    """Templates whose masks are filled: :func:`unmask.infill.infill`'s layout."""
+
+    @staticmethod
+    def layout(served: ServedModel, request: DecodeRequest, rows: list[list[int]],
+               texts: list[str]) -> tuple[InfillPlan, int]:
+        return plan_infill(served.model, texts, block_length=request.block_length), 1
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything that must be equal for rows to decode in one call.
+    """Everything that must be equal for rows to decode in one call: the
+    :class:`~unmask.request.DecodeRequest` without its seed (each row has its own) and its
+    constraint (each row has its own too), the ``layout`` (:class:`Completion` or
+    :class:`Templates`) and ``width``, the row's length alone (prompt slots and generated
+    positions)."""
 
-    kind: ``"generate"`` (continue a prompt) or ``"infill"`` (fill a template's masks).
-    sampler: the sampler spec, canonical (:attr:`~unmask.samplers.spec.SamplerSpec.text`).
-    gen_length: generated positions (0 for infill); block_length: the semi-autoregressive
-    block (None: infill's default); steps, temperature, min_new_tokens, confidence: as
-    :func:`unmask.generate.generate`; width: the row's length alone (prompt slots and
-    generated positions).
-    """
-
-    kind: str
-    sampler: str
-    gen_length: int
-    block_length: int | None
-    steps: int | None
-    temperature: float
-    min_new_tokens: int
-    confidence: str
+    request: DecodeRequest
+    layout: type
     width: int
 
 
@@ -77,14 +89,21 @@ class Job:
     seeds: list[int]
     stream: bool = False
     cancelled: bool = False
-    #: the language its rows' texts must belong to (a ConstraintSpec; None: free). Not a
-    #: setting: rows with other constraints, or none, share a call (each row its own)
-    constraint: object = None
+    #: the request's :class:`~unmask.request.DecodeRequest` (its seed the request's first
+    #: row's), recorded in the reply; its constraint is not a setting: rows with other
+    #: constraints, or none, share a call (each row its own)
+    request: DecodeRequest | None = None
+
+    @property
+    def constraint(self):
+        """The language the rows' texts must belong to (a ConstraintSpec; None: free)."""
+        return None if self.request is None else self.request.constraint
 
 
 @dataclass
 class Decoding:
-    """A request's unmask fields (any may be None: the server's default)."""
+    """A request body's unmask fields (any may be None: the server's default), which
+    :class:`ServedModel` turns into the one :class:`~unmask.request.DecodeRequest`."""
 
     sampler: str | None = None
     preset: str | None = None
@@ -121,7 +140,8 @@ class ServedModel:
         for flag, check in (
                 ("--cache-kv", lambda: self.options.cache_kv is None
                  or check_cacheable(self.model, self.options.cache_kv)),
-                ("--sampler", lambda: parse_sampler(self.default_sampler).prepare(self.model))):
+                ("--sampler", lambda: DecodeRequest(sampler=self.default_sampler)
+                 .build_sampler().prepare(self.model))):
             try:
                 check()
             except UnmaskError as e:
@@ -144,21 +164,30 @@ class ServedModel:
         return self.tokenizer is not None
 
     def sampler(self, d: Decoding) -> str:
-        """The canonical spec a request decodes with."""
+        """The spec a request decodes with (parsed once, by its
+        :class:`~unmask.request.DecodeRequest`)."""
         require(d.sampler is None or d.preset is None, "sampler: give sampler or preset, "
                                                        "not both")
         if d.preset is not None:  # the served model's own preset where it has one
-            return operator_sampler(model_preset_spec(d.preset, self.options.model))
-        if d.sampler is None:
-            return self.default_sampler
-        spec = request_sampler(d.sampler)
-        try:  # what it loads for this model (an estimator) is the server's own
-            parse_sampler(spec).prepare(self.model)
-        except NoEstimator:
-            raise UnmaskError("sampler: this server has no MI estimator for its model (a "
-                              "request cannot name one; its operator may serve one with "
-                              "--sampler 'mi-guided:estimator=FOLDER')") from None
-        return spec
+            return model_preset_spec(d.preset, self.options.model)
+        return self.default_sampler if d.sampler is None else request_sampler(d.sampler)
+
+    def request(self, d: Decoding, *, seed: int | None, **layout) -> DecodeRequest:
+        """The one :class:`~unmask.request.DecodeRequest` of a body's fields ``d``, its
+        ``seed`` (None: a fresh one) and the ``layout`` settings the server resolved, with
+        the server's own batch settings."""
+        request = text_request(None, dict(
+            sampler=self.sampler(d), temperature=float(d.temperature),
+            confidence=d.confidence, seed=check_seed(seed), steps=d.steps,
+            batch_invariant=self.options.batch_invariant, constraint=d.constraint, **layout))
+        if d.sampler is not None:
+            try:  # what it loads for this model (an estimator) is the server's own
+                request.build_sampler().prepare(self.model)
+            except NoEstimator:
+                raise UnmaskError("sampler: this server has no MI estimator for its model (a "
+                                  "request cannot name one; its operator may serve one with "
+                                  "--sampler 'mi-guided:estimator=FOLDER')") from None
+        return request
 
     def encode(self, prompt: str | None = None, messages: list[dict] | None = None,
                where: str = "prompt") -> list[int]:
@@ -196,13 +225,12 @@ class ServedModel:
         require(is_int(n) and 1 <= n and n * len(prompts) <= self.options.max_n,
                 f"n: {n} choices for {len(prompts)} prompt(s) exceed the server's limit of "
                 f"{self.options.max_n} rows per request")
-        seed = check_seed(seed)
-        spec = self.sampler(d)
-        block = check_lengths([p for p, _ in prompts], gen_length, d.block_length, None,
-                               d.min_new_tokens)
-        with_steps(parse_sampler(spec), d.steps, gen_length // block)
-        DecodeConfig(temperature=d.temperature, block_size=block, confidence=d.confidence,
-                     cache_kv=self.options.cache_kv)
+        check_prompt_texts([p for p, _ in prompts])
+        block = d.block_length or gen_length
+        request = self.request(
+            d, seed=seed, gen_length=gen_length, block_length=block,
+            min_new_tokens=d.min_new_tokens, cache_kv=self.options.cache_kv,
+            pad_to_multiple_of=self.prompt_multiple(block) if is_int(block) else None)
         try:
             check_prompts(self.model, self.tokenizer, [ids for _, ids in prompts], gen_length)
         except UnmaskError as e:  # a chat's one prompt is its messages, templated
@@ -215,15 +243,14 @@ class ServedModel:
         for p, (text, ids) in enumerate(prompts):
             x, ends = prompt_batch(self.model, [ids], block, gen_length,
                                    min_new_tokens=d.min_new_tokens,
-                                   pad_to_multiple_of=self.prompt_multiple(block))
+                                   pad_to_multiple_of=request.pad_to_multiple_of)
             if d.constraint is not None:  # compiled and checked now: refused before a pass
                 text_constraint(self.model, x, ends, d.constraint)
-            settings = Settings("generate", spec, gen_length, block, d.steps,
-                                float(d.temperature), d.min_new_tokens, d.confidence,
+            settings = Settings(request.replace(seed=0, constraint=None), Completion,
                                 x.shape[1])
             jobs.append(Job(settings, [ids] * n, [text] * n,
-                            [seed + p * n + j for j in range(n)], stream,
-                            constraint=d.constraint))
+                            [request.seed + p * n + j for j in range(n)], stream,
+                            request=request))
         return jobs
 
     def prompt_multiple(self, block: int) -> int:
@@ -235,18 +262,14 @@ class ServedModel:
         fault."""
         require(0 < len(templates) <= self.options.max_n,
                 f"template: give 1 to {self.options.max_n} templates, got {len(templates)}")
-        seed = check_seed(seed)
-        spec = self.sampler(d)
-        with_steps(parse_sampler(spec), d.steps, 1)
-        DecodeConfig(temperature=d.temperature, block_size=d.block_length,
-                     confidence=d.confidence)
+        request = self.request(d, seed=seed, block_length=d.block_length)
         jobs = []
         for i, template in enumerate(templates):
             plan = plan_infill(self.model, [template], block_length=d.block_length)
             x, _ = plan.batch(plan.encoded)
-            settings = Settings("infill", spec, 0, d.block_length, d.steps,
-                                float(d.temperature), 0, d.confidence, x.shape[1])
-            jobs.append(Job(settings, plan.encoded, [template], [seed + i]))
+            settings = Settings(request.replace(seed=0, constraint=None), Templates, x.shape[1])
+            jobs.append(Job(settings, plan.encoded, [template], [request.seed + i],
+                            request=request))
         return jobs
 
 
@@ -259,18 +282,9 @@ def check_seed(seed: int | None) -> int:
     return int(seed)
 
 
-def _llada_named(text: str) -> str:
-    """``text`` with a LLaDA remasking name (``low_confidence``, ...) written as ours."""
-    name = _NAME.match(text)
-    if name and name.group() in LLADA_NAMES:
-        return LLADA_NAMES[name.group()] + text[name.end():]
-    return text
-
-
 def operator_sampler(text: str) -> str:
     """The canonical spec of the server's own sampler (any spec ``unmask generate`` takes)."""
-    parse_sampler(text)
-    return parse_spec(_llada_named(text.strip())).text
+    return text_request(None, {"sampler": text}).sampler
 
 
 def request_sampler(text: str) -> str:
@@ -281,5 +295,5 @@ def request_sampler(text: str) -> str:
     require(isinstance(text, str) and 0 < len(text.strip()) <= 256,
             "sampler: expected a spec such as 'confidence' or 'eb:gamma=0.1' (at most 256 "
             "characters)")
-    check_request_spec(_llada_named(text.strip()))
-    return operator_sampler(text)
+    check_request_spec(llada_named(text))
+    return text

@@ -4,7 +4,9 @@
 A choice's text is the generated text up to the first EOS (as :func:`unmask.generate.generate`
 gives it), cut before the first stop string; its ``finish_reason`` is ``stop`` when a stop
 string or EOS ended it, ``length`` when it filled ``max_tokens``. Each choice carries unmask's
-numbers under ``unmask``: forward passes, sequences evaluated, tokens per pass, the seed.
+numbers under ``unmask``: forward passes, sequences evaluated, tokens per pass, the seed; the
+answer's own ``unmask`` holds the request's settings as one
+:class:`~unmask.request.DecodeRequest` (its JSON form).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class Replies:
                 choices.append(choice)
         prompt = sum(len(job.rows[0]) for job in jobs)
         return {**self._head("chat.completion" if self.chat else "text_completion"),
-                "choices": choices, "usage": usage(prompt, generated)}
+                "choices": choices, "usage": usage(prompt, generated), **_request(jobs)}
 
     def infill(self, jobs: list[Job], results: list[list]) -> dict:
         """The answer of an infill request: each template filled."""
@@ -82,7 +84,8 @@ class Replies:
                 choices.append({"index": len(choices), "template": gen.prompt,
                                 "text": gen.text, "unmask": unmask_stats(gen, seed)})
         prompt = sum(len(job.rows[0]) for job in jobs)
-        return {**self._head("infill"), "choices": choices, "usage": usage(prompt, filled)}
+        return {**self._head("infill"), "choices": choices, "usage": usage(prompt, filled),
+                **_request(jobs)}
 
     def stream_state(self, jobs: list[Job]) -> StreamState:
         return StreamState(self, jobs)
@@ -160,3 +163,10 @@ class StreamState:
 
     def usage_chunk(self) -> dict:
         return {**self._chunk([]), "usage": usage(self.prompt_tokens, self.generated)}
+
+
+def _request(jobs: list[Job]) -> dict:
+    """The answer's ``unmask`` object: the request's :class:`~unmask.request.DecodeRequest`
+    as JSON (``DecodeRequest.from_json`` gives it back; row i decoded with its seed + i)."""
+    request = jobs[0].request if jobs else None
+    return {} if request is None else {"unmask": {"request": request.to_json()}}

@@ -162,3 +162,20 @@ def test_unconstrained_rows_decode_as_alone():
     assert torch.equal(mixed.tokens[1], alone.tokens[0]) and mixed.nfe[1] == alone.nfe[0]
     texts = [text_of(model, r) for r in mixed.tokens.tolist()]
     assert texts[0] in ("yes", "no") and re.fullmatch("[0-9]+", texts[2])
+
+
+@pytest.mark.parametrize("sampler", ["confidence", "uniform", "eb:gamma=1"])
+def test_wordpiece_texts_match(sampler, tmp_path):
+    """BERT's WordPiece: words joined by spaces, ``##`` pieces glued, punctuation joined by
+    the decoder's clean-up; every decoded text matches."""
+    from tiny_text import wordpiece_tokenizer
+
+    model = text_model(wordpiece_tokenizer(tmp_path))
+    specs = [constraints.regex("yes(, no)*"), constraints.choice("the cat", "maybe"),
+             constraints.regex("(a|b)(a|b|1)*")]
+    out = decode(model, torch.full((3, 8), model.mask_id), sampler, seed=2,
+                 constraint=DFAConstraint(specs))
+    for spec, row in zip(specs, out.tokens.tolist(), strict=True):
+        text = text_of(model, row)
+        assert (text in spec.value if spec.kind == "choice"
+                else re.fullmatch(spec.value, text)), (spec, text)

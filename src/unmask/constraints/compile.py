@@ -141,8 +141,10 @@ def spelling(tokenizer, vocab_size: int, real: list[bool], eos_ids: tuple[int, .
     spaces) by a space before each word piece, the first one's dropped (so a text never
     starts with a ``##`` piece)."""
     pieces = tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
-    wordpiece = any(isinstance(p, str) and p.startswith("##") for p in pieces)
-    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    decoder = getattr(backend, "decoder", None)
+    wordpiece = (type(decoder).__name__ == "WordPiece" if backend is not None
+                 else any(isinstance(p, str) and p.startswith("##") for p in pieces))
     cleanup = bool(getattr(decoder, "cleanup", False))
     special = set(eos_ids) | set(getattr(tokenizer, "all_special_ids", ()))
     surfaces: list[str | None] = []

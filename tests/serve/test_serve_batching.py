@@ -126,7 +126,9 @@ class Slow:
     def __call__(self, jobs, report, pause=lambda: None):
         kind = kind_of(jobs[0])
         self.log.append((kind, "start"))
-        for _ in range(self.passes if kind == "slow" else 1):
+        passes = self.passes.get(kind, 1) if isinstance(self.passes, dict) else (
+            self.passes if kind == "slow" else 1)
+        for _ in range(passes):
             pause()
             if all(j.cancelled for j in jobs):
                 break
@@ -181,3 +183,21 @@ def test_a_call_past_the_budget_ends_its_jobs_with_an_error():
     error, took, cancelled, held = run(main())
     assert isinstance(error, OverBudget) and "decode budget of 0.3 s" in str(error)
     assert cancelled and held == 0 and took < 2
+
+
+def test_a_short_call_paused_by_a_newer_long_one_gets_the_slot_back():
+    """Calls share the slot by time computed, least first: a 10-pass call that a newer
+    40-pass call paused still ends long before it (not after it, as a stack would have it)."""
+    async def main():
+        dec = Slow(passes={"slow": 40, "slow2": 40, "mid": 10})
+        b = Batcher(dec, max_batch=4, wait_s=0.0, max_rows=64)
+        first = b.submit([job("slow")])
+        await asyncio.sleep(SLICE_S * 3)
+        mid = b.submit([job("mid")])
+        await asyncio.sleep(SLICE_S * 1.5)
+        later = b.submit([job("slow2")])
+        await asyncio.gather(*(t.result for t in first + mid + later))
+        return [e for e in dec.log if e[1] == "end"], dec.most
+
+    ends, most = run(main())
+    assert ends[0] == ("mid", "end") and most == 1

@@ -9,16 +9,17 @@ settings with the most rows waiting decode (up to ``max_batch`` rows), unless th
 has already been passed over :data:`MAX_PASSED_OVER` times: its settings go then. Rows
 waiting or decoding are bounded (:class:`Busy` past ``max_rows``).
 
-A long call does not hold the others up: once a call has computed for :data:`SLICE_S` while
-jobs of other settings wait (jobs of its own queue behind it as usual), it pauses at its next
-pass (the decoder calls ``pause()`` once a pass), and then the next call runs, on another
-thread. The paused call resumes when no job of other settings waits any more, or once it
-has waited :data:`PAUSE_MAX_S` (then it computes for a slice again), or once its jobs are all
-gone: short requests are not held up by long ones, and a long one still advances. At most
-:data:`MAX_CALLS` calls exist at once, and one computes at a time (a lock the computing call
-holds: a model's forward pass need not be thread-safe). A job whose call has run for
-``budget_s`` (paused time included) leaves it (its rows are cancelled) and fails with
-:class:`OverBudget`.
+A long call does not hold the others up. One call computes at a time (a lock the computing
+call holds: a model's forward pass need not be thread-safe); the others wait at a pass
+boundary (the decoder calls ``pause()`` once a pass). Calls share the computing slot by the
+time each has computed for each of its rows, least first (every row, a client's choice, gets
+an equal share): a new call, which has computed nothing, takes the slot once the computing
+call has had :data:`SLICE_S` (when it holds jobs of other settings than the computing call's:
+jobs of its own settings queue behind it, to share a call), and a paused call takes it back
+once the computing one has computed :data:`SLICE_S` a row more than it. A short request is
+so not held up by a long one, and a long one advances whenever none is waiting. At most
+:data:`MAX_CALLS` calls exist at once. A job whose call has run for ``budget_s`` (paused time
+included) leaves it (its rows are cancelled) and fails with :class:`OverBudget`.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ DecodeFn = Callable[[list[Job], Callable[[Job, int, list[int]], None], Callable[
 
 #: calls a waiting job may see go to other settings before its own go next
 MAX_PASSED_OVER = 3
-#: seconds a call computes before jobs waiting may pause it; calls that exist at once;
-#: seconds a paused call waits at most while jobs of other settings keep coming
-SLICE_S, MAX_CALLS, PAUSE_MAX_S = 0.05, 4, 1.0
+#: seconds a call computes before another takes the slot (module docstring); calls that
+#: exist at once
+SLICE_S, MAX_CALLS = 0.05, 4
 
 
 class OverBudget(Exception):
@@ -53,16 +54,16 @@ class OverBudget(Exception):
 
 @dataclass(eq=False)
 class _Call:
-    """A decode call in progress: its jobs' ``settings``, ``since`` when it last started
-    computing (event-loop time), its ``jobs``, ``paused_at`` (None while not paused),
-    ``gate`` set while it may compute; ``computing``: the batcher's lock, held by the call
-    that computes."""
+    """A decode call in progress: its jobs' ``settings`` and ``jobs``; ``computing``, the
+    batcher's lock (held by the call that computes); ``gate``, set while it may compute;
+    ``served``, seconds it computed before ``since`` (event-loop time it last took the
+    slot)."""
 
     settings: object
-    since: float
     jobs: list
     computing: threading.Lock
-    paused_at: float | None = None
+    served: float = 0.0
+    since: float = 0.0
     gate: threading.Event = field(default_factory=threading.Event)
 
     def pause(self) -> None:
@@ -73,6 +74,16 @@ class _Call:
                 self.gate.wait()
             finally:
                 self.computing.acquire()
+
+    @property
+    def rows(self) -> int:
+        """The rows it still decodes for someone (at least 1)."""
+        return max(1, sum(len(j.rows) for j in self.jobs if not j.cancelled))
+
+    @property
+    def gone(self) -> bool:
+        """Every job has left (cancelled, or past the budget): it should finish at once."""
+        return all(j.cancelled for j in self.jobs)
 
 
 class Busy(Exception):
@@ -106,8 +117,9 @@ class Batcher:
         self.decode, self.max_batch, self.wait_s, self.max_rows = (decode, max_batch, wait_s,
                                                                    max_rows)
         self.budget_s = budget_s
-        #: the calls in progress, oldest first: the last computes, the others are paused
+        #: the calls in progress, oldest first; the one that holds the computing slot
         self.running: list[_Call] = []
+        self.computing: _Call | None = None
         self.pending: list[Ticket] = []
         self.rows_held = 0
         #: the last decode calls: {"jobs", "rows", "passes" (the most any row took), "wall_s"}
@@ -152,18 +164,19 @@ class Batcher:
         if self._task is not None:
             self._task.cancel()
         for c in self.running:
-            c.gate.set()
+            c.gate.set()  # (their threads end with the pool)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self) -> None:
         while True:
-            self._resume_if_due()
-            wait = self._until_free()
-            if not self.pending or wait > 0:
+            switch = self._share()
+            start = self._until_free() if self.pending else float("inf")
+            if start > 0:
                 self._wake.clear()
+                wait = min(switch, start)
                 try:
-                    await asyncio.wait_for(self._wake.wait(), None if not self.pending
-                                           or wait == float("inf") else wait)
+                    await asyncio.wait_for(self._wake.wait(),
+                                           None if wait == float("inf") else wait)
                 except asyncio.TimeoutError:
                     pass
                 continue
@@ -178,41 +191,57 @@ class Batcher:
                         t.result.set_exception(e)
                         t.result.exception()
 
-    def _resume_if_due(self) -> None:
-        """Let the newest paused call compute again (module docstring)."""
-        if not self.running or self.running[-1].gate.is_set():
+    def _switch(self, call: _Call | None) -> None:
+        """Give the computing slot to ``call`` (the computing call pauses at its next pass)."""
+        now, current = asyncio.get_running_loop().time(), self.computing
+        if current is call:
             return
-        top, now = self.running[-1], asyncio.get_running_loop().time()
-        if (self._eligible() and now - top.paused_at < PAUSE_MAX_S
-                and not all(j.cancelled for j in top.jobs)):
-            top.since = -float("inf")  # paused: the next call may start at once
-            return
-        top.since, top.paused_at = now, None
-        top.gate.set()
+        if current is not None:
+            current.served += now - current.since
+            current.gate.clear()
+        self.computing = call
+        if call is not None:
+            call.since = now
+            call.gate.set()
+
+    def _share(self) -> float:
+        """Hand the slot to the paused call that has computed least per row (one whose jobs
+        are all gone first) when nothing computes or the computing call has computed
+        :data:`SLICE_S` a row more; seconds until that is next due (inf: no paused call)."""
+        paused = [c for c in self.running if c is not self.computing]
+        if not paused:
+            return float("inf")
+        least = min(paused, key=lambda c: (not c.gone, c.served / c.rows))
+        current = self.computing
+        if current is None and self.pending and not least.gone \
+                and len(self.running) < MAX_CALLS:
+            return float("inf")  # a new call, which has computed nothing, goes first
+        if current is None or least.gone:
+            self._switch(least)
+            return 0.0 if len(paused) > 1 else float("inf")
+        served = current.served + asyncio.get_running_loop().time() - current.since
+        ahead = served / current.rows - least.served / least.rows  # seconds a row
+        if ahead < SLICE_S:
+            return (SLICE_S - ahead) * current.rows
+        self._switch(least)
+        return SLICE_S
 
     def _until_free(self) -> float:
-        """Seconds until a new call may start: 0 with no call running, else once the
-        computing call has had its slice and jobs of other settings wait (inf while none do,
-        or at :data:`MAX_CALLS` calls)."""
-        if not self.running:
-            return 0.0
-        computing = self.running[-1].settings
-        if len(self.running) >= MAX_CALLS or all(t.job.settings == computing
-                                                 for t in self.pending):
+        """Seconds until a new call may start: 0 with nothing computing, else once the
+        computing call has had its slice, when jobs of other settings wait (inf while none
+        do, or at :data:`MAX_CALLS` calls)."""
+        if self.computing is None:
+            return 0.0 if len(self.running) < MAX_CALLS else float("inf")
+        if len(self.running) >= MAX_CALLS or not self._eligible():
             return float("inf")
-        return max(0.0, self.running[-1].since + SLICE_S - asyncio.get_running_loop().time())
+        return max(0.0, self.computing.since + SLICE_S - asyncio.get_running_loop().time())
 
     def _start(self, group: list[Ticket]) -> None:
-        """Run ``group``'s call, pausing the computing call (if any) until it ends."""
+        """Run ``group``'s call; it takes the computing slot."""
         loop = asyncio.get_running_loop()
-        before = self.running[-1] if self.running else None
-        if before is not None and before.gate.is_set():
-            before.gate.clear()
-            before.paused_at = loop.time()
-        call = _Call(group[0].job.settings, loop.time(), [t.job for t in group],
-                     self._computing)
-        call.gate.set()
+        call = _Call(group[0].job.settings, [t.job for t in group], self._computing)
         self.running.append(call)
+        self._switch(call)
         expiry = None if self.budget_s is None else loop.call_later(
             self.budget_s, self._expire, group)
         task = loop.create_task(self._decode(group, call))
@@ -221,7 +250,9 @@ class Batcher:
             if expiry is not None:
                 expiry.cancel()
             self.running.remove(call)
-            self._resume_if_due()
+            if self.computing is call:
+                self.computing = None
+            self._share()
             self._wake.set()
 
         task.add_done_callback(ended)
@@ -232,6 +263,7 @@ class Batcher:
             if not t.result.done():
                 t.over_budget = True
                 t.job.cancelled = True
+        self._wake.set()  # a paused call whose jobs are gone finishes first
 
     async def _gather(self) -> list[Ticket]:
         """Wait out the oldest job's window (or until its batch is full), then take its
@@ -277,9 +309,9 @@ class Batcher:
     def _eligible(self) -> list[Ticket]:
         """The waiting jobs the next call may take: all of them, or while a call computes,
         those of other settings (its own queue behind it)."""
-        if not self.running:
+        if self.computing is None:
             return self.pending
-        return [t for t in self.pending if t.job.settings != self.running[-1].settings]
+        return [t for t in self.pending if t.job.settings != self.computing.settings]
 
     def _rows(self, key) -> int:
         return sum(len(t.job.rows) for t in self.pending if t.job.settings == key)

@@ -12,7 +12,8 @@ from unmask.serve.jobs import Completion, Job, Settings
 
 #: the test's names of settings -> a request each (equal names, equal requests)
 KINDS = {"a": "confidence", "b": "entropy", "crowd": "margin", "lonely": "topk:k=2",
-         "quick": "eb:gamma=0.1", "slow": "threshold:tau=0.9"}
+         "quick": "eb:gamma=0.1", "slow": "threshold:tau=0.9", "slow2": "threshold:tau=0.8",
+         "mid": "topk:k=3"}
 NAMES = {DecodeRequest(sampler=spec).sampler: name for name, spec in KINDS.items()}
 
 

@@ -36,13 +36,18 @@ from torch import nn
 
 from unmask.decode import DecodeConfig, decode
 from unmask.errors import UnmaskError, require
-from unmask.frozen_head import FrozenHead, frozen_features, load_frozen_head, mixer_blocks
+from unmask.frozen_head import (
+    FrozenHead,
+    frozen_features,
+    load_frozen_head,
+    marginal_features,
+    mixer_blocks,
+)
 from unmask.io import atomic_path
 from unmask.metrics import held_out_mask, roc_auc
 from unmask.models.base import MaskedModel, ModelOutput
 from unmask.parallel.shard_store import content_digest
 from unmask.pretrained import shipped_head
-from unmask.probs import entropy_from_log_probs
 from unmask.samplers import make_sampler
 from unmask.training.loop import LoopConfig, fit
 from unmask.validation import is_int
@@ -122,11 +127,9 @@ class Corrector(FrozenHead):
                               f"{cfg.vocab_size} logits, got {output.hidden.shape[-1]} and "
                               f"{output.logits.shape[-1]}")
         device = output.logits.device
-        log_p = torch.log_softmax(
-            output.logits.index_select(-1, self.real_ids.to(device)).float(), dim=-1)
-        ent = entropy_from_log_probs(log_p).unsqueeze(-1)
+        marginals = marginal_features(output.logits, self.real_ids.to(device))
         one_hot = (tokens.to(device)[..., None] == self.vocab.to(device)).float()
-        return torch.cat([output.hidden.float(), log_p.exp(), ent, one_hot], dim=-1)
+        return torch.cat([output.hidden.float(), marginals, one_hot], dim=-1)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """Logits (B, N) that each position's token is wrong, from features (B, N, F)."""

@@ -25,6 +25,7 @@ from unmask.io import atomic_path, atomic_write_text, parse_json
 from unmask.models.base import MaskedModel, ModelOutput, weights_fingerprint
 from unmask.models.transformer import Block, TransformerConfig
 from unmask.pretrained import PRETRAINED_DIR
+from unmask.probs import entropy_from_log_probs
 
 CONFIG_FILE = "config.json"
 
@@ -47,6 +48,13 @@ def frozen_features(model: MaskedModel, tokens: torch.Tensor,
             if progress is not None:
                 progress(min(lo + batch_size, len(tokens)))
     return torch.cat(parts) if parts else torch.zeros(0, tokens.shape[1], width, dtype=dtype)
+
+
+def marginal_features(logits: torch.Tensor, real_ids: torch.Tensor) -> torch.Tensor:
+    """(B, N, K + 1) what a head reads of a pass's logits (B, N, V): the probabilities of the
+    K real tokens ``real_ids`` (a softmax over their logits) and their entropy in nats."""
+    log_p = torch.log_softmax(logits.index_select(-1, real_ids).float(), dim=-1)
+    return torch.cat([log_p.exp(), entropy_from_log_probs(log_p).unsqueeze(-1)], dim=-1)
 
 
 def mixer_blocks(d: int, n_heads: int, n_layers: int) -> nn.ModuleList:

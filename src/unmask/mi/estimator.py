@@ -45,10 +45,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from unmask.errors import UnmaskError, require
-from unmask.frozen_head import FrozenHead, load_frozen_head, mixer_blocks
+from unmask.frozen_head import FrozenHead, load_frozen_head, marginal_features, mixer_blocks
 from unmask.models.base import MaskedModel, ordered_masked_pairs
 from unmask.pretrained import shipped_head
-from unmask.probs import entropy_from_log_probs
 from unmask.validation import is_int
 
 MODEL_TYPE = "mi-estimator"
@@ -177,9 +176,8 @@ def estimator_features(output, model: MaskedModel, config: EstimatorConfig) -> t
     if len(real) != config.marginal_size:
         raise UnmaskError(f"model: {len(real)} real tokens, but the estimator reads marginals "
                           f"over {config.marginal_size}")
-    log_p = torch.log_softmax(output.logits[..., real].float(), dim=-1)
-    ent = entropy_from_log_probs(log_p).unsqueeze(-1)
-    return torch.cat([hidden.float(), log_p.exp(), ent], dim=-1).to(hidden.dtype)
+    marginals = marginal_features(output.logits, torch.tensor(real, device=output.logits.device))
+    return torch.cat([hidden.float(), marginals], dim=-1).to(hidden.dtype)
 
 
 class MIEstimator(FrozenHead):

@@ -100,3 +100,12 @@ def test_a_preset_is_the_served_models_own_where_it_has_one(text_server, monkeyp
     monkeypatch.setitem(MODEL_PRESETS, "text", {"fast": Preset("topk:k=3", "a test", "")})
     assert text_server.served.sampler(Decoding(preset="fast")) == "topk:k=3"
     assert text_server.served.sampler(Decoding(preset="quality")) == "confidence"
+
+
+@pytest.mark.parametrize("ref", ["file:///etc/passwd", "/etc/passwd", "http://127.0.0.1:9/s"])
+def test_a_schema_cannot_reach_a_file_or_a_url(text_server, ref):
+    """A JSON Schema's ``$ref`` resolves inside the schema only: no file, no URL."""
+    body = {**BASE, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"$ref": ref}}}}
+    status, out, raw = post(text_server.port, "/v1/completions", body)
+    assert status == 400 and "Traceback" not in raw, raw[:300]

@@ -179,3 +179,25 @@ def test_wordpiece_texts_match(sampler, tmp_path):
         text = text_of(model, row)
         assert (text in spec.value if spec.kind == "choice"
                 else re.fullmatch(spec.value, text)), (spec, text)
+
+
+def test_one_host_read_a_pass_as_without():
+    """The constraint's work reads nothing back: a constrained decode makes the loop's one
+    read a pass (beyond the reads made once, when it is prepared)."""
+    from unmask.host_reads import count_host_reads
+
+    model = text_model(bpe_tokenizer())
+    x = torch.full((4, 12), model.mask_id)
+    con = DFAConstraint(constraints.regex("(ab|1)+"))
+    runs = {}
+    for label, c in (("free", None), ("constrained", con)):
+        for sampler in ("confidence", "eb:gamma=1"):
+            with count_host_reads() as reads:
+                res = decode(model, x, sampler, constraint=c)
+            runs[label, sampler] = (reads.total, int(res.steps.max()))
+    for sampler in ("confidence", "eb:gamma=1"):
+        free, passes_free = runs["free", sampler]
+        con_reads, passes = runs["constrained", sampler]
+        once_free, once_con = free - passes_free, con_reads - passes
+        assert once_free >= 0 and once_con >= once_free  # per pass: one read each
+        assert once_con - once_free <= 6  # prepared once (compile, checks)

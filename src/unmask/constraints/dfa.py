@@ -83,6 +83,9 @@ class DFAConstraint:
         require(span.shape == tokens.shape, f"constraint: span of shape {tuple(span.shape)} "
                                             f"for tokens of shape {tuple(tokens.shape)}")
         self.full_span = span
+        # the batch's text lies in columns [first, last): the state sets step through those
+        where = span.any(0).nonzero().squeeze(1).tolist() or [0]
+        self.first, self.last = where[0], where[-1] + 1
         lengths = span.sum(1).tolist()
         for r, spec in enumerate(specs):
             if spec is not None:
@@ -118,13 +121,15 @@ class DFAConstraint:
         return kind, nxt
 
     def _forward(self, x, rows, stop: int):
-        """F[0..stop] as (R, stop + 1, S) float 0/1 (a list of tensors)."""
+        """F[0..stop] (a list of (R, S) float 0/1); positions before the batch's first text
+        position leave the start sets as they are (not stepped through)."""
         r = x.shape[0]
-        kind, nxt = self._moves(x, rows, 0, stop)
+        first = min(self.first, stop)
+        kind, nxt = self._moves(x, rows, first, stop)
         f = torch.zeros(r, self.delta.shape[0], device=x.device)
         f[torch.arange(r, device=x.device), self.starts[rows]] = 1.0
-        out = [f]
-        for i in range(stop):
+        out = [f] * (first + 1)
+        for i in range(stop - first):
             moved = torch.zeros_like(f).scatter_add_(1, nxt[:, i], f)
             free = f @ self.adj
             k = kind[:, i, None]
@@ -133,12 +138,14 @@ class DFAConstraint:
         return out
 
     def _backward(self, x, rows, start: int):
-        """B[start..N] (a list of (R, S) float 0/1, B[N] the accepting states)."""
+        """B[start..N] (a list of (R, S) float 0/1, B[N] the accepting states); positions
+        after the batch's last text position leave them as they are."""
         n = x.shape[1]
-        kind, nxt = self._moves(x, rows, start, n)
+        last = max(min(self.last, n), start)
+        kind, nxt = self._moves(x, rows, start, last)
         b = self.accept.float().expand(x.shape[0], -1).clone()
-        out = [b]
-        for i in range(n - start - 1, -1, -1):
+        out = [b] * (n - last + 1)
+        for i in range(last - start - 1, -1, -1):
             moved = b.gather(1, nxt[:, i])
             free = b @ self.adj.t()
             k = kind[:, i, None]

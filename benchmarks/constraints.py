@@ -5,8 +5,10 @@ over an unconstrained one, and compile time, on the shipped text model and a sub
         [--batches 1 64] [--threads 1] [--json out.json]
 
 Part 1 (quality), the shipped character-level text MDM, ``--prompts`` arithmetic prompts
-asking for JSON ``{"answer": <int>}`` (schema: one integer field) and as many yes/no
-questions asking for a label (choice ``yes`` / ``no``), each decoded unconstrained and
+asking for JSON ``{"answer": <int>}`` (schema: one integer field), as many yes/no
+questions asking for a label (choice ``yes`` / ``no``) and as many of reasoning-gym's
+basic_arithmetic problems in the format the model was trained on (regex ``-?[0-9]+``,
+judged by the task's verifier; needs reasoning-gym), each decoded unconstrained and
 constrained (eb:gamma=0.1, 32 tokens in blocks of 8): valid % (the text parses and matches),
 accuracy % (the right number / label), mean passes, wall.
 Part 2 (cost), a pass's wall constrained over unconstrained at each batch (the same
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -39,6 +42,7 @@ SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}},
           "required": ["answer"]}
 LABEL = constraints.choice("yes", "no")
 JSON = constraints.json_schema(SCHEMA)
+NUMBER = constraints.regex("-?[0-9]+")
 
 
 def tasks(n: int, seed: int = 0):
@@ -63,10 +67,27 @@ def _json_answer(text: str):
     return (value["answer"] if ok else None), ok
 
 
+def gym_arithmetic(n: int):
+    """reasoning-gym's basic_arithmetic problems, in the format the shipped model was trained
+    on (its answer a bare integer), with their verifier; None without reasoning-gym."""
+    try:
+        from unmask.reasoning.tasks import get_tasks
+
+        task = get_tasks(["basic_arithmetic"])[0]
+        items = task.items(n, 0)
+    except Exception:  # noqa: BLE001 - an optional part
+        return None
+    return [(it.prompt, it) for it in items], task
+
+
 def quality(model, n: int) -> list[dict]:
     arith, labels = tasks(n)
     rows = []
-    for name, items, spec in (("json", arith, JSON), ("label", labels, LABEL)):
+    plan = [("json", arith, JSON), ("label", labels, LABEL)]
+    gym = gym_arithmetic(n)
+    if gym is not None:
+        plan.append(("number", gym[0], NUMBER))
+    for name, items, spec in plan:
         for constrained in (False, True):
             t0 = time.perf_counter()
             gens = generate(model, None, [p for p, _ in items], gen_length=32, block_length=8,
@@ -77,6 +98,9 @@ def quality(model, n: int) -> list[dict]:
                 text = g.text.strip() if not constrained else g.text
                 if name == "json":
                     answer, ok = _json_answer(text)
+                elif name == "number":  # the verifier judges the text
+                    ok = re.fullmatch(NUMBER.value, text) is not None
+                    answer, truth = ok and gym[1].correct(text, truth), True
                 else:
                     answer, ok = text, text in ("yes", "no")
                 valid += ok
@@ -115,8 +139,12 @@ def subword_model(vocab: int, seed: int = 0):
     import tokenizers
     import transformers
 
-    files = sorted(Path(sys.modules["json"].__file__).parents[1].glob("*.py"))
-    text = [f.read_text(encoding="utf-8", errors="ignore") for f in files]
+    text, size = [], 0
+    for f in sorted(Path(sys.modules["json"].__file__).parents[1].rglob("*.py")):
+        text.append(f.read_text(encoding="utf-8", errors="ignore"))
+        size += len(text[-1])
+        if size > 24_000_000:  # enough text for a 50k vocabulary
+            break
     tok = tokenizers.Tokenizer(tokenizers.models.BPE())
     tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = tokenizers.decoders.ByteLevel()

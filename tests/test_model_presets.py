@@ -29,3 +29,20 @@ def test_every_model_preset_names_a_general_preset_and_builds(model, name):
 def test_an_unknown_preset_is_refused_for_any_model():
     with pytest.raises(UnmaskError, match="preset: unknown 'quick'"):
         model_preset("quick", "antiberty")
+
+
+def test_antiberty_by_its_converted_folder_gets_its_own_presets(tmp_path):
+    """The same weights get the same preset by name and by folder (a copy of the converted
+    folder too); a folder whose files differ from its manifest is another model."""
+    from unmask.models.antiberty import write_manifest
+
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    write_manifest(folder)
+    assert model_preset("fast", str(folder)) == model_preset("fast", "antiberty")
+    assert model_preset("fast", folder) != PRESETS["fast"]
+    (folder / "model.safetensors").write_bytes(b"other weights")
+    assert model_preset("fast", str(folder)) == PRESETS["fast"]
+    assert model_preset("fast", str(tmp_path)) == PRESETS["fast"]  # no manifest

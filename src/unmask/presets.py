@@ -27,6 +27,8 @@ lists the presets without importing torch.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import NamedTuple
 
 from unmask.errors import UnmaskError
@@ -107,10 +109,25 @@ MODEL_PRESETS: dict[str, dict[str, Preset]] = {
 }
 
 
+def preset_model(model: object) -> str | None:
+    """The model of :data:`MODEL_PRESETS` that ``model`` is: its name (``antiberty``), or a
+    folder unmask converted from it (AntiBERTy's converted folder, or a copy: its manifest
+    names the pinned wheel's weights and every file matches); None for any other."""
+    if isinstance(model, str) and model in MODEL_PRESETS:
+        return model
+    if not isinstance(model, (str, os.PathLike)) or not Path(model).is_dir():
+        return None
+    from unmask.models.antiberty import MANIFEST, NAME, folder_problem
+
+    folder = Path(model)
+    return NAME if (folder / MANIFEST).is_file() and folder_problem(folder) is None else None
+
+
 def model_preset(name: str, model: object = None) -> Preset:
-    """Preset ``name`` for ``model`` (a model name such as ``antiberty``, or anything else:
-    the general :data:`PRESETS`); UnmaskError naming ``preset`` for unknown names."""
-    own = MODEL_PRESETS.get(model, {}) if isinstance(model, str) else {}
+    """Preset ``name`` for ``model`` (a model name such as ``antiberty`` or its converted
+    folder, :func:`preset_model`; anything else: the general :data:`PRESETS`); UnmaskError
+    naming ``preset`` for unknown names."""
+    own = MODEL_PRESETS.get(preset_model(model), {})
     return own[name] if name in own else preset(name)
 
 

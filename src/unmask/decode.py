@@ -23,7 +23,15 @@ from unmask.models.base import MaskedModel, ModelOutput
 from unmask.models.handle import ModelHandle
 from unmask.probs import propose, real_log_probs
 from unmask.rng import row_gumbel
-from unmask.samplers.base import Sampler, Selection, StepState, widen_columns
+from unmask.samplers.base import (
+    Sampler,
+    Selection,
+    StepState,
+    add_rows,
+    put_rows,
+    rows_of,
+    widen_columns,
+)
 from unmask.samplers.spec import parse_spec
 from unmask.validation import is_int, is_temperature, temperature_message
 
@@ -178,7 +186,7 @@ def decode(
         for hook in hooks:
             remask = hook.after_write(rows, state, remask)
         loop.write(state, sel, new, remask)
-        still = has_mask = (loop.tokens[rows] == loop.mask_id).any(1)
+        still = has_mask = (rows_of(loop.tokens, rows) == loop.mask_id).any(1)
         for hook in hooks:
             keep = hook.keep_rows(state)
             still = still if keep is None else still | keep
@@ -263,6 +271,8 @@ class _Loop:
         #: positions the first block lacks: blocks are counted back from the row's end
         self.lead = -n % self.block
         self.block_id = (torch.arange(n, device=device) + self.lead) // self.block  # (N,)
+        #: one block (N positions) that every row has entered: nothing more to track
+        self.entered_one_block = False
         self.history: list[torch.Tensor] | None = [] if config.record_history else None
         self.kv = (BlockKVCache(model, config.cache_kv, b, n, self.block, self.lead)
                    if config.cache_kv else None)
@@ -278,7 +288,8 @@ class _Loop:
         n = self.tokens.shape[1]
         if not self.narrow or self.block == n:
             return slice(0, n)
-        first, last = torch.stack(torch.aminmax(self.cur_block[rows])).tolist()  # one read
+        # one read
+        first, last = torch.stack(torch.aminmax(rows_of(self.cur_block, rows))).tolist()
         return slice(*block_span(first, last, self.block, self.lead))
 
     def forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
@@ -346,13 +357,17 @@ class _Loop:
         that still holds a MASK; a row entering a block restarts its block step."""
         x = self.tokens[rows]
         masked = x == self.mask_id
+        if self.entered_one_block:  # one block, entered by every row on the first pass
+            return x, masked, masked
+        self.entered_one_block = self.block == x.shape[1]
         whole = torch.nn.functional.pad(masked, (self.lead, 0)) if self.lead else masked
         first = whole.view(len(rows), -1, self.block).any(-1).long().argmax(1)
         eligible = masked & (self.block_id[None, :] == first[:, None])
-        entered = first != self.cur_block[rows]
-        self.cur_block[rows] = first
-        self.block_step[rows] = torch.where(entered, 0, self.block_step[rows])
-        self.block_masked[rows] = torch.where(entered, eligible.sum(1), self.block_masked[rows])
+        entered = first != rows_of(self.cur_block, rows)
+        put_rows(self.cur_block, rows, first)
+        put_rows(self.block_step, rows, torch.where(entered, 0, rows_of(self.block_step, rows)))
+        put_rows(self.block_masked, rows,
+                 torch.where(entered, eligible.sum(1), rows_of(self.block_masked, rows)))
         return x, masked, eligible
 
     def step_state(self, rows, x, masked, eligible, out, hooks, cols: slice) -> StepState:
@@ -367,7 +382,8 @@ class _Loop:
         temperature = self.config.temperature
         # stream 0 is the loop's token draw; samplers use streams >= 1
         v = log_probs.shape[-1]
-        noise = (row_gumbel(self.seeds[rows], self.steps[rows], 0, tuple(log_probs.shape[1:]),
+        noise = (row_gumbel(rows_of(self.seeds, rows), self.steps[rows], 0,
+                            tuple(log_probs.shape[1:]),
                             start=cols.start * v) if temperature > 0 else None)
         x0 = propose(log_probs, temperature, noise)
         x0_prob = (probs.amax(-1) if self.config.confidence == "max"
@@ -379,21 +395,24 @@ class _Loop:
             tokens=x, masked=masked, eligible=eligible, output=out, log_probs=log_probs,
             probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob, step=self.block_step[rows],
             global_step=self.steps[rows],
-            block_masked=self.block_masked[rows], row_ids=rows, seeds=self.seeds[rows],
+            block_masked=self.block_masked[rows], row_ids=rows,
+            seeds=rows_of(self.seeds, rows),  # never written
             temperature=temperature, model=self.handle, mask_id=self.mask_id,
             real_mask=self.real_mask, columns=cols)
 
     def write(self, state: StepState, sel: Selection, new: torch.Tensor, remask: torch.Tensor):
         """Write the pass: revealed tokens, masks again, counters, self-conditioning."""
         rows, x, reveal = state.row_ids, state.tokens, sel.reveal
-        self.tokens[rows] = torch.where(remask, self.mask_id, torch.where(reveal, new, x))
+        put_rows(self.tokens, rows,
+                 torch.where(remask, self.mask_id, torch.where(reveal, new, x)))
         self.handle.remember(rows, state.probs, state.masked & ~reveal)
         paid = state.entropy if sel.entropy is None else sel.entropy
-        self.cum_entropy[rows] += torch.where(reveal, paid.double(), 0.0).sum(1)
-        self.reveal_step[rows] = torch.where(reveal, self.steps[rows, None],
-                                             torch.where(remask, -1, self.reveal_step[rows]))
-        self.steps[rows] += 1
-        self.block_step[rows] += 1
+        add_rows(self.cum_entropy, rows, torch.where(reveal, paid.double(), 0.0).sum(1))
+        put_rows(self.reveal_step, rows, torch.where(
+            reveal, rows_of(self.steps, rows)[:, None],
+            torch.where(remask, -1, rows_of(self.reveal_step, rows))))
+        add_rows(self.steps, rows, 1)
+        add_rows(self.block_step, rows, 1)
         if self.history is not None:
             self.history.append(self.tokens.clone())
 
@@ -452,8 +471,12 @@ def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
                                   or sel.stale.shape != reveal.shape[:1]):
         raise RuntimeError(f"sampler {name!r}: stale must be a bool tensor of shape "
                            f"{tuple(reveal.shape[:1])}, with next_output")
-    new = state.x0 if sel.tokens is None else sel.tokens
-    real = real_mask[new.clamp(0, len(real_mask) - 1)] & (new >= 0) & (new < len(real_mask))
+    if sel.tokens is None:  # the loop's proposals: ids of the vocabulary by construction
+        new = state.x0
+        real = real_mask[new]
+    else:
+        new = sel.tokens
+        real = real_mask[new.clamp(0, len(real_mask) - 1)] & (new >= 0) & (new < len(real_mask))
     broken = torch.stack([(reveal & ~state.eligible).any(), ~reveal.any(1).all(),
                           (reveal & ~real).any()])
     return new, broken

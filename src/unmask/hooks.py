@@ -17,24 +17,10 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel
 from unmask.probs import real_log_probs
-from unmask.samplers.base import Sampler, Selection, StepState
+from unmask.samplers.base import Sampler, Selection, StepState, put_rows, rows_of
 from unmask.samplers.spec import register_hook
 from unmask.samplers.verified import Verified
 from unmask.validation import is_int, is_number
-
-
-def _of(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``t[rows]``, ``rows`` (R,) the loop's rows of the decode's batch: increasing, so when
-    there are as many as ``t`` has, ``t`` itself (no copy; write with :func:`_put`)."""
-    return t if len(rows) == len(t) else t[rows]
-
-
-def _put(t: torch.Tensor, rows: torch.Tensor, value: torch.Tensor) -> None:
-    """``t[rows] = value`` (``rows`` as :func:`_of`'s), in place."""
-    if len(rows) == len(t):
-        t.copy_(value)
-    else:
-        t[rows] = value
 
 
 class Hook:
@@ -130,10 +116,10 @@ class Remask(Hook):
     def after_write(self, rows, state, remask):
         with torch.inference_mode():
             wrong = self.corrector.wrong_probs(state.output, state.tokens)
-        counts = _of(self.counts, rows)
-        new = (~state.masked & ~_of(self.given, rows) & (counts < self.max_remasks)
+        counts = rows_of(self.counts, rows)
+        new = (~state.masked & ~rows_of(self.given, rows) & (counts < self.max_remasks)
                & (wrong > self.threshold))
-        _put(self.counts, rows, counts + new.long())
+        put_rows(self.counts, rows, counts + new.long())
         return remask | new
 
     def stats(self):
@@ -173,13 +159,13 @@ class BanRemasked(Hook):
                                   device=tokens.device)
 
     def adjust_log_probs(self, rows, log_probs, columns=slice(0, None)):
-        banned = _of(self.banned, rows)[:, columns]
+        banned = rows_of(self.banned, rows)[:, columns]
         return torch.log_softmax(log_probs.masked_fill(banned, -torch.inf), -1)
 
     def after_write(self, rows, state, remask):
         vocab = torch.arange(self.banned.shape[-1], device=remask.device)
         sent_back = remask[..., None] & (vocab == state.tokens[..., None])  # (R, N, V)
-        if len(rows) == len(self.banned):  # every row (as _of): in place
+        if len(rows) == len(self.banned):  # every row (as rows_of): in place
             self.banned |= sent_back
         else:
             self.banned[rows] |= sent_back
@@ -232,11 +218,11 @@ class _RevealConfidence(Hook):
     def _track(self, rows, state, remask) -> None:
         """Record the confidence of the tokens the last pass revealed (masked then, decoded
         now) and this pass's proposals' confidence for the next."""
-        fresh = _of(self.last_masked, rows) & ~state.masked
-        _put(self.revealed_conf, rows, torch.where(fresh, _of(self.last_conf, rows),
-                                                   _of(self.revealed_conf, rows)))
-        _put(self.last_conf, rows, state.x0_prob.double())
-        _put(self.last_masked, rows, state.masked & ~remask)
+        fresh = rows_of(self.last_masked, rows) & ~state.masked
+        put_rows(self.revealed_conf, rows, torch.where(fresh, rows_of(self.last_conf, rows),
+                                                   rows_of(self.revealed_conf, rows)))
+        put_rows(self.last_conf, rows, state.x0_prob.double())
+        put_rows(self.last_masked, rows, state.masked & ~remask)
 
 
 @register_hook("wino", primary="tau2")
@@ -273,11 +259,11 @@ class WinoVerify(_RevealConfidence):
 
     def after_write(self, rows, state, remask):
         self._track(rows, state, remask)
-        counts = _of(self.counts, rows)
-        decoded = (~state.masked & ~_of(self.given, rows) & ~remask
+        counts = rows_of(self.counts, rows)
+        decoded = (~state.masked & ~rows_of(self.given, rows) & ~remask
                    & (counts < self.max_remasks))
         k = min(self.max_checks, state.tokens.shape[1])
-        conf = _of(self.revealed_conf, rows).masked_fill(~decoded, torch.inf)
+        conf = rows_of(self.revealed_conf, rows).masked_fill(~decoded, torch.inf)
         low, pos = conf.topk(k, dim=1, largest=False)  # (R, k)
         check = low.isfinite() & state.masked.any(1, keepdim=True)  # only rows still decoding
         if not check.any():
@@ -293,8 +279,8 @@ class WinoVerify(_RevealConfidence):
         kept = lp.gather(-1, state.tokens[r, p][:, None]).squeeze(-1).exp()
         new = torch.zeros_like(remask)
         new[r, p] = kept < self.tau2  # (r, p) pairs are distinct
-        _put(self.counts, rows, counts + new.long())
-        _put(self.last_masked, rows, _of(self.last_masked, rows) | new)
+        put_rows(self.counts, rows, counts + new.long())
+        put_rows(self.last_masked, rows, rows_of(self.last_masked, rows) | new)
         return remask | new
 
     def stats(self):
@@ -351,7 +337,7 @@ class ReMDMRemask(_RevealConfidence):
 
     def after_write(self, rows, state, remask):
         self._track(rows, state, remask)
-        given = _of(self.given, rows)
+        given = rows_of(self.given, rows)
         decoded = ~state.masked & ~given & ~remask
         share = decoded.sum(1) / (~given).sum(1).clamp(min=1)
         active = (share >= self.start) & (share < self.stop) & state.masked.any(1)
@@ -360,16 +346,16 @@ class ReMDMRemask(_RevealConfidence):
             sigma = torch.full(decoded.shape, float(self.eta), dtype=torch.float64,
                                device=decoded.device)
         else:
-            weights = torch.softmax((-_of(self.revealed_conf, rows)).masked_fill(~decoded,
+            weights = torch.softmax((-rows_of(self.revealed_conf, rows)).masked_fill(~decoded,
                                                                                   -torch.inf),
                                     dim=1).nan_to_num(0.0)
             sigma = (self.eta * d * weights).clamp(max=1.0)
         draw = state.uniform(REMDM_STREAM, (decoded.shape[1],))
-        counts = _of(self.counts, rows)
+        counts = rows_of(self.counts, rows)
         new = (decoded & active[:, None] & (counts < self.max_remasks)
                & (draw < sigma))
-        _put(self.counts, rows, counts + new.long())
-        _put(self.last_masked, rows, _of(self.last_masked, rows) | new)
+        put_rows(self.counts, rows, counts + new.long())
+        put_rows(self.last_masked, rows, rows_of(self.last_masked, rows) | new)
         return remask | new
 
     def stats(self):

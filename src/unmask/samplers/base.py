@@ -37,6 +37,29 @@ def widen_columns(values: torch.Tensor, columns: slice, n: int,
     return out
 
 
+def rows_of(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``t[rows]``, ``rows`` (R,) increasing indices into ``t``'s rows (the decode loop's
+    rows, which only ever leave): when there are as many as ``t`` has rows, ``t`` itself
+    (no copy; write back with :func:`put_rows`)."""
+    return t if len(rows) == len(t) else t[rows]
+
+
+def put_rows(t: torch.Tensor, rows: torch.Tensor, value: torch.Tensor) -> None:
+    """``t[rows] = value`` in place (``rows`` as :func:`rows_of`'s)."""
+    if len(rows) == len(t):
+        t.copy_(value)
+    else:
+        t[rows] = value
+
+
+def add_rows(t: torch.Tensor, rows: torch.Tensor, value) -> None:
+    """``t[rows] += value`` in place (``rows`` as :func:`rows_of`'s)."""
+    if len(rows) == len(t):
+        t += value
+    else:
+        t[rows] += value
+
+
 @dataclass
 class StepState:
     """Everything a sampler may read at one step, for the B rows still decoding.

@@ -540,6 +540,19 @@ def _rank_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, lim
     return taken.T.bool()
 
 
+def charge_row(charges: torch.Tensor, order: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """(B, N) ``charges[b, at[b], :]`` (``charges`` (B, N, N), ``at`` (B, 1) positions), its
+    columns in scan ``order`` (B, N); ``charges`` may be a transposed view (its row is then a
+    column of the storage: nothing of size B x N x N is copied)."""
+    b, n = order.shape
+    if charges.stride(-1) != 1 and charges.stride(-2) == 1:
+        row = charges.transpose(1, 2).gather(2, at[:, None].expand(b, n, 1)).view(b, n)
+    else:
+        rows = torch.arange(b, device=order.device)[:, None] * n
+        row = charges.reshape(b * n, n).index_select(0, (rows + at).view(-1))
+    return row.gather(1, order)
+
+
 #: the most charges (B x N x N) for which the 'max' scan takes each row's common prefix in two
 #: masked maxima over them (:func:`_max_prefix`) before stepping: below it those cost less
 #: than the steps they save, above it more
@@ -565,8 +578,6 @@ def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, li
         load = torch.zeros(b, n, dtype=dtype, device=order.device)  # in scan order
         last = torch.full((b, 1), -1, device=order.device)  # each row's last taken (n: done)
         taken = []
-    rows = torch.arange(b, device=order.device)[:, None] * n
-    transposed = charges.stride(-1) != 1 and charges.stride(-2) == 1
     while True:
         fits = ok & (rank > last) & (load <= limit)
         first = fits.view(torch.uint8).argmax(1, keepdim=True)  # (B, 1): the first that fits
@@ -575,12 +586,8 @@ def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, li
             break
         last = torch.where(took, first, n)
         taken.append(last)
-        at = order.gather(1, first)  # (B, 1) its position (rows done: any, unread)
-        if transposed:  # a transposed view: its row is a column of the storage
-            row = charges.transpose(1, 2).gather(2, at[:, None].expand(b, n, 1)).view(b, n)
-        else:
-            row = charges.reshape(b * n, n).index_select(0, (rows + at).view(-1))
-        row = row.gather(1, order).to(dtype)  # (B, N) in scan order
+        # rows done take any position, unread
+        row = charge_row(charges, order, order.gather(1, first)).to(dtype)
         if aggregate == "max":
             torch.maximum(load, row, out=load)
         else:

@@ -10,7 +10,7 @@ The MI matrix I comes from the neural estimator on the hidden states of the same
 (no extra model call); on large inputs only the pairs that can change the pass's set are
 computed (:meth:`_BudgetedMISampler.candidates`). On an accelerator neither the estimator on
 small inputs nor the rule reads anything back from the device, so a pass costs an EB pass plus
-the estimator; on the CPU the rule reads back how far its scan need go.
+the estimator; on the CPU the rule reads back, as it scans, whether to go on.
 Parameters left unset take the estimator's recommended setting (``recommended.json`` beside
 its weights), else :data:`RULE_DEFAULTS`.
 """
@@ -35,10 +35,10 @@ from unmask.samplers.base import (
     Selection,
     StepState,
     budget_prefix,
+    charge_row,
     check_scan_order,
     reads_scan_back,
     register,
-    scan_length,
     scan_order_scores,
     scan_rows,
 )
@@ -59,8 +59,8 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
                      stop_at_first_miss: bool = False, free_head: bool = False,
                      free_max: bool = False) -> torch.Tensor:
     """The MI-guided selection rule, vectorised over the batch. On an accelerator it reads
-    nothing back to the host; on the CPU the scan below reads one number, its length
-    (:func:`scan_steps`).
+    nothing back to the host; on the CPU the scan below reads back, after each position it
+    takes, whether any row took one (:func:`_budget_jump_taken`).
 
     entropy: (B, N) nats, >= 0; mi: (B, N, N) pairwise MI in nats, >= 0 (symmetric);
     eligible: (B, N) bool; scores: (B, N), visited in descending order (ties: lower index
@@ -129,31 +129,21 @@ def _budget_prefix_taken(own: torch.Tensor, paid: torch.Tensor, valid: torch.Ten
     return valid & (miss.cumsum(1) == 0)
 
 
-def scan_steps(own: torch.Tensor, valid: torch.Tensor, limit: float, free_max: bool) -> int:
-    """How many steps of the scan can take a position, from own costs ``own`` and ``valid``
-    (B, N), both in scan order: where a scan reads back
-    (:func:`~unmask.samplers.base.reads_scan_back`), up to the last valid position
-    (over the batch) whose own cost fits the budget, one host read (a position is charged at
-    least its own cost, so none after it is taken; with ``free_max`` any valid one may be);
-    elsewhere all N, read back by nobody."""
-    if not reads_scan_back(own.device):
-        return own.shape[1]
-    return scan_length(valid if free_max else valid & (own <= limit))
-
-
 def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
                        valid: torch.Tensor, limit: float, lam: float, free_max: bool
                        ) -> torch.Tensor:
     """(B, N) bool in scan order: the rule passing over positions that do not fit, from own
     costs ``own`` (B, N) and ``valid`` (B, N), both in scan ``order`` (B, N), and the MI
     ``mi`` (B, N, N). The scan is sequential in t (what is taken changes every later charge):
-    one step per position that may be taken (:func:`scan_steps`), each a few tensor
-    operations over the batch, none read back.
+    one step per position, each a few tensor operations over the batch, none read back
+    (where a scan reads back, :func:`_budget_jump_taken` instead).
     ``cost`` (B, N), in scan order, holds every position's own cost plus lam * its MI with the
     positions taken so far (an invalid position fits no finite budget), ``spent`` (B, 1) the
     charges of the positions taken; the MI each step pays is gathered once, before the scan."""
     b, n = own.shape
-    steps = scan_steps(own, valid, limit, free_max)
+    if reads_scan_back(own.device):
+        return _budget_jump_taken(own, mi, order, valid, limit, lam, free_max)
+    steps = n
     cost = torch.where(valid, own, torch.inf)
     # (T, B, N): [t, b, s] = mi[b, s-th, t-th], what the s-th pays once the t-th is taken
     pays = scan_rows(mi.transpose(1, 2), order, steps)
@@ -172,6 +162,45 @@ def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
         spent = torch.where(takes[t], charged, spent)
         cost.addcmul_(takes[t], pays[t], value=lam)
     return taken.squeeze(-1).T & valid
+
+
+def _budget_jump_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
+                       valid: torch.Tensor, limit: float, lam: float, free_max: bool
+                       ) -> torch.Tensor:
+    """:func:`_budget_scan_taken`'s set, one step per position taken (where a scan reads
+    back, :func:`~unmask.samplers.base.reads_scan_back`): each step takes, in every row, the
+    first position after its last taken one that fits (those between fit no better later:
+    what they would be charged counts only positions taken before them, all already taken),
+    with the charges and sums of the scan over every position, and reads back whether any
+    row took one."""
+    b, n = own.shape
+    cost = torch.where(valid, own, torch.inf)
+    spent, top = own.new_zeros(b, 1), own.new_zeros(b, 1)
+    rank = torch.arange(n, device=own.device)
+    last = torch.full((b, 1), -1, device=own.device)  # each row's last taken (n: done)
+    pays_of = mi.transpose(1, 2)  # [b, t, s]: what s pays once t is taken
+    taken = []
+    while True:
+        charged = spent + cost
+        if free_max:
+            top_new = torch.maximum(top, own)
+            fits = (charged - top_new) <= limit
+        else:
+            fits = charged <= limit
+        fits &= valid & (rank > last)
+        first = fits.view(torch.uint8).argmax(1, keepdim=True)  # (B, 1)
+        took = fits.gather(1, first)
+        if not took.any():
+            break
+        last = torch.where(took, first, n)
+        taken.append(last)
+        if free_max:
+            top = torch.where(took, top_new.gather(1, first), top)
+        spent = torch.where(took, charged.gather(1, first), spent)
+        row = charge_row(pays_of, order, order.gather(1, first)).to(torch.float64)
+        cost.addcmul_(took, row, value=lam)
+    out = torch.zeros(b, n + 1, dtype=torch.bool, device=own.device)  # column n: not taken
+    return out.scatter_(1, torch.cat(taken, 1), True)[:, :n] if taken else out[:, :n]
 
 
 def cap_by_entropy(mi: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:

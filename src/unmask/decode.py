@@ -171,8 +171,7 @@ def decode(
     reuse_next = not any(hook.rewrites for hook in hooks)
     # without a hook that keeps complete rows, every row of a pass holds a MASK
     may_be_complete = any(type(hook).keep_rows is not Hook.keep_rows for hook in hooks)
-    # some_complete: a row of the pass holds no MASK (read with the previous pass's stop)
-    rows, cached, some_complete = loop.unfinished(), None, False
+    rows, cached, some_complete = loop.unfinished(), None, False  # a row holds no MASK
     while rows.numel():
         x, masked, eligible = loop.enter_blocks(rows)
         cols = loop.columns(rows)

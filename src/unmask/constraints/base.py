@@ -41,6 +41,9 @@ class Constraint(Protocol):
     def feasible(self, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """(R,) bool: whether the canvas ``tokens`` (R, N) can still be completed."""
 
+    # optional: bound_rows(rows) -> (R,) bool, the rows the constraint applies to (others
+    # pass through bit for bit); without it, every row
+
 
 class Constrain(Hook):
     """Apply ``constraint`` to every pass (see the module's docstring).
@@ -66,16 +69,16 @@ class Constrain(Hook):
     def adjust_log_probs(self, rows, log_probs, columns=slice(0, None)):
         cols = slice(columns.start or 0, (columns.start or 0) + log_probs.shape[1])
         x = self.live[rows]
-        allowed = self.constraint.allowed(x, rows, cols) & (log_probs > -math.inf)
+        out = log_probs.masked_fill(~self.constraint.allowed(x, rows, cols), -math.inf)
+        total = out.logsumexp(-1, keepdim=True)  # (R, W, 1): -inf where nothing is left
         masked = x[:, cols] == self.mask_id
-        dead = self.dead[rows] | (masked & ~allowed.any(-1)).any(1)
+        dead = self.dead[rows] | (masked & (total[..., 0] == -math.inf)).any(1)
         self.dead[rows] = dead
-        keep = allowed | dead[:, None, None] | ~masked[..., None]
-        out = log_probs.masked_fill(~keep, -math.inf)
-        # renormalise only where a token was removed: other positions keep their bits (a row
-        # without a constraint decodes as it does alone)
-        cut = (~keep & (log_probs > -math.inf)).any(-1, keepdim=True)
-        return torch.where(cut, out - out.logsumexp(-1, keepdim=True), log_probs)
+        # renormalised in the rows a constraint applies to; the others (no constraint, or a
+        # dead end) keep their bits: a row without one decodes as it does alone
+        bound = getattr(self.constraint, "bound_rows", None)
+        use = ~dead if bound is None else bound(rows) & ~dead
+        return torch.where(use[:, None, None], out - total, log_probs)
 
     def adjust_selection(self, state: StepState, sel: Selection, new: torch.Tensor):
         rows, x = state.row_ids, state.tokens

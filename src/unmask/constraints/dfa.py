@@ -76,6 +76,7 @@ class DFAConstraint:
         self.token_class = torch.as_tensor(token_class, device=device)       # (V,)
         self.accept = torch.as_tensor(accept, device=device)                 # (S,)
         self.starts = torch.as_tensor(starts, device=device)[which]          # (B,)
+        self.free_start = int(starts[-1])  # the start of the unconstrained part
         self.adj = _adjacency(self.delta, self.token_class,
                               model.real_token_mask.to(device))               # (S, S)
         span = (torch.ones(tokens.shape, dtype=torch.bool, device=device) if self.span is None
@@ -99,6 +100,10 @@ class DFAConstraint:
                               "into a string of the language" + ("" if pads else
                               f" that fills its {lengths[bad]} positions exactly (a template "
                               "or a model without EOS fixes the length)"))
+
+    def bound_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """(R,) bool: the rows that have a language (not None)."""
+        return self.starts[rows] != self.free_start
 
     def record(self, row: int, stats: dict) -> dict | None:
         """What a result reports for ``row``: the constraint's ``kind`` and ``hash`` and the

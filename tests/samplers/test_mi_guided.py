@@ -303,6 +303,10 @@ def test_unset_fields_take_the_estimators_recommended_setting(tiny_transformer, 
                f"estimator={folder}")
     a, b = decode(m, x, f"mi-guided:estimator={folder}"), decode(m, x, spelled)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.nfe, b.nfe)
+    # the result says that a recommended setting decoded it, and only then
+    assert a.stats["recommended"].tolist() == [1, 1, 1] and "recommended" not in b.stats
+    assert plain.recommended == {"gamma": 0.7, "free_max": True, "stop_at_first_miss": True,
+                                 "order": "confidence"} and mine.recommended == {}
 
 
 def test_without_a_recommendation_the_rule_defaults_hold(tiny_transformer, tmp_path):

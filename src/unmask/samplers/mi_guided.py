@@ -252,6 +252,8 @@ class _BudgetedMISampler(Sampler):
         require(not unknown, f"recommended setting: unknown parameter {unknown[:1]}; accepted: "
                              f"{', '.join(RULE_DEFAULTS)}")
         plain = len(self._unset) == len(RULE_DEFAULTS)
+        #: the recommended setting these fields took ({}: none), reported by :meth:`stats`
+        self.recommended = dict(params) if plain else {}
         for key in self._unset:
             setattr(self, key, params.get(key, RULE_DEFAULTS[key]) if plain
                     else RULE_DEFAULTS[key])
@@ -262,6 +264,16 @@ class _BudgetedMISampler(Sampler):
                 f"pass), got {self.gamma}, {self.lam}")
         check_uncharged(self.free_head, self.free_max)
         check_scan_order(self.order)
+
+    def begin(self, batch_size: int, seq_len: int) -> None:
+        self._rows = batch_size
+
+    def stats(self) -> dict[str, torch.Tensor]:
+        """``stats["recommended"]`` (B,) ones when the rule took its estimator's recommended
+        setting (plain ``mi-guided``): what decoded says so beside its result."""
+        if not self.recommended:
+            return {}
+        return {"recommended": torch.ones(getattr(self, "_rows", 0), dtype=torch.long)}
 
     def wants_rows(self, state: StepState) -> bool:
         """Whether :meth:`mutual_information` is given the candidates (``rows``) this pass;

@@ -265,7 +265,15 @@ def _dense(transitions, initial, finals, spell, key, max_states, spec) -> TokenD
     """The trimmed, dense :class:`TokenDFA` of outlines-core's transitions (EOS padding
     added); UnmaskError beyond ``max_states`` or for an empty language."""
     vocab = len(spell.surfaces)
-    graph = {s: {t: n for t, n in out.items() if t < vocab} for s, out in transitions.items()}
+    # each state's (token ids, next states) as arrays: a 50k vocabulary gives millions of
+    # transitions, read at C speed (outlines-core's EOS transitions dropped)
+    arrays = {}
+    for s, out in transitions.items():
+        toks = np.fromiter(out.keys(), dtype=np.int64, count=len(out))
+        nxts = np.fromiter(out.values(), dtype=np.int64, count=len(out))
+        keep = toks < vocab
+        arrays[s] = (toks[keep], nxts[keep])
+    graph = {s: set(np.unique(nxts).tolist()) for s, (_, nxts) in arrays.items()}
     useful = _useful(graph, initial, set(finals))
     require(initial in useful, f"{spec.kind}: no sequence of the tokenizer's tokens spells a "
                                "string of it")
@@ -276,10 +284,12 @@ def _dense(transitions, initial, finals, spell, key, max_states, spec) -> TokenD
     require(n <= max_states, f"{spec.kind}: its automaton has {n} states over this "
                              f"tokenizer, more than the bound {max_states}; simplify it")
     table = np.zeros((n, vocab), dtype=np.int64)
+    renumber = np.zeros(max(transitions, default=0) + 2 + max(
+        (int(a[1].max()) for a in arrays.values() if a[1].size), default=0), dtype=np.int64)
+    renumber[list(number)] = list(number.values())  # useless states -> 0 (dead)
     for s, i in number.items():
-        for t, nxt in graph.get(s, {}).items():
-            if nxt in number:
-                table[i, t] = number[nxt]
+        toks, nxts = arrays.get(s, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        table[i, toks] = renumber[nxts]
     accept = np.zeros(n, dtype=bool)
     accept[[number[s] for s in finals if s in number]] = True
     if pads:
@@ -304,13 +314,13 @@ def _useful(graph, initial, finals) -> set:
     """States reachable from ``initial`` from which a final state is reachable."""
     seen, todo = {initial}, [initial]
     while todo:
-        for nxt in graph.get(todo.pop(), {}).values():
+        for nxt in graph.get(todo.pop(), ()):
             if nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
     back: dict = {}
     for s in seen:
-        for nxt in graph.get(s, {}).values():
+        for nxt in graph.get(s, ()):
             back.setdefault(nxt, set()).add(s)
     live, todo = set(finals) & seen, list(set(finals) & seen)
     while todo:
@@ -325,7 +335,7 @@ def _shortest(graph, initial, finals) -> int:
     """The fewest tokens from ``initial`` to a final state (breadth first)."""
     level, seen, depth = {initial}, {initial}, 0
     while level and not level & finals:
-        level = {n for s in level for n in graph.get(s, {}).values()} - seen
+        level = {n for s in level for n in graph.get(s, ())} - seen
         seen |= level
         depth += 1
     return depth

@@ -553,7 +553,7 @@ def charge_row(charges: torch.Tensor, order: torch.Tensor, at: torch.Tensor) -> 
     return row.gather(1, order)
 
 
-#: the most charges (B x N x N) for which the 'max' scan takes each row's common prefix in two
+#: the most charges (B x N x N) for which the 'max' scan takes each row's common prefix in
 #: masked maxima over them (:func:`_max_prefix`) before stepping: below it those cost less
 #: than the steps they save, above it more
 PREFIX_MAX_CHARGES = 1 << 16
@@ -570,9 +570,10 @@ def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, li
     b, n = order.shape
     dtype = torch.float64 if charges.is_floating_point() else charges.dtype
     rank = torch.arange(n, device=order.device)
-    if aggregate == "max" and charges.numel() <= PREFIX_MAX_CHARGES:
-        # the common prefix at once, then one step per position taken
+    if aggregate == "max":  # every position at once where all fit, else the common prefix
         last, load = _max_prefix(charges, order, ok, limit, dtype)
+        if load is None:
+            return ok.clone()
         taken = [torch.where(ok & (rank < last), rank, n)]
     else:
         load = torch.zeros(b, n, dtype=dtype, device=order.device)  # in scan order
@@ -597,12 +598,15 @@ def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, li
 
 
 def _max_prefix(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
-                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """The 'max' scan up to each row's first miss, in two masked maxima over (B, N, N): while
-    every position the scan may take is taken, position j's load is the largest charge to it
-    from those before it, so the scan takes all of them up to the first whose load does not
-    fit, f. Returns (f (B, 1), N where every one fits; the loads (B, N) in scan order of the
-    positions it may take before f)."""
+                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The 'max' scan up to each row's first miss: while every position the scan may take is
+    taken, position j's load is the largest charge to it from those before it (a masked
+    maximum over the (B, N, N) charges), so the scan takes all of them up to the first whose
+    load does not fit, f. Returns (f (B, 1), N where every one fits; the loads (B, N) in scan
+    order of the positions it may take before f, a second masked maximum), or (N, None)
+    where every row's positions all fit (one host read: the CPU's path); above
+    :data:`PREFIX_MAX_CHARGES`, where the maxima cost more than the steps they save, (-1,
+    zeros): nothing taken yet."""
     b, n = order.shape
     rank = torch.empty_like(order).scatter_(
         1, order, torch.arange(n, device=order.device).expand(b, n))  # each position's
@@ -612,7 +616,12 @@ def _max_prefix(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, li
         pays = torch.where(before & may[:, :, None], charges, 0).amax(1)
         return pays.gather(1, order).to(dtype)
 
+    if charges.numel() > PREFIX_MAX_CHARGES:
+        return (torch.full((b, 1), -1, device=order.device),
+                torch.zeros(b, n, dtype=dtype, device=order.device))
     miss = ok & ~(loads(rank[:, :, None] < rank[:, None, :]) <= limit)
-    first = torch.where(miss.any(1, keepdim=True), miss.view(torch.uint8).argmax(1, keepdim=True),
-                        n)
+    missed = miss.any(1, keepdim=True)
+    if not missed.any():
+        return torch.full((b, 1), n, device=order.device), None
+    first = torch.where(missed, miss.view(torch.uint8).argmax(1, keepdim=True), n)
     return first, loads((rank < first)[:, :, None].expand(b, n, n))

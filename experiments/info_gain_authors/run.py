@@ -37,7 +37,8 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.jsonl"  # set by main: results_<what>.jsonl
 SAMPLERS = {"confidence": "confidence", "entropy": "entropy", "margin": "margin",
             "info-gain-authors": preset_spec("info-gain-authors"),
-            "lookum-authors": preset_spec("lookum-authors")}
+            "lookum-authors": preset_spec("lookum-authors"),
+            "info-gain": "info-gain"}  # unmask's own defaults, the earlier rows
 
 
 def commit() -> str:
@@ -162,7 +163,7 @@ def run_sudoku(limit: int, temperatures: list[float], batch: int, names: list[st
             row("sudoku", temperature, name, correct, nfe, seqs, steps, tokens, wall, watch)
 
 
-def run_reasoning(limit: int, temperatures: list[float], tasks: list[str]):
+def run_reasoning(limit: int, temperatures: list[float], tasks: list[str], names: list[str]):
     from unmask.reasoning.bench import solve
     from unmask.reasoning.tasks import get_tasks
 
@@ -171,7 +172,7 @@ def run_reasoning(limit: int, temperatures: list[float], tasks: list[str]):
     for task in get_tasks(tasks):
         items = task.items(limit, 0)
         for temperature in temperatures:
-            for name in SAMPLERS:
+            for name in names:
                 if (task.name, temperature, name) in done:
                     continue
                 sampler = build(name)
@@ -211,12 +212,55 @@ def table():
               f"{r['sequences_per_token']:.2f} | {r['wall_s']:.0f} | {extra} |")
 
 
+def paired(r, ref) -> str:
+    gain = sum(a == "1" and b == "0" for a, b in zip(r["correct"], ref, strict=True))
+    loss = sum(a == "0" and b == "1" for a, b in zip(r["correct"], ref, strict=True))
+    return f"+{gain}/-{loss}"
+
+
+def summary():
+    """One line per (task, T): accuracy (passes, sequences) of every sampler, paired against
+    confidence, and the three reasoning tasks pooled per temperature."""
+    rows = [json.loads(line) for path in sorted(HERE.glob("results_*.jsonl"))
+            for line in path.open()]
+    names = [n for n in SAMPLERS if any(r["sampler"] == n for r in rows)]
+    by = {(r["task"], r["temperature"], r["sampler"]): r for r in rows}
+    keys = list(dict.fromkeys((r["task"], r["temperature"]) for r in rows))
+    temps = sorted({t for task, t in keys if task != "sudoku"})
+    for t in temps:
+        keys.append(("pooled", t))
+        for n in names:
+            parts = [by[k] for k in ((task, t, n) for task in ("basic_arithmetic", "chain_sum",
+                                                             "countdown")) if k in by]
+            if len(parts) == 3:
+                tot = sum(p["n"] for p in parts)
+                by[("pooled", t, n)] = {
+                    "correct": "".join(p["correct"] for p in parts), "n": tot,
+                    "accuracy": sum(p["accuracy"] * p["n"] for p in parts) / tot,
+                    "nfe": sum(p["nfe"] * p["n"] for p in parts) / tot,
+                    "sequences": sum(p["sequences"] * p["n"] for p in parts) / tot}
+    print("| task | T | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for task, t in keys:
+        ref = by.get((task, t, "confidence"))
+        cells = []
+        for n in names:
+            r = by.get((task, t, n))
+            if r is None:
+                cells.append("")
+                continue
+            vs = f" {paired(r, ref['correct'])}" if ref is not None and n != "confidence" else ""
+            cells.append(f"{100 * r['accuracy']:.1f}{vs} ({r['nfe']:.1f} / "
+                         f"{r['sequences']:.1f})")
+        print(f"| {task} | {t:g} | " + " | ".join(cells) + " |")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["sudoku", "reasoning", "table"])
+    p.add_argument("what", choices=["sudoku", "reasoning", "table", "summary"])
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--temperatures", default=None)
-    p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=list(SAMPLERS))
+    p.add_argument("--samplers", nargs="+", default=list(SAMPLERS)[:5], choices=list(SAMPLERS))
     p.add_argument("--out", default=None, help="results file (default results.jsonl here)")
     p.add_argument("--tasks", nargs="+", default=["basic_arithmetic", "chain_sum",
                                                    "countdown"])
@@ -226,11 +270,13 @@ def main(argv=None):
     torch.set_num_threads(1)
     if args.what == "table":
         return table()
+    if args.what == "summary":
+        return summary()
     temps = [float(t) for t in (args.temperatures or "0").split(",")]
     if args.what == "sudoku":
         run_sudoku(args.limit or 150, temps, batch=50, names=args.samplers)
     else:
-        run_reasoning(args.limit or 100, temps, args.tasks)
+        run_reasoning(args.limit or 100, temps, args.tasks, args.samplers)
 
 
 if __name__ == "__main__":

@@ -67,5 +67,63 @@ def main():
     (HERE / "diagnose_sudoku.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
+
+
+def first_errors():
+    """On the puzzles info-gain-authors loses to confidence: the step that first writes a
+    wrong cell, whether its winner was the greedy (most confident) candidate, and the winner's
+    cost C and next-state mean entropy against the greedy candidate's. Adds ``first_errors``
+    to ``diagnose_sudoku.json``."""
+    torch.set_num_threads(1)
+    rows = {r["sampler"]: r for r in map(json.loads, (HERE / "results_sudoku.jsonl").open())}
+    conf, ig = rows["confidence"]["correct"], rows["info-gain-authors"]["correct"]
+    lost = [i for i, (a, b) in enumerate(zip(conf, ig, strict=True)) if a == "1" and b == "0"]
+    puzzles, solutions = load_set("hard")
+    x, truth = grid_to_tokens(puzzles[lost]), grid_to_tokens(solutions[lost])
+    sampler = parse_spec(SPECS["info-gain-authors"]).build()
+    steps, score = [], sampler.score
+
+    def recording(state):
+        step = score(state)
+        steps.append((state.row_ids.clone(), step))
+        return step
+
+    sampler.score = recording
+    decode(load_model("sudoku"), x, sampler, DecodeConfig(), seed=torch.tensor(lost))
+    found, out = set(), []
+    for rows_, step in steps:
+        c = step.candidates
+        w = step.winner
+        idx = torch.arange(len(rows_))
+        reveal = c.reveal[idx, w]
+        wrong = (reveal & (c.tokens[idx, w] != truth[rows_])).any(1)
+        for j in wrong.nonzero().flatten().tolist():
+            r = int(rows_[j])
+            if r in found:
+                continue
+            found.add(r)
+            out.append({"puzzle": lost[r], "bypass": bool(step.bypass[j]),
+                        "winner_is_greedy": int(w[j]) == 0,
+                        "winner_cost": float(c.cost[j, w[j]]),
+                        "greedy_cost": float(c.cost[j, 0]),
+                        "winner_hbar_next": float(step.hbar_next[j, w[j]]),
+                        "greedy_hbar_next": float(step.hbar_next[j, 0]),
+                        "greedy_cell_right": bool((c.tokens[j, 0] == truth[r])[c.reveal[j, 0]]
+                                                  .all())})
+    path = HERE / "diagnose_sudoku.json"
+    data = json.loads(path.read_text())
+    data["first_errors"] = out
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    n = len(out)
+    print(f"{n} lost puzzles: first wrong cell by the bypass {sum(o['bypass'] for o in out)}, "
+          f"by a non-greedy winner {sum(not o['winner_is_greedy'] for o in out)} (the greedy "
+          f"cell right in {sum(o['greedy_cell_right'] and not o['winner_is_greedy'] for o in out)}"
+          f"), winner's Hbar(next) below the greedy's in "
+          f"{sum(o['winner_hbar_next'] < o['greedy_hbar_next'] for o in out)}, winner's C above "
+          f"in {sum(o['winner_cost'] > o['greedy_cost'] for o in out)}")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    first_errors() if sys.argv[1:] == ["first-errors"] else main()

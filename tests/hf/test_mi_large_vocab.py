@@ -264,7 +264,7 @@ def test_write_labels_checks_task_options(big_bert, corpus, tmp_path):
     with pytest.raises(UnmaskError, match="options: the text task takes"):
         write_labels(big_bert, tmp_path / "a", contexts=1, task="text")
     with pytest.raises(UnmaskError, match="options: the sudoku task takes none"):
-        write_labels(big_bert, tmp_path / "b", contexts=1,
+        write_labels(big_bert, tmp_path / "b", contexts=1, task="sudoku",
                      options=text_options(corpus, 10))
 
 

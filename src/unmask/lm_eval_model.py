@@ -54,7 +54,10 @@ MODEL_ARGS = {
     "batch_size": _batch_size, "max_batch_size": optional(positive_int),
     "trust_remote_code": bool_text, "dtype": optional(str), "device": optional(str),
     "min_new_tokens": non_negative_int, "cache_kv": optional(one_of("prefix", "dual")),
+    "regex": str, "choice": str, "json_schema": str,
 }
+#: the model arguments that constrain the output (:mod:`unmask.constraints`), at most one
+CONSTRAINT_ARGS = ("regex", "choice", "json_schema")
 
 
 def parse_model_args(args: dict) -> dict:
@@ -77,7 +80,28 @@ def request_from_model_args(args: dict) -> DecodeRequest:
     settings = {k: args[k] for k in REQUEST_ARGS if k in args}
     settings["sampler"] = settings.get("sampler", "confidence").replace(";", ",")
     settings.setdefault("gen_length", 128)
-    return text_request(None, settings)
+    return text_request(None, {**settings, "constraint": _constraint(args)})
+
+
+def _constraint(args: dict):
+    """The ConstraintSpec of ``regex=R``, ``choice=A;B`` or ``json_schema=FILE`` (None)."""
+    from unmask import constraints
+
+    given = [k for k in CONSTRAINT_ARGS if k in args]
+    require(len(given) <= 1, f"model_args: give one of {', '.join(given)}, not several")
+    if not given:
+        return None
+    value = args[given[0]]
+    if given[0] == "regex":
+        return constraints.regex(value)
+    if given[0] == "choice":
+        return constraints.choice(*value.split(";"))
+    try:
+        with open(value, encoding="utf-8") as f:
+            return constraints.json_schema(f.read())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnmaskError(f"json_schema: cannot read {value!r}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 @register_model("unmask")
@@ -92,6 +116,9 @@ class UnmaskLM(LM):
             ``max_gen_toks`` is not read, its ``until`` strings cut the text).
         block_length, steps, temperature, seed, chat_template, min_new_tokens, cache_kv: as
             for :func:`unmask.generate` (``cache_kv=prefix|dual``: Fast-dLLM's KV cache).
+        regex, choice, json_schema: at most one; the generated text must match ``regex``, be
+            one of ``choice`` (options separated by ``;``) or be JSON valid against the schema
+            in the file ``json_schema`` (docs/constraints.md).
         batch_size: requests per batch, from ``--model_args`` or lm-eval's ``--batch_size``
             (``--model_args`` wins when both are given; ``auto`` is 1). ``max_batch_size`` is
             accepted and not used.

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -144,3 +145,33 @@ def test_lm_eval_command_line_refuses_bad_args_in_one_line(llada_dir, tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == ("error: model_args: steps: expected an "
                                                     "integer >= 1, got 'abc'")
+
+
+def test_constraint_model_args(tmp_path):
+    """regex=, choice= and json_schema=FILE constrain every request's text (what generate
+    gives with that constraint); several at once, or a bad one, are refused in one line."""
+    from unmask import constraints
+    from unmask.errors import UnmaskError
+
+    def text_lm(**extra):  # the shipped character-level text MDM
+        return get_model("unmask")(pretrained="text", gen_length=8, block_length=8, **extra)
+
+    reqs = [Instance("generate_until", d, (d["question"], {"until": []}), i)
+            for i, d in enumerate(DOCS)]
+    lm = text_lm(choice="yes;no;12")
+    got = lm.generate_until(reqs)
+    assert set(got) <= {"yes", "no", "12"}
+    assert lm.request.constraint == constraints.choice("yes", "no", "12")
+    want = generate(lm.model, None, [d["question"] for d in DOCS], lm.request)
+    assert got == [w.text for w in want]
+    got = text_lm(regex="[0-9]{2,3}").generate_until(reqs)
+    assert all(re.fullmatch("[0-9]{2,3}", t) for t in got), got
+    schema = tmp_path / "s.json"
+    schema.write_text('{"enum": ["sat", "on"]}')
+    assert text_lm(json_schema=str(schema)).request.constraint.kind == "json_schema"
+    with pytest.raises(UnmaskError, match="give one of regex, choice, not several"):
+        text_lm(regex="sat", choice="sat;on")
+    with pytest.raises(UnmaskError, match="regex: "):
+        text_lm(regex="(")
+    with pytest.raises(UnmaskError, match="json_schema: cannot read"):
+        text_lm(json_schema=str(tmp_path / "none.json"))

@@ -188,7 +188,10 @@ def llada(llada_dir):
 
 @pytest.fixture(scope="module")
 def text_model():
-    return load_model("text")
+    model = load_model("text")
+    if model.tokenizer is None:  # its tokenizer file is read by transformers 5 (the extra's)
+        pytest.skip("the shipped text model's tokenizer needs transformers >= 5")
+    return model
 
 
 LLADA_PROMPTS = [[4, 5, 6, 7, 8], [9, 10, 11, 12, 13]]

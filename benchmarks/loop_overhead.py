@@ -34,7 +34,8 @@ import torch
 from unmask import Verified, decode, make_sampler
 from unmask.host_reads import count_host_reads
 from unmask.models.toy import FixedOutputModel
-from unmask.samplers.base import available_samplers, scans_as_on_accelerators
+from unmask.samplers.base import available_samplers
+from unmask.samplers.scan import scans_as_on_accelerators
 from unmask.samplers.spec import parse_spec
 
 #: samplers that evaluate candidate next states every pass (exempt from the 1.2x target)

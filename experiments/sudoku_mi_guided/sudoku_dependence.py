@@ -33,9 +33,10 @@ from rich.console import Console
 from rich.table import Table
 
 from unmask.models.auto import load_model
-from unmask.samplers.base import Selection, scan_order_scores
+from unmask.samplers.base import Selection
 from unmask.samplers.eb import EBSampler
 from unmask.samplers.mi_guided import MIGuidedSampler
+from unmask.samplers.scan import scan_order_scores
 from unmask.samplers.spec import SamplerSpec
 from unmask.samplers.verified import Verified
 from unmask.sudoku.bench import run_bench as bench_sudoku

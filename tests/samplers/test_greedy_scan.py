@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from unmask.host_reads import count_host_reads
-from unmask.samplers import base
-from unmask.samplers.base import greedy_scan, scan_length, scan_rows, scans_as_on_accelerators
+from unmask.samplers import scan as scan_module
 from unmask.samplers.dapd import greedy_independent_set
 from unmask.samplers.demask import dependence_bounded_set
+from unmask.samplers.scan import greedy_scan, scan_length, scan_rows, scans_as_on_accelerators
 
 
 def reference_scan(scores, eligible, charges, limit, aggregate, available):
@@ -71,11 +71,11 @@ def both_ways(scan, *args):
     with scans_as_on_accelerators():
         whole = scan(*args)
     assert torch.equal(sized, whole)
-    saved, base.PREFIX_MAX_CHARGES = base.PREFIX_MAX_CHARGES, -1
+    saved, scan_module.PREFIX_MAX_CHARGES = scan_module.PREFIX_MAX_CHARGES, -1
     try:
         stepped = scan(*args)
     finally:
-        base.PREFIX_MAX_CHARGES = saved
+        scan_module.PREFIX_MAX_CHARGES = saved
     assert torch.equal(sized, stepped)
     return sized
 

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from unmask.host_reads import count_host_reads
-from unmask.samplers import base
-from unmask.samplers.base import scans_as_on_accelerators
+from unmask.samplers import scan as scan_module
 from unmask.samplers.mi_guided import cap_by_entropy, mi_budget_select
+from unmask.samplers.scan import scans_as_on_accelerators
 
 
 def reference_select(entropy, mi, eligible, scores, gamma, lam, stop_at_first_miss=False,
@@ -125,7 +125,7 @@ def test_the_rule_reads_back_only_on_the_cpu(monkeypatch, sized):
     whether any row took one (a read there stalls no queue); with sizing off, as on an
     accelerator, the rule reads nothing at all."""
     if not sized:
-        monkeypatch.setattr(base, "SIZED_SCAN_DEVICES", frozenset())
+        monkeypatch.setattr(scan_module, "SIZED_SCAN_DEVICES", frozenset())
     gen = torch.Generator().manual_seed(5)
     entropy = torch.rand(8, 20, generator=gen, dtype=torch.float64)
     mi = torch.rand(8, 20, 20, generator=gen)

@@ -8,9 +8,9 @@ import torch
 
 from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
 from unmask.host_reads import count_host_reads
-from unmask.samplers import base
-from unmask.samplers.base import scan_order_scores
+from unmask.samplers import scan as scan_module
 from unmask.samplers.mi_guided import mi_budget_select
+from unmask.samplers.scan import scan_order_scores
 
 
 def select(entropy, mi, gamma, lam, eligible=None, scores=None, stop=False, free_head=False,
@@ -357,7 +357,7 @@ def test_a_pass_reads_nothing_back_off_the_cpu(tiny_transformer, tmp_path, monke
     accelerator); on the CPU the scan reads back, after each position it takes, whether any
     row took one."""
     if not sized:
-        monkeypatch.setattr(base, "SIZED_SCAN_DEVICES", frozenset())
+        monkeypatch.setattr(scan_module, "SIZED_SCAN_DEVICES", frozenset())
     m = tiny_transformer
     sampler = make_sampler("mi-guided", estimator=_estimator_folder(m, tmp_path / "e"),
                            gamma=0.5, stop_at_first_miss=stop, mi_cap=True)

@@ -23,7 +23,8 @@ from typing import ClassVar
 import torch
 
 from unmask.errors import UnmaskError, require
-from unmask.samplers.base import Sampler, Selection, StepState, greedy_scan, register
+from unmask.samplers.base import Sampler, Selection, StepState, register
+from unmask.samplers.scan import greedy_scan
 from unmask.validation import is_int
 
 

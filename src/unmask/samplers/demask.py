@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 import torch
 
 from unmask.errors import require
-from unmask.samplers.base import Sampler, Selection, StepState, greedy_scan, register
+from unmask.samplers.base import Sampler, Selection, StepState, register
 from unmask.samplers.mi_guided import MIGuidedSampler
+from unmask.samplers.scan import greedy_scan
 
 AGGREGATES = ("max", "sum")
 

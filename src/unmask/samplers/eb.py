@@ -5,15 +5,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from unmask.errors import require
-from unmask.samplers.base import (
-    Sampler,
-    Selection,
-    StepState,
-    budget_prefix,
-    check_scan_order,
-    register,
-    scan_order_scores,
-)
+from unmask.samplers.base import Sampler, Selection, StepState, budget_prefix, register
+from unmask.samplers.scan import check_scan_order, scan_order_scores
 
 
 @register("eb")

@@ -30,15 +30,11 @@ from unmask.io import parse_json
 from unmask.mi.estimator import WEIGHTS_FILE, MIEstimator, load_estimator, needs_hidden_layers
 from unmask.mi.probe import perturbation_mi
 from unmask.pretrained import PRETRAINED_DIR, SHIPPED_HEADS, pretrained_path
-from unmask.samplers.base import (
-    Sampler,
-    Selection,
-    StepState,
-    budget_prefix,
+from unmask.samplers.base import Sampler, Selection, StepState, budget_prefix, register
+from unmask.samplers.scan import (
     charge_row,
     check_scan_order,
     reads_scan_back,
-    register,
     scan_order_scores,
     scan_rows,
 )
@@ -168,7 +164,7 @@ def _budget_jump_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
                        valid: torch.Tensor, limit: float, lam: float, free_max: bool
                        ) -> torch.Tensor:
     """:func:`_budget_scan_taken`'s set, one step per position taken (where a scan reads
-    back, :func:`~unmask.samplers.base.reads_scan_back`): each step takes, in every row, the
+    back, :func:`~unmask.samplers.scan.reads_scan_back`): each step takes, in every row, the
     first position after its last taken one that fits (those between fit no better later:
     what they would be charged counts only positions taken before them, all already taken),
     with the charges and sums of the scan over every position, and reads back whether any

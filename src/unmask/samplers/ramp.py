@@ -31,13 +31,8 @@ from dataclasses import dataclass
 import torch
 
 from unmask.errors import require
-from unmask.samplers.base import (
-    Selection,
-    StepState,
-    check_scan_order,
-    scan_order_scores,
-    top_k_mask,
-)
+from unmask.samplers.base import Selection, StepState, top_k_mask
+from unmask.samplers.scan import check_scan_order, scan_order_scores
 from unmask.samplers.spec import register_wrapper
 from unmask.samplers.wrapper import SamplerWrapper
 from unmask.validation import is_int

@@ -1,0 +1,217 @@
+"""The greedy scans of the budgeted samplers (EB, MI-guided, DAPD, DEMASK): positions in a
+score order, each taken while what it is charged stays within a budget, and how a scan reads
+back (or does not) on each device."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from unmask.errors import require
+from unmask.samplers.base import StepState
+
+SCAN_ORDERS = ("entropy", "confidence")
+
+
+def check_scan_order(order: str) -> None:
+    """Raise :class:`UnmaskError` unless ``order`` is one of :data:`SCAN_ORDERS` (for a
+    sampler's ``__post_init__``, so a bad order fails at construction)."""
+    require(order in SCAN_ORDERS,
+            f"order: expected {' or '.join(map(repr, SCAN_ORDERS))}, got {order!r}")
+
+
+def scan_order_scores(state: StepState, order: str) -> torch.Tensor:
+    """(B, N) scores whose descending order is the scan order of budgeted samplers.
+
+    'entropy': ascending entropy; 'confidence': descending proposal probability.
+    """
+    check_scan_order(order)
+    return -state.entropy if order == "entropy" else state.x0_prob
+
+
+def scan_length(may: torch.Tensor) -> int:
+    """How many steps a scan needs: 1 + the last scan index (over the batch) where ``may``
+    (B, N) bool, in scan order, is True; 0 where it is nowhere. One host read."""
+    b, n = may.shape
+    return int((may * torch.arange(1, n + 1, device=may.device)).amax()) if b * n else 0
+
+
+def scan_rows(charges: torch.Tensor, order: torch.Tensor, steps: int) -> torch.Tensor:
+    """(T, B, N) the rows of ``charges`` (B, N, N) for the first T = ``steps`` positions of
+    scan ``order`` (B, N), their columns in scan order too: [t, b, s] =
+    charges[b, t-th scanned, s-th scanned]. Two gathers of T x B x N entries, each along the
+    dimension the storage keeps contiguous (``charges`` may be a transposed view: nothing of
+    size B x N x N is copied)."""
+    b, n = order.shape
+    flat = order + torch.arange(b, device=order.device)[:, None] * n  # (B, N) rows of (B*N, .)
+    if charges.stride(-1) != 1 and charges.stride(-2) == 1:  # a transposed view: M = charges^T
+        m = charges.transpose(1, 2)
+        cols = m.gather(2, order[:, None, :steps].expand(b, n, steps))  # [b, j, t] = M[b, j, t-th]
+        out = cols.reshape(b * n, steps).index_select(0, flat.view(-1)).view(b, n, steps)
+        return out.permute(2, 0, 1)  # [t, b, s] = M[b, s-th, t-th]
+    rows = charges.reshape(b * n, n).index_select(0, flat[:, :steps].reshape(-1))
+    out = rows.view(b, steps, n).gather(2, order[:, None, :].expand(b, steps, n))
+    return out.transpose(0, 1)
+
+
+#: device types on which a scan reads back, step by step, whether it is done: a host read
+#: there stalls no queue; elsewhere scans run their static worst case (every rank), their
+#: launches queued behind the model's pass, read back by nobody
+SIZED_SCAN_DEVICES = frozenset({"cpu"})
+
+
+def reads_scan_back(device: torch.device) -> bool:
+    """Whether a scan on ``device`` may read back how far it need go
+    (:data:`SIZED_SCAN_DEVICES`)."""
+    return device.type in SIZED_SCAN_DEVICES
+
+
+@contextlib.contextmanager
+def scans_as_on_accelerators():
+    """Inside the block no scan reads back how far it need go, on any device: how scans run
+    on an accelerator (for counting its host reads, and testing that path, on the CPU)."""
+    global SIZED_SCAN_DEVICES
+    saved, SIZED_SCAN_DEVICES = SIZED_SCAN_DEVICES, frozenset()
+    try:
+        yield
+    finally:
+        SIZED_SCAN_DEVICES = saved
+
+
+def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Tensor,
+                limit: float, aggregate: str = "max", available: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """(B, N) bool: visit each row's eligible positions in descending ``scores`` (B, N) (ties
+    to the lower index) and take position j when it is ``available`` (B, N) bool (None: all)
+    and its load fits: load_j <= ``limit`` (>= 0), where load_j aggregates ('max' or 'sum')
+    ``charges[b, i, j]`` (B, N, N, finite) over the positions i taken before j. The first
+    eligible position is always taken (progress). Float charges are aggregated in float64,
+    bool ones as uint8.
+
+    Sequential (what is taken changes every later load: the lexicographically first maximal
+    independent set, for 'max', is P-complete) and vectorised over rows. Where a scan reads
+    back (:func:`reads_scan_back`, the CPU) it jumps from one taken position to the next
+    (:func:`_taken_scan`: one step per position taken, the positions between decided
+    together); elsewhere it steps through every rank (:func:`_rank_scan`) and reads nothing."""
+    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+                          descending=True, stable=True)
+    ok = eligible if available is None else available & eligible
+    ok = ok.gather(1, order)
+    ok[:, :1] = eligible.gather(1, order[:, :1])
+    if charges.dtype == torch.bool:
+        charges = charges.view(torch.uint8)
+    scan = _taken_scan if reads_scan_back(scores.device) else _rank_scan
+    taken = scan(charges, order, ok, limit, aggregate)  # (B, N) in scan order
+    return torch.zeros_like(eligible).scatter_(1, order, taken) & eligible
+
+
+def _rank_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
+               aggregate: str) -> torch.Tensor:
+    """:func:`greedy_scan`'s set in scan ``order``, ``ok`` (B, N) the positions it may take
+    (in scan order): one step per rank, every rank (no host read), the charge rows gathered
+    once in scan order (:func:`scan_rows`), each step three element-wise operations on
+    (B, N)."""
+    b, n = order.shape
+    pays = scan_rows(charges, order, n)  # (N, B, N)
+    if pays.is_floating_point():  # summed in float64, each step's (B, N) in one block
+        pays = pays.to(torch.float64, memory_format=torch.contiguous_format)
+    load = pays.new_zeros(b, n)  # in scan order
+    taken = pays.new_zeros(n, b)
+    ok, fits = ok.T.to(pays.dtype), load.new_empty(b, dtype=torch.bool)
+    for t in range(n):
+        torch.le(load[:, t], limit, out=fits)
+        torch.mul(ok[t], fits, out=taken[t])
+        charge = pays[t] * taken[t][:, None]  # (B, N)
+        if aggregate == "max":
+            torch.maximum(load, charge, out=load)
+        else:
+            load += charge
+    return taken.T.bool()
+
+
+def charge_row(charges: torch.Tensor, order: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """(B, N) ``charges[b, at[b], :]`` (``charges`` (B, N, N), ``at`` (B, 1) positions), its
+    columns in scan ``order`` (B, N); ``charges`` may be a transposed view (its row is then a
+    column of the storage: nothing of size B x N x N is copied)."""
+    b, n = order.shape
+    if charges.stride(-1) != 1 and charges.stride(-2) == 1:
+        row = charges.transpose(1, 2).gather(2, at[:, None].expand(b, n, 1)).view(b, n)
+    else:
+        rows = torch.arange(b, device=order.device)[:, None] * n
+        row = charges.reshape(b * n, n).index_select(0, (rows + at).view(-1))
+    return row.gather(1, order)
+
+
+#: the most charges (B x N x N) for which the 'max' scan takes each row's common prefix in
+#: masked maxima over them (:func:`_max_prefix`) before stepping: below it those cost less
+#: than the steps they save, above it more
+PREFIX_MAX_CHARGES = 1 << 16
+
+
+def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
+                aggregate: str) -> torch.Tensor:
+    """:func:`greedy_scan`'s set in scan ``order``, ``ok`` (B, N) the positions it may take
+    (in scan order), one step per position taken: each step takes, in every row, the first
+    position after the row's last taken one whose load fits (those between fit no better
+    later: their loads count only positions taken before them, all already taken), adds its
+    charge row to the loads, and reads back whether any row took one (on the CPU, where the
+    read stalls nothing). Loads add up in scan order, as the rank scan's do."""
+    b, n = order.shape
+    dtype = torch.float64 if charges.is_floating_point() else charges.dtype
+    rank = torch.arange(n, device=order.device)
+    if aggregate == "max":  # every position at once where all fit, else the common prefix
+        last, load = _max_prefix(charges, order, ok, limit, dtype)
+        if load is None:
+            return ok.clone()
+        taken = [torch.where(ok & (rank < last), rank, n)]
+    else:
+        load = torch.zeros(b, n, dtype=dtype, device=order.device)  # in scan order
+        last = torch.full((b, 1), -1, device=order.device)  # each row's last taken (n: done)
+        taken = []
+    while True:
+        fits = ok & (rank > last) & (load <= limit)
+        first = fits.view(torch.uint8).argmax(1, keepdim=True)  # (B, 1): the first that fits
+        took = fits.gather(1, first)  # (B, 1): whether the row takes one
+        if not took.any():
+            break
+        last = torch.where(took, first, n)
+        taken.append(last)
+        # rows done take any position, unread
+        row = charge_row(charges, order, order.gather(1, first)).to(dtype)
+        if aggregate == "max":
+            torch.maximum(load, row, out=load)
+        else:
+            load += row
+    out = torch.zeros(b, n + 1, dtype=torch.bool, device=order.device)  # column n: not taken
+    return out.scatter_(1, torch.cat(taken, 1), True)[:, :n] if taken else out[:, :n]
+
+
+def _max_prefix(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
+                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The 'max' scan up to each row's first miss: while every position the scan may take is
+    taken, position j's load is the largest charge to it from those before it (a masked
+    maximum over the (B, N, N) charges), so the scan takes all of them up to the first whose
+    load does not fit, f. Returns (f (B, 1), N where every one fits; the loads (B, N) in scan
+    order of the positions it may take before f, a second masked maximum), or (N, None)
+    where every row's positions all fit (one host read: the CPU's path); above
+    :data:`PREFIX_MAX_CHARGES`, where the maxima cost more than the steps they save, (-1,
+    zeros): nothing taken yet."""
+    b, n = order.shape
+    rank = torch.empty_like(order).scatter_(
+        1, order, torch.arange(n, device=order.device).expand(b, n))  # each position's
+    may = torch.zeros_like(ok).scatter_(1, order, ok)  # (B, N) by position
+
+    def loads(before: torch.Tensor) -> torch.Tensor:  # (B, N, N) bool -> (B, N) in scan order
+        pays = torch.where(before & may[:, :, None], charges, 0).amax(1)
+        return pays.gather(1, order).to(dtype)
+
+    if charges.numel() > PREFIX_MAX_CHARGES:
+        return (torch.full((b, 1), -1, device=order.device),
+                torch.zeros(b, n, dtype=dtype, device=order.device))
+    miss = ok & ~(loads(rank[:, :, None] < rank[:, None, :]) <= limit)
+    missed = miss.any(1, keepdim=True)
+    if not missed.any():
+        return torch.full((b, 1), n, device=order.device), None
+    first = torch.where(missed, miss.view(torch.uint8).argmax(1, keepdim=True), n)
+    return first, loads((rank < first)[:, :, None].expand(b, n, n))

@@ -27,18 +27,12 @@ from unmask.errors import UnmaskError, require
 from unmask.validation import (
     is_bool,
     is_int,
-    is_temperature,
     json_type,
-    temperature_message,
 )
 
 #: the remasking names of LLaDA / dLLM codebases -> our samplers
 LLADA_NAMES = {"low_confidence": "confidence", "random": "uniform", "topk_margin": "margin",
                "entropy": "entropy", "maskgit_plus": "confidence"}
-#: what confidence-type rules rank by when sampling (:class:`unmask.decode.DecodeConfig`)
-CONFIDENCE = ("draw", "max")
-#: Fast-dLLM's block KV cache modes (:mod:`unmask.kv_cache`)
-CACHE_MODES = ("prefix", "dual")
 #: the largest seed: row r of a request decodes with seed + r, an int64
 MAX_SEED = 2**62
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -111,11 +105,7 @@ class DecodeRequest:
 
     def __post_init__(self):
         self._check_sampler()
-        require(is_temperature(self.temperature),
-                temperature_message("temperature", self.temperature))
-        require(self.confidence in CONFIDENCE,
-                f"confidence: expected one of {', '.join(CONFIDENCE)}, got "
-                f"{self.confidence!r}")
+        self.decode_config()  # temperature, confidence, cache_kv: the loop's own checks
         require(is_int(self.seed) and 0 <= self.seed <= MAX_SEED,
                 f"seed: must be an integer in [0, 2**62], got {self.seed!r}")
         for name in ("gen_length", "block_length", "steps", "batch_size",
@@ -132,9 +122,6 @@ class DecodeRequest:
         for name in ("stop_at_eos", "chat_template", "batch_invariant", "compile"):
             require(is_bool(getattr(self, name)),
                     f"{name}: must be True or False, got {getattr(self, name)!r}")
-        require(self.cache_kv is None or self.cache_kv in CACHE_MODES,
-                f"cache_kv: expected None or one of {', '.join(CACHE_MODES)}, got "
-                f"{self.cache_kv!r}")
         require(self.constraint is None or callable(getattr(self.constraint, "to_json", None)),
                 "constraint: expected a constraint (unmask.constraints.regex(...), "
                 f"json_schema(...), choice(...)) or None, got {type(self.constraint).__name__}")
@@ -168,7 +155,7 @@ class DecodeRequest:
         """The loop's :class:`~unmask.decode.DecodeConfig` for blocks of ``block_size``."""
         from unmask.decode import DecodeConfig
 
-        return DecodeConfig(temperature=float(self.temperature), block_size=block_size,
+        return DecodeConfig(temperature=self.temperature, block_size=block_size,
                             confidence=self.confidence, cache_kv=self.cache_kv,
                             batch_invariant=self.batch_invariant)
 

@@ -62,9 +62,9 @@ def llada_named(text: str) -> str:
 class DecodeRequest:
     """What a decode needs besides the model and its inputs (frozen, validated).
 
-    sampler: a sampler spec (``"eb:gamma=0.1+verify=0.002"``; LLaDA's names accepted), kept
-        in its canonical text, or a :class:`~unmask.samplers.base.Sampler` object (then the
-        request has no JSON form).
+    sampler: a sampler spec (``"eb:gamma=0.1+verify=0.002"``; LLaDA's names accepted, or a
+        parsed :class:`~unmask.samplers.spec.SamplerSpec`), kept in its canonical text, or a
+        :class:`~unmask.samplers.base.Sampler` object (then the request has no JSON form).
     temperature: token temperature, a finite number >= 0 (0: argmax).
     confidence: ``"draw"`` or ``"max"`` (:class:`~unmask.decode.DecodeConfig`).
     seed: row i of the request decodes with seed ``seed + i``; in [0, 2**62].
@@ -132,10 +132,12 @@ class DecodeRequest:
 
     def _check_sampler(self) -> None:
         from unmask.samplers.base import Sampler
+        from unmask.samplers.spec import SamplerSpec
 
         if isinstance(self.sampler, Sampler):
             return
-        spec = sampler_spec(self.sampler)
+        spec = (self.sampler if isinstance(self.sampler, SamplerSpec)
+                else sampler_spec(self.sampler))
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "sampler", spec.text)
 
@@ -164,6 +166,8 @@ class DecodeRequest:
         unknown = sorted(set(changes) - set(SETTINGS))
         require(not unknown, f"{unknown[0] if unknown else ''}: not a decoding setting; "
                              f"expected one of {', '.join(SETTINGS)}")
+        if "sampler" not in changes and self.spec is not None:
+            changes["sampler"] = self.spec  # parsed once: a copy does not parse it again
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ JSON

@@ -56,6 +56,23 @@ def test_unknown_settings_are_refused():
         DecodeRequest().replace(x=1)
 
 
+def test_replace_keeps_the_parsed_spec(monkeypatch):
+    r = DecodeRequest(sampler="eb:gamma=0.10+verify=0.5", temperature=0.5)
+    calls = []
+    import unmask.request as request_module
+
+    real = request_module.sampler_spec
+    monkeypatch.setattr(request_module, "sampler_spec",
+                        lambda text: calls.append(text) or real(text))
+    copy = r.replace(seed=7)
+    assert calls == [] and copy.spec is r.spec and copy.sampler == r.sampler
+    assert copy == DecodeRequest(sampler="eb:gamma=0.1+verify=0.5", temperature=0.5, seed=7)
+    calls.clear()
+    assert r.replace(sampler="margin").spec.name == "margin" and calls == ["margin"]
+    # a parsed spec is a sampler setting of its own, kept in its canonical text
+    assert DecodeRequest(sampler=r.spec).sampler == "eb:gamma=0.1+verify=0.5"
+
+
 def test_steps_split_over_blocks():
     r = DecodeRequest(sampler="confidence", steps=8, gen_length=16, block_length=4)
     assert r.build_sampler(4).steps == 2

@@ -65,6 +65,24 @@ def test_a_request_for_an_estimator_the_server_lacks_is_told_what_it_can_do(llad
     assert status == 400 and "a request cannot name one" in out["error"]["message"]
 
 
+def test_a_requested_sampler_is_built_and_prepared_once_per_spec(monkeypatch):
+    from unmask.request import DecodeRequest
+    from unmask.serve.jobs import Decoding
+
+    served = ServedModel.load(ServeOptions(model="text", threads=1))
+    built = []
+    real = DecodeRequest.build_sampler
+    monkeypatch.setattr(DecodeRequest, "build_sampler",
+                        lambda self, *a: built.append(self.sampler) or real(self, *a))
+    for seed in range(3):
+        for spec in ("margin", "eb:gamma=0.10", "dapd"):
+            try:
+                served.request(Decoding(sampler=spec), seed=seed, gen_length=8)
+            except UnmaskError as e:  # the text model (BERT) returns no attention weights
+                assert spec == "dapd" and str(e).startswith("dapd: "), e
+    assert sorted(built) == ["dapd", "eb:gamma=0.1", "margin"]
+
+
 def test_what_would_fail_every_request_is_refused_at_start_up():
     with pytest.raises(UnmaskError, match=r"^--cache-kv: 'dual' needs"):
         ServedModel.load(ServeOptions(model="text", cache_kv="dual"))

@@ -129,6 +129,7 @@ class ServedModel:
         self.default_gen_length = min(getattr(model, "default_gen_length", None) or 128,
                                       self.max_tokens)
         self.default_sampler = operator_sampler(options.sampler)
+        self._prepared: dict[str, str | None] = {}  # spec text -> why it cannot prepare
         self._check_start()
 
     def _check_start(self) -> None:
@@ -140,8 +141,8 @@ class ServedModel:
         for flag, check in (
                 ("--cache-kv", lambda: self.options.cache_kv is None
                  or check_cacheable(self.model, self.options.cache_kv)),
-                ("--sampler", lambda: DecodeRequest(sampler=self.default_sampler)
-                 .build_sampler().prepare(self.model))):
+                ("--sampler", lambda: self.check_prepares(
+                    DecodeRequest(sampler=self.default_sampler), operator=True))):
             try:
                 check()
             except UnmaskError as e:
@@ -181,13 +182,29 @@ class ServedModel:
             confidence=d.confidence, seed=check_seed(seed), steps=d.steps,
             batch_invariant=self.options.batch_invariant, constraint=d.constraint, **layout))
         if d.sampler is not None:
-            try:  # what it loads for this model (an estimator) is the server's own
-                request.build_sampler().prepare(self.model)
-            except NoEstimator:
-                raise UnmaskError("sampler: this server has no MI estimator for its model (a "
-                                  "request cannot name one; its operator may serve one with "
-                                  "--sampler 'mi-guided:estimator=FOLDER')") from None
+            self.check_prepares(request)
         return request
+
+    def check_prepares(self, request: DecodeRequest, operator: bool = False) -> None:
+        """Refuse a request whose sampler cannot prepare on the served model (what it loads
+        for this model, an estimator, is the server's own: a request cannot name one). The
+        answer is kept per canonical spec text, so a sampler is built and prepared once per
+        spec, not once per request."""
+        key = request.sampler
+        if key not in self._prepared:
+            if len(self._prepared) >= 1024:  # bounded: requests may name many specs
+                self._prepared.clear()
+            try:
+                request.build_sampler().prepare(self.model)
+                self._prepared[key] = None
+            except NoEstimator as e:
+                self._prepared[key] = str(e) if operator else (
+                    "sampler: this server has no MI estimator for its model (a request "
+                    "cannot name one; its operator may serve one with --sampler "
+                    "'mi-guided:estimator=FOLDER')")
+            except UnmaskError as e:
+                self._prepared[key] = str(e)
+        require(self._prepared[key] is None, self._prepared[key] or "")
 
     def encode(self, prompt: str | None = None, messages: list[dict] | None = None,
                where: str = "prompt") -> list[int]:

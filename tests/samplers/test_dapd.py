@@ -3,12 +3,16 @@ independent set on hand-built graphs, and its limits on a transformer."""
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+from scan_reference import dapd_dependence_reference, taken_scan_reference
 from stepstate import hand_state
 
 from unmask import DecodeConfig, UnmaskError, decode, make_sampler
 from unmask.models import MDMTransformer, TransformerConfig
 from unmask.models.base import ModelOutput
 from unmask.samplers.dapd import greedy_independent_set
+from unmask.samplers.scan import scans_as_on_accelerators
 
 
 def grid_model():
@@ -163,3 +167,45 @@ def test_each_pass_reveals_an_independent_set(tiny_transformer):
 def test_bad_parameters(bad):
     with pytest.raises(UnmaskError, match=next(iter(bad))):
         make_sampler("dapd", **bad)
+
+
+@hs.composite
+def attention_inputs(draw):
+    """(attention layers (B, H, N, N), confidences (B, N), eligible (B, N), tau): on a dyadic
+    grid (every sum exact, so an edge weight equal to tau is met exactly) or arbitrary
+    floats, float32 or float64, with ties in the confidences."""
+    b, n = draw(hs.integers(1, 3)), draw(hs.integers(1, 9))
+    layers, heads = draw(hs.integers(1, 3)), draw(hs.integers(1, 6))
+    gen = torch.Generator().manual_seed(draw(hs.integers(0, 2**32 - 1)))
+    dtype = draw(hs.sampled_from([torch.float32, torch.float64]))
+    grid = draw(hs.booleans())
+    att = []
+    for _ in range(layers):
+        w = torch.rand(b, heads, n, n, generator=gen, dtype=torch.float64)
+        att.append(((w * 8).floor() / 8 if grid else w).to(dtype))
+    conf = (torch.randint(0, 3, (b, n), generator=gen) / 2.0 if draw(hs.booleans())
+            else torch.rand(b, n, generator=gen))
+    eligible = torch.rand(b, n, generator=gen) < draw(hs.sampled_from([0.5, 1.0]))
+    scale = n / (2 * layers * heads)
+    tau = (draw(hs.integers(0, 16 * layers * heads)) / 8 * scale if grid
+           else draw(hs.floats(0.0, 2.0)))
+    return tuple(att), conf, eligible, tau
+
+
+@settings(max_examples=200, deadline=None)
+@given(attention_inputs(), hs.sampled_from([0.0, 0.4]))
+def test_the_host_scan_takes_the_set_of_the_dependence_as_summed_before(inputs, min_conf):
+    """On the CPU, DAPD's set with each taken position's edges computed from the attention
+    when it is taken is the greedy scan over the full dependence as it was summed before
+    (heads in one reduction) and the same as the tensor path of an accelerator."""
+    att, conf, eligible, tau = inputs
+    sampler = make_sampler("dapd", tau=tau, min_confidence=min_conf)
+    state = hand_state(conf, eligible, attentions=att)
+    got = sampler.select(state).reveal
+    with scans_as_on_accelerators():
+        assert torch.equal(sampler.select(state).reveal, got)
+    adjacency = dapd_dependence_reference(att) > tau
+    candidates = state.eligible & (state.x0_prob >= min_conf)
+    want = taken_scan_reference(state.x0_prob, state.eligible, adjacency, 0, "max",
+                                candidates)
+    assert torch.equal(got, want)

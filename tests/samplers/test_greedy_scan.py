@@ -1,18 +1,19 @@
 """The greedy dependence scan (``greedy_scan``, DAPD's independent set and DEMASK's bounded
 set) against a plain per-row Python reference: the same sets on every input, on a dyadic grid
 (exact sums: a load equal to the bound is hit exactly) and on arbitrary floats, with ties in
-the scores, ineligible positions, unavailable positions, asymmetric charges and both
-aggregates; both ways the scan runs (jumping from taken position to taken position where it
-reads back, the CPU; every rank, reading nothing, on an accelerator) against the scan as it
-was first vectorised (one step per rank, sized by one read), kept here as a reference."""
+the scores, ineligible positions, unavailable positions, asymmetric and negative charges and
+both aggregates; both ways the scan runs (a compiled loop on the host, the CPU; every rank,
+reading nothing, on an accelerator) against the scan as it was first vectorised (one step per
+rank, sized by one read) and as it ran on the CPU before (``scan_reference``), kept here as
+references."""
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scan_reference import taken_scan_reference
 
 from unmask.host_reads import count_host_reads
-from unmask.samplers import scan as scan_module
 from unmask.samplers.dapd import greedy_independent_set
 from unmask.samplers.demask import dependence_bounded_set
 from unmask.samplers.scan import greedy_scan, scan_length, scan_rows, scans_as_on_accelerators
@@ -65,19 +66,21 @@ def rank_scan_reference(scores, eligible, charges, limit, aggregate="max", avail
 
 
 def both_ways(scan, *args):
-    """``scan(*args)`` as it runs on the CPU (reading back; 'max' with and without its common
-    prefix first) and on an accelerator; asserts they agree and returns the set."""
-    sized = scan(*args)
+    """``scan(*args)`` as it runs on the CPU (the compiled host loop) and on an accelerator
+    (a tensor step per rank); asserts they agree and returns the set."""
+    host = scan(*args)
     with scans_as_on_accelerators():
         whole = scan(*args)
-    assert torch.equal(sized, whole)
-    saved, scan_module.PREFIX_MAX_CHARGES = scan_module.PREFIX_MAX_CHARGES, -1
-    try:
-        stepped = scan(*args)
-    finally:
-        scan_module.PREFIX_MAX_CHARGES = saved
-    assert torch.equal(sized, stepped)
-    return sized
+    assert torch.equal(host, whole)
+    return host
+
+
+def as_before(*args):
+    """The set the CPU's scan took before it was compiled (tensor steps, one per position
+    taken; 'max' with and without its common prefix first), asserted the same both ways."""
+    got = taken_scan_reference(*args)
+    assert torch.equal(got, taken_scan_reference(*args, prefix=False))
+    return got
 
 
 @st.composite
@@ -90,6 +93,8 @@ def scan_inputs(draw):
         charges = (charges * 8).floor() / 16  # multiples of 1/16: sums are exact
     if draw(st.booleans()):
         charges = charges + charges.transpose(1, 2)
+    if draw(st.booleans()):
+        charges = charges - 0.25  # some negative: a 'sum' load may fall
     eligible = torch.rand(b, n, generator=gen) < draw(st.sampled_from([0.3, 0.8, 1.0]))
     available = torch.rand(b, n, generator=gen) < draw(st.sampled_from([0.5, 1.0]))
     if draw(st.booleans()):
@@ -109,10 +114,12 @@ def test_same_sets_as_the_reference(inputs, aggregate):
     assert torch.equal(got, want)
     previous = rank_scan_reference(scores, eligible, charges, limit, aggregate, available)
     assert torch.equal(got, previous)
+    assert torch.equal(got, as_before(scores, eligible, charges, limit, aggregate, available))
     # bool charges (DAPD's edges) are scanned as uint8
     edges = charges > limit
-    assert torch.equal(both_ways(greedy_scan, scores, eligible, edges, 0, aggregate, available),
-                       rank_scan_reference(scores, eligible, edges, 0, aggregate, available))
+    got = both_ways(greedy_scan, scores, eligible, edges, 0, aggregate, available)
+    assert torch.equal(got, rank_scan_reference(scores, eligible, edges, 0, aggregate, available))
+    assert torch.equal(got, as_before(scores, eligible, edges, 0, aggregate, available))
 
 
 @settings(max_examples=150, deadline=None)
@@ -141,24 +148,17 @@ def test_bounded_set_charges_each_position_its_own_row(inputs, aggregate):
 
 
 @pytest.mark.parametrize("aggregate", ["max", "sum"])
-def test_reads_back_once_a_taken_position_on_the_cpu_and_never_on_an_accelerator(aggregate):
-    """On the CPU the scan reads back, after each position taken one at a time, whether any
-    row took one (a read that stalls no queue there); 'max' takes each row's positions up to
-    its first miss at once, so a set that all fits costs one read. As on an accelerator it
-    reads nothing."""
+def test_reads_its_inputs_once_on_the_cpu_and_nothing_on_an_accelerator(aggregate):
+    """On the CPU the scan runs on the host: it reads its four inputs there once (views of
+    their memory), however many positions it takes; as on an accelerator it reads nothing."""
     gen = torch.Generator().manual_seed(0)
     scores = torch.rand(8, 30, generator=gen)
     eligible = torch.rand(8, 30, generator=gen) < 0.7
     charges = torch.rand(8, 30, 30, generator=gen)
-    with count_host_reads() as reads:
-        got = greedy_scan(scores, eligible, charges, 0.5, aggregate)
-    if aggregate == "sum":
-        assert reads.total == int(got.sum(1).max()) + 1
-    else:  # 8 x 30 x 30 charges: the prefix is taken first
-        assert 1 <= reads.total <= int(got.sum(1).max()) + 1
+    for limit in (0.0, 0.5, 1.0):
         with count_host_reads() as reads:
-            everything = greedy_scan(scores, eligible, charges, 1.0, aggregate)
-        assert torch.equal(everything, eligible) and reads.total == 1
+            greedy_scan(scores, eligible, charges, limit, aggregate)
+        assert reads.total == 4
     with scans_as_on_accelerators(), count_host_reads() as reads:
         greedy_scan(scores, eligible, charges, 0.5, aggregate)
     assert reads.total == 0
@@ -175,4 +175,6 @@ def test_large_batches_take_the_sets_of_the_previous_scan():
         for c in (charges, charges.transpose(1, 2)):
             for aggregate, limit in (("max", 0.15), ("sum", 0.5)):
                 args = (scores, eligible, c, limit, aggregate, available)
-                assert torch.equal(both_ways(greedy_scan, *args), rank_scan_reference(*args))
+                got = both_ways(greedy_scan, *args)
+                assert torch.equal(got, rank_scan_reference(*args))
+                assert torch.equal(got, as_before(*args))

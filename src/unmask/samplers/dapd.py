@@ -24,8 +24,11 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.samplers.base import Sampler, Selection, StepState, register
-from unmask.samplers.scan import greedy_scan
+from unmask.samplers.scan import greedy_scan, reads_scan_back
 from unmask.validation import is_int
+
+#: attention dtypes the host scan reads as they are (others go through :meth:`dependence`)
+HOST_DTYPES = (torch.float32, torch.float64)
 
 
 def greedy_independent_set(adjacency: torch.Tensor, scores: torch.Tensor,
@@ -73,6 +76,17 @@ class DAPDSampler(Sampler):
     def dependence(self, state: StepState) -> torch.Tensor:
         """(B, N, N) N * (A + A^T) / 2, A the head- (and layer-) averaged attention of the
         state's pass, summed in float32 (float64 for float64 weights)."""
+        att = self._layers(state)
+        total = None  # (B, N, N) sum over layers and heads, one term at a time
+        for w in att:
+            part = w[:, 0].to(torch.promote_types(w.dtype, torch.float32), copy=True)
+            for h in range(1, w.shape[1]):
+                part += w[:, h]
+            total = part if total is None else total.add_(part)
+        return (total + total.transpose(1, 2)).mul_(self._scale(att))
+
+    def _layers(self, state: StepState) -> tuple[torch.Tensor, ...]:
+        """The attention layers (B, H, N, N) the dependence averages."""
         att = state.output.attentions
         if att is None:
             raise UnmaskError("dapd: the model returns no attention weights; DAPD needs one "
@@ -82,12 +96,13 @@ class DAPDSampler(Sampler):
                 raise UnmaskError(f"layer: {self.layer} is outside the model's {len(att)} "
                                   "attention layers")
             att = (att[self.layer],)
-        total = None  # (B, N, N) sum over layers and heads
-        for w in att:
-            part = w.sum(1, dtype=torch.promote_types(w.dtype, torch.float32))
-            total = part if total is None else total.add_(part)
-        n, averaged = total.shape[-1], len(att) * att[0].shape[1]
-        return (total + total.transpose(1, 2)).mul_(n / (2 * averaged))
+        return tuple(att)
+
+    @staticmethod
+    def _scale(att: tuple[torch.Tensor, ...]) -> float:
+        """N / (2 x the number of attention maps averaged): turns the head and layer sum of
+        A + A^T into N * (A + A^T) / 2 of the mean."""
+        return att[0].shape[-1] / (2 * len(att) * att[0].shape[1])
 
     def prepare(self, model) -> None:
         if not model.supports_attentions:
@@ -96,7 +111,14 @@ class DAPDSampler(Sampler):
                               "MDMTransformer)")
 
     def select(self, state: StepState) -> Selection:
-        adjacency = self.dependence(state) > self.tau  # the diagonal is never read
         candidates = state.eligible & (state.x0_prob >= self.min_confidence)
+        att = self._layers(state)
+        if reads_scan_back(state.eligible.device) and att[0].dtype in HOST_DTYPES:
+            # the scan on the host: each taken position's edges from the attention alone
+            from unmask.samplers.scan_kernels import run_attention
+
+            return Selection(run_attention(state.x0_prob, state.eligible,
+                                           candidates, att, self._scale(att), self.tau))
+        adjacency = self.dependence(state) > self.tau  # the diagonal is never read
         return Selection(greedy_independent_set(adjacency, state.x0_prob, candidates,
                                                 state.eligible))

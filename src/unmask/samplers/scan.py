@@ -55,9 +55,11 @@ def scan_rows(charges: torch.Tensor, order: torch.Tensor, steps: int) -> torch.T
     return out.transpose(0, 1)
 
 
-#: device types on which a scan reads back, step by step, whether it is done: a host read
-#: there stalls no queue; elsewhere scans run their static worst case (every rank), their
-#: launches queued behind the model's pass, read back by nobody
+#: device types on which a scan reads back: the tensors' memory is the host's, so a read
+#: stalls no queue (DAPD's and DEMASK's scans run there as compiled loops,
+#: :mod:`unmask.samplers.scan_kernels`; MI-guided's reads back whether it is done, step by
+#: step); elsewhere scans run their static worst case (every rank), their launches queued
+#: behind the model's pass, read back by nobody
 SIZED_SCAN_DEVICES = frozenset({"cpu"})
 
 
@@ -86,14 +88,19 @@ def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Ten
     to the lower index) and take position j when it is ``available`` (B, N) bool (None: all)
     and its load fits: load_j <= ``limit`` (>= 0), where load_j aggregates ('max' or 'sum')
     ``charges[b, i, j]`` (B, N, N, finite) over the positions i taken before j. The first
-    eligible position is always taken (progress). Float charges are aggregated in float64,
-    bool ones as uint8.
+    eligible position is always taken (progress). Float loads add up in float64 in scan order.
 
     Sequential (what is taken changes every later load: the lexicographically first maximal
-    independent set, for 'max', is P-complete) and vectorised over rows. Where a scan reads
-    back (:func:`reads_scan_back`, the CPU) it jumps from one taken position to the next
-    (:func:`_taken_scan`: one step per position taken, the positions between decided
-    together); elsewhere it steps through every rank (:func:`_rank_scan`) and reads nothing."""
+    independent set, for 'max', is P-complete). Where a scan reads back
+    (:func:`reads_scan_back`, the CPU) it runs on the host as a compiled loop over rows that
+    jumps from one taken position to the next
+    (:func:`unmask.samplers.scan_kernels.dense_scan`); elsewhere it steps through every rank,
+    vectorised over rows (:func:`_rank_scan`), and reads nothing."""
+    if reads_scan_back(scores.device):
+        from unmask.samplers.scan_kernels import run_dense
+
+        ok = eligible if available is None else available
+        return run_dense(scores, eligible, ok, charges, limit, aggregate)
     order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
     ok = eligible if available is None else available & eligible
@@ -101,8 +108,7 @@ def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Ten
     ok[:, :1] = eligible.gather(1, order[:, :1])
     if charges.dtype == torch.bool:
         charges = charges.view(torch.uint8)
-    scan = _taken_scan if reads_scan_back(scores.device) else _rank_scan
-    taken = scan(charges, order, ok, limit, aggregate)  # (B, N) in scan order
+    taken = _rank_scan(charges, order, ok, limit, aggregate)  # (B, N) in scan order
     return torch.zeros_like(eligible).scatter_(1, order, taken) & eligible
 
 
@@ -141,77 +147,3 @@ def charge_row(charges: torch.Tensor, order: torch.Tensor, at: torch.Tensor) -> 
         rows = torch.arange(b, device=order.device)[:, None] * n
         row = charges.reshape(b * n, n).index_select(0, (rows + at).view(-1))
     return row.gather(1, order)
-
-
-#: the most charges (B x N x N) for which the 'max' scan takes each row's common prefix in
-#: masked maxima over them (:func:`_max_prefix`) before stepping: below it those cost less
-#: than the steps they save, above it more
-PREFIX_MAX_CHARGES = 1 << 16
-
-
-def _taken_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
-                aggregate: str) -> torch.Tensor:
-    """:func:`greedy_scan`'s set in scan ``order``, ``ok`` (B, N) the positions it may take
-    (in scan order), one step per position taken: each step takes, in every row, the first
-    position after the row's last taken one whose load fits (those between fit no better
-    later: their loads count only positions taken before them, all already taken), adds its
-    charge row to the loads, and reads back whether any row took one (on the CPU, where the
-    read stalls nothing). Loads add up in scan order, as the rank scan's do."""
-    b, n = order.shape
-    dtype = torch.float64 if charges.is_floating_point() else charges.dtype
-    rank = torch.arange(n, device=order.device)
-    if aggregate == "max":  # every position at once where all fit, else the common prefix
-        last, load = _max_prefix(charges, order, ok, limit, dtype)
-        if load is None:
-            return ok.clone()
-        taken = [torch.where(ok & (rank < last), rank, n)]
-    else:
-        load = torch.zeros(b, n, dtype=dtype, device=order.device)  # in scan order
-        last = torch.full((b, 1), -1, device=order.device)  # each row's last taken (n: done)
-        taken = []
-    while True:
-        fits = ok & (rank > last) & (load <= limit)
-        first = fits.view(torch.uint8).argmax(1, keepdim=True)  # (B, 1): the first that fits
-        took = fits.gather(1, first)  # (B, 1): whether the row takes one
-        if not took.any():
-            break
-        last = torch.where(took, first, n)
-        taken.append(last)
-        # rows done take any position, unread
-        row = charge_row(charges, order, order.gather(1, first)).to(dtype)
-        if aggregate == "max":
-            torch.maximum(load, row, out=load)
-        else:
-            load += row
-    out = torch.zeros(b, n + 1, dtype=torch.bool, device=order.device)  # column n: not taken
-    return out.scatter_(1, torch.cat(taken, 1), True)[:, :n] if taken else out[:, :n]
-
-
-def _max_prefix(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, limit: float,
-                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The 'max' scan up to each row's first miss: while every position the scan may take is
-    taken, position j's load is the largest charge to it from those before it (a masked
-    maximum over the (B, N, N) charges), so the scan takes all of them up to the first whose
-    load does not fit, f. Returns (f (B, 1), N where every one fits; the loads (B, N) in scan
-    order of the positions it may take before f, a second masked maximum), or (N, None)
-    where every row's positions all fit (one host read: the CPU's path); above
-    :data:`PREFIX_MAX_CHARGES`, where the maxima cost more than the steps they save, (-1,
-    zeros): nothing taken yet."""
-    b, n = order.shape
-    rank = torch.empty_like(order).scatter_(
-        1, order, torch.arange(n, device=order.device).expand(b, n))  # each position's
-    may = torch.zeros_like(ok).scatter_(1, order, ok)  # (B, N) by position
-
-    def loads(before: torch.Tensor) -> torch.Tensor:  # (B, N, N) bool -> (B, N) in scan order
-        pays = torch.where(before & may[:, :, None], charges, 0).amax(1)
-        return pays.gather(1, order).to(dtype)
-
-    if charges.numel() > PREFIX_MAX_CHARGES:
-        return (torch.full((b, 1), -1, device=order.device),
-                torch.zeros(b, n, dtype=dtype, device=order.device))
-    miss = ok & ~(loads(rank[:, :, None] < rank[:, None, :]) <= limit)
-    missed = miss.any(1, keepdim=True)
-    if not missed.any():
-        return torch.full((b, 1), n, device=order.device), None
-    first = torch.where(missed, miss.view(torch.uint8).argmax(1, keepdim=True), n)
-    return first, loads((rank < first)[:, :, None].expand(b, n, n))

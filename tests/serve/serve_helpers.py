@@ -61,8 +61,8 @@ def post(port: int, path: str, body: bytes | dict | str, headers: dict | None = 
     return resp.status, parsed, raw
 
 
-def get(port: int, path: str) -> tuple[int, dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+def get(port: int, path: str, timeout: float = 60) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request("GET", path)
         resp = conn.getresponse()

@@ -127,3 +127,35 @@ def test_a_schema_cannot_reach_a_file_or_a_url(text_server, ref):
         "name": "x", "schema": {"$ref": ref}}}}
     status, out, raw = post(text_server.port, "/v1/completions", body)
     assert status == 400 and "Traceback" not in raw, raw[:300]
+
+
+def test_a_slow_build_does_not_stall_the_event_loop(text_server, monkeypatch):
+    """While one request's jobs are being built (a cold constraint compile, a long prompt),
+    the server still answers: the build runs on its own thread."""
+    import threading
+
+    from serve_helpers import get
+
+    entered, release = threading.Event(), threading.Event()
+    real = ServedModel.generate_jobs
+
+    def held(self, *args, **kwargs):
+        entered.set()
+        release.wait(120)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ServedModel, "generate_jobs", held)
+    answer = {}
+    slow = threading.Thread(target=lambda: answer.update(
+        zip(("status", "out", "raw"), post(text_server.port, "/v1/completions",
+                                            {**BASE, "max_tokens": 4}), strict=True)))
+    slow.start()
+    try:
+        assert entered.wait(60)
+        # answered while the build waits (a stalled loop would time out)
+        status, health = get(text_server.port, "/health", timeout=10)
+        assert status == 200 and health["status"] == "ok" and "status" not in answer
+    finally:
+        release.set()
+        slow.join(120)
+    assert answer["status"] == 200, answer.get("raw", "")[:300]

@@ -5,12 +5,16 @@ and models endpoints, ``/v1/infill`` and ``/health``, over one model and one
 Bad input is answered with OpenAI's error body: 400 for a malformed or invalid request, 404
 for another model's name, 413 for a body over the limit, 429 when the server holds as many
 rows as it may; a request's rows leave their decode call when its client disconnects.
+A request's jobs are built (tokenised, checked, a constraint compiled) on one thread of
+their own, one request at a time, so a slow build never stalls the event loop: health
+checks, streams and disconnects are answered meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from fastapi import FastAPI, Request
@@ -45,9 +49,10 @@ def create_app(served: ServedModel) -> FastAPI:
                       budget_s=opts.max_decode_s)
     app = FastAPI(title="unmask", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served, app.state.batcher = served, batcher
+    app.state.builder = ThreadPoolExecutor(1, thread_name_prefix="unmask-build")
     app.add_middleware(BodyLimit, limit=opts.max_body_bytes)
     _errors(app)
-    _routes(app, served, batcher)
+    _routes(app, served, batcher, partial(_build, app.state.builder))
     return app
 
 
@@ -73,7 +78,7 @@ def _errors(app: FastAPI) -> None:
         return reply(500, f"internal error: {type(e).__name__}", "server_error")
 
 
-def _routes(app: FastAPI, served: ServedModel, batcher: Batcher) -> None:
+def _routes(app: FastAPI, served: ServedModel, batcher: Batcher, build) -> None:
     @app.get("/health")
     async def health():
         return {"status": "ok", "model": served.name, "rows_held": batcher.rows_held,
@@ -93,39 +98,39 @@ def _routes(app: FastAPI, served: ServedModel, batcher: Batcher) -> None:
         body = await _parse(request, schemas.CompletionRequest)
         _check_model(served, body.model)
         many = len(body.prompts) > 1
-        prompts = _build(lambda: [(p, served.encode(p, where=f"prompt {i}" if many
-                                                    else "prompt"))
-                                  for i, p in enumerate(body.prompts)])
-        return await _generate(request, served, batcher, body, prompts, body.max_tokens,
-                               chat=False)
+        prompts = await build(lambda: [(p, served.encode(p, where=f"prompt {i}" if many
+                                                          else "prompt"))
+                                        for i, p in enumerate(body.prompts)])
+        return await _generate(request, served, batcher, build, body, prompts,
+                               body.max_tokens, chat=False)
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         body = await _parse(request, schemas.ChatRequest)
         _check_model(served, body.model)
         messages = [m.plain() for m in body.messages]
-        prompts = _build(lambda: [("", served.encode(messages=messages))])
-        return await _generate(request, served, batcher, body, prompts, body.gen_length,
-                               chat=True)
+        prompts = await build(lambda: [("", served.encode(messages=messages))])
+        return await _generate(request, served, batcher, build, body, prompts,
+                               body.gen_length, chat=True)
 
     @app.post("/v1/infill")
     async def infill(request: Request):
         body = await _parse(request, schemas.InfillRequest)
         _check_model(served, body.model)
-        jobs = _build(lambda: served.infill_jobs(body.templates, seed=body.seed,
-                                                 d=body.decoding()))
+        jobs = await build(lambda: served.infill_jobs(body.templates, seed=body.seed,
+                                                      d=body.decoding()))
         tickets = _submit(batcher, jobs)
         results = await _results(request, batcher, tickets)
         return Replies(served, body.model, chat=False).infill(jobs, results)
 
 
-async def _generate(request: Request, served: ServedModel, batcher: Batcher, body,
+async def _generate(request: Request, served: ServedModel, batcher: Batcher, build, body,
                     prompts: list, gen_length: int | None, *, chat: bool):
     """Queue a completion or chat request and answer it (a JSON body, or an event stream)."""
-    jobs = _build(lambda: served.generate_jobs(prompts, n=body.n, gen_length=gen_length,
-                                               seed=body.seed,
-                                               d=body.decoding(body.min_new_tokens),
-                                               stream=body.stream, chat=chat))
+    jobs = await build(lambda: served.generate_jobs(prompts, n=body.n, gen_length=gen_length,
+                                                    seed=body.seed,
+                                                    d=body.decoding(body.min_new_tokens),
+                                                    stream=body.stream, chat=chat))
     replies = Replies(served, body.model, chat=chat, stops=body.stops)
     if not body.stream:
         tickets = _submit(batcher, jobs)
@@ -209,10 +214,11 @@ async def _parse(request: Request, cls):
         raise ApiError(400, "body: nested too deeply") from None
 
 
-def _build(make):
-    """``make()``, its refusal of the request's values answered 400."""
+async def _build(builder: ThreadPoolExecutor, make):
+    """``make()`` on the ``builder`` thread (the event loop runs on meanwhile), its refusal
+    of the request's values answered 400."""
     try:
-        return make()
+        return await asyncio.get_running_loop().run_in_executor(builder, make)
     except UnmaskError as e:
         raise ApiError(400, " ".join(str(e).split())) from None
     except (ValueError, TypeError, OverflowError, RecursionError, IndexError) as e:

@@ -96,7 +96,8 @@ def main() -> None:
             if cache_path.exists():
                 cache = {**json.loads(cache_path.read_text()), key: cache[key]}
             cache_path.write_text(json.dumps(cache, indent=1))
-        runs[run["spec"]] = (run, cache[key])
+        block = f" [blocks of {run['block_length']}]" if run.get("block_length") else ""
+        runs[run["spec"] + block] = (run, cache[key])
     if args.reference_dir:  # the reference run of another folder, its scores cached there
         other = Path(args.reference_dir)
         ref = next(f for f in other.glob("*.json") if f.name != "scores.json"

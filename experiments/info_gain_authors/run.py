@@ -36,6 +36,7 @@ from unmask.samplers.spec import parse_spec
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.jsonl"  # set by main: results_<what>.jsonl
 SAMPLERS = {"confidence": "confidence", "entropy": "entropy", "margin": "margin",
+            "klass": "klass", "pc": "pc",
             "info-gain-authors": preset_spec("info-gain-authors"),
             "lookum-authors": preset_spec("lookum-authors"),
             "info-gain": "info-gain"}  # unmask's own defaults, the earlier rows
@@ -132,6 +133,9 @@ def row(task, temperature, name, correct, nfe, seqs, steps, tokens, wall, watch,
 
 
 def run_sudoku(limit: int, temperatures: list[float], batch: int, names: list[str]):
+    """Each batch of puzzles is checkpointed to ``<results>.partial`` as it finishes, so a
+    killed run of many puzzles resumes at its next batch; the row is written once all are
+    done (the partial lines of that row are then no longer read)."""
     from unmask.sudoku.datasets import set_puzzles
     from unmask.sudoku.solver import is_valid_solution
     from unmask.sudoku.tokens import grid_to_tokens, tokens_to_grid
@@ -140,27 +144,44 @@ def run_sudoku(limit: int, temperatures: list[float], batch: int, names: list[st
     puzzles = set_puzzles("hard")[:limit]
     x = grid_to_tokens(puzzles)
     done = done_keys()
+    partial = RESULTS.with_suffix(".partial")
+    task = "sudoku" if limit == 150 else f"sudoku_{limit}"  # the first rows were 150 puzzles
     for temperature in temperatures:
         for name in names:
-            if ("sudoku", temperature, name) in done:
+            if (task, temperature, name) in done:
                 continue
-            sampler = build(name)
-            watch = Watch(sampler)
-            correct, nfe, seqs, steps, tokens, wall = [], 0, 0, 0, 0, 0.0
+            key = [temperature, name, limit]
+            parts = {p["lo"]: p for p in map(json.loads, partial.open())
+                     if p["key"] == key} if partial.exists() else {}
             for lo in range(0, limit, batch):
+                if lo in parts:
+                    continue
+                sampler = build(name)
+                watch = Watch(sampler)
                 xb = x[lo:lo + batch]
                 t0 = time.perf_counter()
                 res = decode(model, xb, sampler, DecodeConfig(temperature=temperature),
                              seed=lo)
-                wall += time.perf_counter() - t0
-                correct += is_valid_solution(tokens_to_grid(res.tokens),
-                                             puzzles[lo:lo + batch]).tolist()
-                nfe += int(res.nfe.sum())
-                seqs += int(res.sequences.sum())
-                steps += int(res.steps.sum())
-                tokens += int((xb == model.mask_id).sum())
-            watch.flush()
-            row("sudoku", temperature, name, correct, nfe, seqs, steps, tokens, wall, watch)
+                wall = time.perf_counter() - t0
+                watch.flush()
+                parts[lo] = {"key": key, "lo": lo, "wall": wall, "totals": watch.totals,
+                             "correct": is_valid_solution(tokens_to_grid(res.tokens),
+                                                          puzzles[lo:lo + batch]).tolist(),
+                             "nfe": int(res.nfe.sum()), "seqs": int(res.sequences.sum()),
+                             "steps": int(res.steps.sum()),
+                             "tokens": int((xb == model.mask_id).sum())}
+                with partial.open("a") as f:
+                    f.write(json.dumps(parts[lo]) + "\n")
+                print(f"  {name} T={temperature} puzzles {lo}-{lo + len(xb)}: "
+                      f"{sum(parts[lo]['correct'])}/{len(xb)} in {wall:.0f}s", flush=True)
+            ordered = [parts[lo] for lo in sorted(parts)]
+            watch = Watch(build(name))
+            for p in ordered:
+                for k, v in p["totals"].items():
+                    watch.totals[k] += v
+            row(task, temperature, name, [c for p in ordered for c in p["correct"]],
+                *(sum(p[k] for p in ordered) for k in ("nfe", "seqs", "steps", "tokens",
+                                                         "wall")), watch)
 
 
 def run_reasoning(limit: int, temperatures: list[float], tasks: list[str], names: list[str]):
@@ -226,7 +247,7 @@ def summary():
     names = [n for n in SAMPLERS if any(r["sampler"] == n for r in rows)]
     by = {(r["task"], r["temperature"], r["sampler"]): r for r in rows}
     keys = list(dict.fromkeys((r["task"], r["temperature"]) for r in rows))
-    temps = sorted({t for task, t in keys if task != "sudoku"})
+    temps = sorted({t for task, t in keys if not task.startswith("sudoku")})
     for t in temps:
         keys.append(("pooled", t))
         for n in names:

@@ -1,14 +1,13 @@
-"""The greedy scan as it ran on the CPU before it was compiled
-(:mod:`unmask.samplers.scan_kernels`), kept as a reference for the tests: tensor steps, one per
-position taken, each reading back whether any row took one ('max' first takes each row's
-common prefix in masked maxima, where ``prefix``); and DAPD's dependence as it was summed
-then (heads in one reduction)."""
+"""The greedy scans as they ran on the CPU before they were compiled
+(:mod:`unmask.samplers.scan_kernels`), kept as references for the tests: tensor steps, one
+per position taken, each reading back whether any row took one ('max' first takes each row's
+common prefix in masked maxima, where ``prefix``; MI-guided's budget,
+:func:`budget_jump_reference`); and DAPD's dependence as it was summed then (heads in one
+reduction)."""
 
 from __future__ import annotations
 
 import torch
-
-from unmask.samplers.scan import charge_row
 
 
 def taken_scan_reference(scores, eligible, charges, limit, aggregate="max", available=None,
@@ -101,3 +100,55 @@ def _max_prefix(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, li
         return torch.full((b, 1), n, device=order.device), None
     first = torch.where(missed, miss.view(torch.uint8).argmax(1, keepdim=True), n)
     return first, loads((rank < first)[:, :, None].expand(b, n, n))
+
+
+def charge_row(charges: torch.Tensor, order: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """(B, N) ``charges[b, at[b], :]`` (``charges`` (B, N, N), ``at`` (B, 1) positions), its
+    columns in scan ``order`` (B, N); ``charges`` may be a transposed view (its row is then a
+    column of the storage: nothing of size B x N x N is copied)."""
+    b, n = order.shape
+    if charges.stride(-1) != 1 and charges.stride(-2) == 1:
+        row = charges.transpose(1, 2).gather(2, at[:, None].expand(b, n, 1)).view(b, n)
+    else:
+        rows = torch.arange(b, device=order.device)[:, None] * n
+        row = charges.reshape(b * n, n).index_select(0, (rows + at).view(-1))
+    return row.gather(1, order)
+
+
+def budget_jump_reference(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
+                       valid: torch.Tensor, limit: float, lam: float, free_max: bool
+                       ) -> torch.Tensor:
+    """``mi_guided._budget_scan_taken``'s set as the CPU took it, one step per position
+    taken: each step takes, in every row, the first position after its last taken one that
+    fits (those between fit no better later:
+    what they would be charged counts only positions taken before them, all already taken),
+    with the charges and sums of the scan over every position, and reads back whether any
+    row took one."""
+    b, n = own.shape
+    cost = torch.where(valid, own, torch.inf)
+    spent, top = own.new_zeros(b, 1), own.new_zeros(b, 1)
+    rank = torch.arange(n, device=own.device)
+    last = torch.full((b, 1), -1, device=own.device)  # each row's last taken (n: done)
+    pays_of = mi.transpose(1, 2)  # [b, t, s]: what s pays once t is taken
+    taken = []
+    while True:
+        charged = spent + cost
+        if free_max:
+            top_new = torch.maximum(top, own)
+            fits = (charged - top_new) <= limit
+        else:
+            fits = charged <= limit
+        fits &= valid & (rank > last)
+        first = fits.view(torch.uint8).argmax(1, keepdim=True)  # (B, 1)
+        took = fits.gather(1, first)
+        if not took.any():
+            break
+        last = torch.where(took, first, n)
+        taken.append(last)
+        if free_max:
+            top = torch.where(took, top_new.gather(1, first), top)
+        spent = torch.where(took, charged.gather(1, first), spent)
+        row = charge_row(pays_of, order, order.gather(1, first)).to(torch.float64)
+        cost.addcmul_(took, row, value=lam)
+    out = torch.zeros(b, n + 1, dtype=torch.bool, device=own.device)  # column n: not taken
+    return out.scatter_(1, torch.cat(taken, 1), True)[:, :n] if taken else out[:, :n]

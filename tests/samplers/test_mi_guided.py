@@ -354,8 +354,8 @@ def test_a_pass_reads_nothing_back_off_the_cpu(tiny_transformer, tmp_path, monke
                                                sized):
     """Selecting a pass (estimator and rule) reads no tensor value back to the host where a
     read would stall a device's queue (here: the scan's sizing switched off, as on an
-    accelerator); on the CPU the scan reads back, after each position it takes, whether any
-    row took one."""
+    accelerator); on the CPU the scan runs on the host and reads its inputs there (views of
+    their memory)."""
     if not sized:
         monkeypatch.setattr(scan_module, "SIZED_SCAN_DEVICES", frozenset())
     m = tiny_transformer
@@ -372,7 +372,7 @@ def test_a_pass_reads_nothing_back_off_the_cpu(tiny_transformer, tmp_path, monke
     sampler.select = counting
     res = decode(m, torch.full((4, 12), m.mask_id), sampler)
     assert (res.tokens != m.mask_id).all()
-    if sized and not stop:  # at least one a pass: whether any row took a position
+    if sized and not stop:  # its inputs, every pass
         assert reads[0] >= int(res.steps.max())
     else:
         assert reads[0] == 0

@@ -32,7 +32,6 @@ from unmask.mi.probe import perturbation_mi
 from unmask.pretrained import PRETRAINED_DIR, SHIPPED_HEADS, pretrained_path
 from unmask.samplers.base import Sampler, Selection, StepState, budget_prefix, register
 from unmask.samplers.scan import (
-    charge_row,
     check_scan_order,
     reads_scan_back,
     scan_order_scores,
@@ -55,8 +54,8 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
                      stop_at_first_miss: bool = False, free_head: bool = False,
                      free_max: bool = False) -> torch.Tensor:
     """The MI-guided selection rule, vectorised over the batch. On an accelerator it reads
-    nothing back to the host; on the CPU the scan below reads back, after each position it
-    takes, whether any row took one (:func:`_budget_jump_taken`).
+    nothing back to the host; on the CPU the scan below runs on the host as a compiled loop
+    (:func:`~unmask.samplers.scan_kernels.budget_scan`).
 
     entropy: (B, N) nats, >= 0; mi: (B, N, N) pairwise MI in nats, >= 0 (symmetric);
     eligible: (B, N) bool; scores: (B, N), visited in descending order (ties: lower index
@@ -80,6 +79,11 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
     one position with H > gamma can be taken (two would leave the smaller one charged).
     """
     check_uncharged(free_head, free_max)
+    if not stop_at_first_miss and reads_scan_back(eligible.device):
+        from unmask.samplers.scan_kernels import run_budget
+
+        return run_budget(entropy, mi, scores, eligible, gamma + 1e-12, lam, free_head,
+                          free_max)
     order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
     valid = eligible.gather(1, order)  # (B, N) in scan order
@@ -132,13 +136,12 @@ def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
     costs ``own`` (B, N) and ``valid`` (B, N), both in scan ``order`` (B, N), and the MI
     ``mi`` (B, N, N). The scan is sequential in t (what is taken changes every later charge):
     one step per position, each a few tensor operations over the batch, none read back
-    (where a scan reads back, :func:`_budget_jump_taken` instead).
+    (where a scan reads back, the CPU, :func:`mi_budget_select` runs a compiled loop on the
+    host instead: :func:`~unmask.samplers.scan_kernels.budget_scan`).
     ``cost`` (B, N), in scan order, holds every position's own cost plus lam * its MI with the
     positions taken so far (an invalid position fits no finite budget), ``spent`` (B, 1) the
     charges of the positions taken; the MI each step pays is gathered once, before the scan."""
     b, n = own.shape
-    if reads_scan_back(own.device):
-        return _budget_jump_taken(own, mi, order, valid, limit, lam, free_max)
     steps = n
     cost = torch.where(valid, own, torch.inf)
     # (T, B, N): [t, b, s] = mi[b, s-th, t-th], what the s-th pays once the t-th is taken
@@ -158,45 +161,6 @@ def _budget_scan_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
         spent = torch.where(takes[t], charged, spent)
         cost.addcmul_(takes[t], pays[t], value=lam)
     return taken.squeeze(-1).T & valid
-
-
-def _budget_jump_taken(own: torch.Tensor, mi: torch.Tensor, order: torch.Tensor,
-                       valid: torch.Tensor, limit: float, lam: float, free_max: bool
-                       ) -> torch.Tensor:
-    """:func:`_budget_scan_taken`'s set, one step per position taken (where a scan reads
-    back, :func:`~unmask.samplers.scan.reads_scan_back`): each step takes, in every row, the
-    first position after its last taken one that fits (those between fit no better later:
-    what they would be charged counts only positions taken before them, all already taken),
-    with the charges and sums of the scan over every position, and reads back whether any
-    row took one."""
-    b, n = own.shape
-    cost = torch.where(valid, own, torch.inf)
-    spent, top = own.new_zeros(b, 1), own.new_zeros(b, 1)
-    rank = torch.arange(n, device=own.device)
-    last = torch.full((b, 1), -1, device=own.device)  # each row's last taken (n: done)
-    pays_of = mi.transpose(1, 2)  # [b, t, s]: what s pays once t is taken
-    taken = []
-    while True:
-        charged = spent + cost
-        if free_max:
-            top_new = torch.maximum(top, own)
-            fits = (charged - top_new) <= limit
-        else:
-            fits = charged <= limit
-        fits &= valid & (rank > last)
-        first = fits.view(torch.uint8).argmax(1, keepdim=True)  # (B, 1)
-        took = fits.gather(1, first)
-        if not took.any():
-            break
-        last = torch.where(took, first, n)
-        taken.append(last)
-        if free_max:
-            top = torch.where(took, top_new.gather(1, first), top)
-        spent = torch.where(took, charged.gather(1, first), spent)
-        row = charge_row(pays_of, order, order.gather(1, first)).to(torch.float64)
-        cost.addcmul_(took, row, value=lam)
-    out = torch.zeros(b, n + 1, dtype=torch.bool, device=own.device)  # column n: not taken
-    return out.scatter_(1, torch.cat(taken, 1), True)[:, :n] if taken else out[:, :n]
 
 
 def cap_by_entropy(mi: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:

@@ -56,10 +56,9 @@ def scan_rows(charges: torch.Tensor, order: torch.Tensor, steps: int) -> torch.T
 
 
 #: device types on which a scan reads back: the tensors' memory is the host's, so a read
-#: stalls no queue (DAPD's and DEMASK's scans run there as compiled loops,
-#: :mod:`unmask.samplers.scan_kernels`; MI-guided's reads back whether it is done, step by
-#: step); elsewhere scans run their static worst case (every rank), their launches queued
-#: behind the model's pass, read back by nobody
+#: stalls no queue (the scans run there as compiled loops,
+#: :mod:`unmask.samplers.scan_kernels`); elsewhere scans run their static worst case (every
+#: rank), their launches queued behind the model's pass, read back by nobody
 SIZED_SCAN_DEVICES = frozenset({"cpu"})
 
 
@@ -134,16 +133,3 @@ def _rank_scan(charges: torch.Tensor, order: torch.Tensor, ok: torch.Tensor, lim
         else:
             load += charge
     return taken.T.bool()
-
-
-def charge_row(charges: torch.Tensor, order: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
-    """(B, N) ``charges[b, at[b], :]`` (``charges`` (B, N, N), ``at`` (B, 1) positions), its
-    columns in scan ``order`` (B, N); ``charges`` may be a transposed view (its row is then a
-    column of the storage: nothing of size B x N x N is copied)."""
-    b, n = order.shape
-    if charges.stride(-1) != 1 and charges.stride(-2) == 1:
-        row = charges.transpose(1, 2).gather(2, at[:, None].expand(b, n, 1)).view(b, n)
-    else:
-        rows = torch.arange(b, device=order.device)[:, None] * n
-        row = charges.reshape(b * n, n).index_select(0, (rows + at).view(-1))
-    return row.gather(1, order)

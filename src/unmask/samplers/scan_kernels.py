@@ -110,6 +110,60 @@ def attention_scan(scores, eligible, available, atts, scale, tau, out):
             i = _next(s, e, a, load, 0.0, i)
 
 
+@njit(cache=True)
+def _budget_next(s, e, own, cost, spent, top, limit, free_max, i):
+    """The position MI-guided's scan takes after i (-1: none yet): the first after i in scan
+    order (descending score ``s``, ties to the lower index) among the eligible (``e``) whose
+    charge ``spent + cost`` fits ``limit`` (less the largest own cost ``own``, with
+    ``free_max``); -1: none."""
+    best = -1
+    for j in range(len(s)):
+        if not e[j] or (best >= 0 and s[j] <= s[best]):
+            continue
+        if i >= 0 and not (s[j] < s[i] or (s[j] == s[i] and j > i)):
+            continue
+        charged = spent + cost[j]
+        if (charged - max(top, own[j]) if free_max else charged) <= limit:
+            best = j
+    return best
+
+
+@njit(cache=True)
+def budget_scan(entropy, mi, scores, eligible, limit, lam, free_head, free_max, out):
+    """Fill ``out`` (B, N) bool (zeros on entry) with MI-guided's rule passing over the
+    positions that do not fit (``mi_guided.mi_budget_select``'s set): each row's eligible
+    positions in descending ``scores``, position j charged its entropy (float64; none for the
+    row's first with ``free_head``) plus ``lam`` x what it pays the positions taken,
+    ``mi[b, j, i]`` each, taken while the sum fits ``limit`` (less the largest own cost, with
+    ``free_max``); a row taking none takes its first. Sums in float64 in the order of the
+    tensor scan."""
+    b, n = scores.shape
+    own = np.empty(n)
+    cost = np.empty(n)
+    for r in range(b):
+        s, e = scores[r], eligible[r]
+        head = _next(s, e, e, cost, 0.0, -1)
+        if head < 0:
+            continue
+        for j in range(n):
+            own[j] = np.float64(entropy[r, j]) if e[j] else 0.0
+            cost[j] = own[j] if e[j] else np.inf
+        if free_head:
+            own[head] = cost[head] = 0.0
+        spent, top, took = 0.0, 0.0, False
+        i = _budget_next(s, e, own, cost, spent, top, limit, free_max, -1)
+        while i >= 0:
+            out[r, i] = took = True
+            if free_max:
+                top = max(top, own[i])
+            spent = spent + cost[i]
+            for j in range(n):
+                cost[j] += lam * np.float64(mi[r, j, i])
+            i = _budget_next(s, e, own, cost, spent, top, limit, free_max, i)
+        if not took:
+            out[r, head] = True
+
+
 def _host(t: torch.Tensor) -> np.ndarray:
     """``t``'s memory as an array (no copy; bool as uint8 for the scan's loads)."""
     t = t.detach()
@@ -136,4 +190,14 @@ def run_attention(scores: torch.Tensor, eligible: torch.Tensor, available: torch
     out = np.zeros(tuple(eligible.shape), dtype=np.bool_)
     attention_scan(_host(scores), _host(eligible), _host(available), layers, number(scale),
                    number(tau), out)
+    return torch.from_numpy(out)
+
+
+def run_budget(entropy: torch.Tensor, mi: torch.Tensor, scores: torch.Tensor,
+               eligible: torch.Tensor, limit: float, lam: float, free_head: bool,
+               free_max: bool) -> torch.Tensor:
+    """(B, N) bool: :func:`budget_scan` on CPU tensors."""
+    out = np.zeros(tuple(eligible.shape), dtype=np.bool_)
+    budget_scan(_host(entropy), _host(mi), _host(scores), _host(eligible), float(limit),
+                float(lam), bool(free_head), bool(free_max), out)
     return torch.from_numpy(out)

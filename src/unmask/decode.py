@@ -167,10 +167,7 @@ def decode(
     for hook in hooks:
         hook.prepare(model, sampler, loop.tokens)
     sampler.begin(*tokens.shape)
-    loop.narrow = _narrow(sampler, hooks) and loop.handle.prev_probs is None
-    reuse_next = not any(hook.rewrites for hook in hooks)
-    # without a hook that keeps complete rows, every row of a pass holds a MASK
-    may_be_complete = any(type(hook).keep_rows is not Hook.keep_rows for hook in hooks)
+    reuse_next, remaskers, may_be_complete = loop.plan(sampler, hooks)
     rows, cached, some_complete = loop.unfinished(), None, False  # a row holds no MASK
     while rows.numel():
         x, masked, eligible = loop.enter_blocks(rows)
@@ -181,8 +178,8 @@ def decode(
         sel, new, broken = _select(sampler, state, loop.real_mask, some_complete)
         for hook in hooks:
             sel, new = hook.adjust_selection(state, sel, new)
-        remask = torch.zeros_like(masked)
-        for hook in hooks:
+        remask = torch.zeros_like(masked) if remaskers else None
+        for hook in remaskers:
             remask = hook.after_write(rows, state, remask)
         loop.write(state, sel, new, remask)
         still = has_mask = (rows_of(loop.tokens, rows) == loop.mask_id).any(1)
@@ -191,9 +188,12 @@ def decode(
             still = still if keep is None else still | keep
         handed = sel.next_output if reuse_next else None
         stale = None if handed is None or sel.stale is None else sel.stale & still
-        # the pass's one host read
-        all_go_on, any_stale, some_complete = _stop_if_broken(
-            broken, still, stale, sampler, still & ~has_mask if may_be_complete else None)
+        # the one host read: any row stale, any complete, every block still pending
+        all_go_on, any_stale, some_complete, blocks_stand = _stop_if_broken(
+            broken, still, sampler, None if stale is None else stale.any(),
+            (still & ~has_mask).any() if may_be_complete else None,
+            (eligible & ~sel.reveal).any(1).all() if loop.track_blocks else None)
+        loop.same_blocks = all_go_on and blocks_stand
         if any_stale:
             handed = loop.refresh(handed, rows, stale, sampler.needs_hidden_layers)
         cached = None if handed is None else handed if all_go_on else handed.rows(still)
@@ -202,6 +202,10 @@ def decode(
             progress(tokens.shape[0] - len(rows))
     stats = {k: v for part in (sampler, *hooks) for k, v in part.stats().items()}
     return loop.result(stats)
+
+
+def _overrides(hook: Hook, name: str) -> bool:
+    return getattr(type(hook), name) is not getattr(Hook, name)
 
 
 def _narrow(sampler: Sampler, hooks: tuple[Hook, ...]) -> bool:
@@ -272,6 +276,14 @@ class _Loop:
         self.block_id = (torch.arange(n, device=device) + self.lead) // self.block  # (N,)
         #: one block (N positions) that every row has entered: nothing more to track
         self.entered_one_block = False
+        #: whether the pass's read says when a row's block changes (set by ``decode``), and
+        #: whether it said the rows and their blocks are the last pass's: the blocks, their
+        #: eligible positions (``in_block`` (B, N), by original row) and the columns stand
+        self.track_blocks, self.same_blocks = False, False
+        #: passes of one epoch have the same rows in the same blocks (the KV cache's groups)
+        self.epoch = 0
+        self.in_block: torch.Tensor | None = None
+        self._cols: slice | None = None
         self.history: list[torch.Tensor] | None = [] if config.record_history else None
         self.kv = (BlockKVCache(model, config.cache_kv, b, n, self.block, self.lead)
                    if config.cache_kv else None)
@@ -281,9 +293,28 @@ class _Loop:
         self.prefix_only = (causal is not None and self.block % causal == 0
                             and self.lead % causal == 0)
 
+    def plan(self, sampler: Sampler, hooks: tuple[Hook, ...]):
+        """What the passes need, by what the sampler and hooks do: (whether a sampler's
+        output on the next state may serve as the next pass's, the hooks that mask again
+        (``after_write``), whether a row may go on with no MASK)."""
+        self.narrow = _narrow(sampler, hooks) and self.handle.prev_probs is None
+        remaskers = [h for h in hooks if _overrides(h, "after_write")]
+        # with no hook that masks again or changes the reveal, a row's block changes only
+        # when its eligible positions are all revealed: the pass's read says whether one was
+        self.track_blocks = (self.block < self.tokens.shape[1] and not remaskers
+                             and not any(_overrides(h, "adjust_selection") for h in hooks))
+        # without a hook that keeps complete rows, every row of a pass holds a MASK
+        return (not any(hook.rewrites for hook in hooks), remaskers,
+                any(_overrides(h, "keep_rows") for h in hooks))
+
     def columns(self, rows: torch.Tensor) -> slice:
         """The positions the pass computes distributions for: the whole row, or (``narrow``)
         the blocks from the first to the last current block of ``rows``."""
+        if not (self.same_blocks and self._cols is not None):  # else the last pass's
+            self._cols = self._span(rows)
+        return self._cols
+
+    def _span(self, rows: torch.Tensor) -> slice:
         n = self.tokens.shape[1]
         if not self.narrow or self.block == n:
             return slice(0, n)
@@ -306,7 +337,7 @@ class _Loop:
         outputs placed at ``cols`` (zeros where a row computed less)."""
         parts = []
         for i in range(len(rows)):  # the opt-in per-row pass: shapes of a row decoded alone
-            own = self.columns(rows[i:i + 1])
+            own = self._span(rows[i:i + 1])
             parts.append((own, self._forward(x[i:i + 1], rows[i:i + 1], hidden_layers, own)))
         if all(own == cols for own, _ in parts):
             return ModelOutput.cat([out for _, out in parts])
@@ -328,14 +359,14 @@ class _Loop:
                                        "states, which a cached pass does not compute; drop "
                                        "cache_kv")
             return self.kv(self.handle, x, rows, self.cur_block[rows], cols,
-                           keep_outputs=not self.narrow)
+                           keep_outputs=not self.narrow, epoch=self.epoch)
         if cols.stop - cols.start == x.shape[1]:
-            return self.handle(x, rows, output_hidden_layers=hidden_layers)
+            return self.handle(x, rows, output_hidden_layers=hidden_layers, distinct=True)
         end = cols.stop if self.prefix_only else x.shape[1]
         if self.handle.model.supports_logits_positions:
             return self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers,
-                               logits_positions=cols)
-        out = self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers)
+                               logits_positions=cols, distinct=True)
+        out = self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers, distinct=True)
         return out.positions(cols.start, cols.stop)
 
     def refresh(self, handed: ModelOutput, rows: torch.Tensor, stale: torch.Tensor,
@@ -353,15 +384,25 @@ class _Loop:
 
     def enter_blocks(self, rows: torch.Tensor):
         """(x, masked, eligible) of ``rows``: eligible = masked positions of the first block
-        that still holds a MASK; a row entering a block restarts its block step."""
-        x = self.tokens[rows]
+        that still holds a MASK; a row entering a block restarts its block step. Where the
+        last pass's read said no row left its block (``same_blocks``), the blocks stand."""
+        x = copy_rows(self.tokens, rows)
         masked = x == self.mask_id
+        if not self.same_blocks:
+            self.epoch += 1
         if self.entered_one_block:  # one block, entered by every row on the first pass
             return x, masked, masked
+        if self.same_blocks:
+            return x, masked, masked & rows_of(self.in_block, rows)
         self.entered_one_block = self.block == x.shape[1]
         whole = torch.nn.functional.pad(masked, (self.lead, 0)) if self.lead else masked
         first = whole.view(len(rows), -1, self.block).any(-1).long().argmax(1)
-        eligible = masked & (self.block_id[None, :] == first[:, None])
+        in_block = self.block_id[None, :] == first[:, None]
+        eligible = masked & in_block
+        if self.track_blocks:
+            if self.in_block is None:
+                self.in_block = torch.zeros_like(self.tokens, dtype=torch.bool)
+            put_rows(self.in_block, rows, in_block)
         entered = first != rows_of(self.cur_block, rows)
         put_rows(self.cur_block, rows, first)
         put_rows(self.block_step, rows, torch.where(entered, 0, rows_of(self.block_step, rows)))
@@ -392,24 +433,28 @@ class _Loop:
         x0 = widen_columns(x0, cols, n, x)
         return StepState(
             tokens=x, masked=masked, eligible=eligible, output=out, log_probs=log_probs,
-            probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob, step=self.block_step[rows],
-            global_step=self.steps[rows],
-            block_masked=self.block_masked[rows], row_ids=rows,
+            probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob,
+            step=copy_rows(self.block_step, rows), global_step=copy_rows(self.steps, rows),
+            block_masked=copy_rows(self.block_masked, rows), row_ids=rows,
             seeds=rows_of(self.seeds, rows),  # never written
             temperature=temperature, model=self.handle, mask_id=self.mask_id,
             real_mask=self.real_mask, columns=cols)
 
-    def write(self, state: StepState, sel: Selection, new: torch.Tensor, remask: torch.Tensor):
-        """Write the pass: revealed tokens, masks again, counters, self-conditioning."""
+    def write(self, state: StepState, sel: Selection, new: torch.Tensor,
+              remask: torch.Tensor | None):
+        """Write the pass: revealed tokens, masks again (``remask``; None: none), counters,
+        self-conditioning."""
         rows, x, reveal = state.row_ids, state.tokens, sel.reveal
+        written = torch.where(reveal, new, x)
         put_rows(self.tokens, rows,
-                 torch.where(remask, self.mask_id, torch.where(reveal, new, x)))
+                 written if remask is None else torch.where(remask, self.mask_id, written))
         self.handle.remember(rows, state.probs, state.masked & ~reveal)
         paid = state.entropy if sel.entropy is None else sel.entropy
         add_rows(self.cum_entropy, rows, torch.where(reveal, paid.double(), 0.0).sum(1))
+        before = rows_of(self.reveal_step, rows)
         put_rows(self.reveal_step, rows, torch.where(
             reveal, rows_of(self.steps, rows)[:, None],
-            torch.where(remask, -1, rows_of(self.reveal_step, rows))))
+            before if remask is None else torch.where(remask, -1, before)))
         add_rows(self.steps, rows, 1)
         add_rows(self.block_step, rows, 1)
         if self.history is not None:
@@ -425,6 +470,12 @@ class _Loop:
             cumulative_entropy=out(self.cum_entropy), reveal_step=out(self.reveal_step),
             stats={k: out(v) for k, v in stats.items()},
             history=None if self.history is None else [out(h) for h in self.history])
+
+
+def copy_rows(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t[rows]`` (``rows`` as :func:`~unmask.samplers.base.rows_of`'s): a clone
+    where they are all of ``t``'s rows."""
+    return t.clone() if len(rows) == len(t) else t[rows]
 
 
 def _select(sampler: Sampler, state: StepState, real_mask: torch.Tensor,
@@ -481,19 +532,16 @@ def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
     return new, broken
 
 
-def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, stale: torch.Tensor | None,
-                    sampler: Sampler, complete: torch.Tensor | None = None
-                    ) -> tuple[bool, bool, bool]:
-    """Read the pass's contract flags together with whether every row goes on, whether any
-    row is ``stale`` (B,) bool or None, and whether any is ``complete`` (B,) bool or None: a
-    row going on with no MASK (one host read for all; the last three returned);
-    RuntimeError naming the first broken part of the contract."""
-    parts = [broken, still.all()[None]]
-    parts += [t.any()[None] for t in (stale, complete) if t is not None]
+def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler,
+                    *flags: torch.Tensor | None) -> tuple[bool, ...]:
+    """Read the pass's contract flags together with whether every row goes on (``still``
+    (B,) bool) and the 0-dim bool ``flags`` (None: not read), in one host read: (every row
+    goes on, each flag; False for None). RuntimeError naming the first broken part of the
+    contract (:func:`_contract_flags`)."""
+    parts = [broken, still.all()[None], *(f[None] for f in flags if f is not None)]
     read = torch.cat(parts).tolist()
-    flags, (all_go_on, *rest) = read[:len(CONTRACT)], read[len(CONTRACT):]
-    for problem, bad in zip(CONTRACT, flags, strict=True):
-        if bad:
+    bad, (all_go_on, *rest) = read[:len(CONTRACT)], read[len(CONTRACT):]
+    for problem, broke in zip(CONTRACT, bad, strict=True):
+        if broke:
             raise RuntimeError(f"sampler {sampler.label!r} {problem}")
-    any_stale = stale is not None and rest.pop(0)
-    return all_go_on, any_stale, complete is not None and rest.pop(0)
+    return (all_go_on, *(f is not None and bool(rest.pop(0)) for f in flags))

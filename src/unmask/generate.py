@@ -231,10 +231,8 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
     require(isinstance(prompts, (str, list, tuple)),
             f"prompts: expected a string or a list of strings, got {type(prompts).__name__}")
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
-    gen_length = (request.gen_length or getattr(model, "default_gen_length", None)
-                  or DEFAULT_GEN_LENGTH)
-    block = check_lengths(prompts, gen_length, request.block_length, request.batch_size,
-                          request.min_new_tokens)
+    check_prompt_texts(prompts)
+    gen_length, block = _lengths(request, model)
     sampler = request.build_sampler(gen_length // block)
     encoded = [encode_prompt(tokenizer, p, request.chat_template) for p in prompts]
     check_prompts(model, tokenizer, encoded, gen_length)
@@ -250,6 +248,17 @@ def generate(model: MaskedModel | str, tokenizer=None, prompts: str | list[str] 
 
 #: generated positions when a request names none
 DEFAULT_GEN_LENGTH = 128
+
+
+def _lengths(request: DecodeRequest, model: MaskedModel) -> tuple[int, int]:
+    """(gen_length, block length) of ``request`` for ``model``: the request checked its
+    own lengths; only a length it leaves to the model (the folder's max_new_tokens, else
+    :data:`DEFAULT_GEN_LENGTH`) is checked here, against the block and min_new_tokens."""
+    if request.gen_length is not None:
+        return request.gen_length, request.block_length or request.gen_length
+    gen_length = getattr(model, "default_gen_length", None) or DEFAULT_GEN_LENGTH
+    return gen_length, check_gen_lengths(gen_length, request.block_length,
+                                         request.min_new_tokens)
 
 
 class Layout(Protocol):
@@ -409,6 +418,15 @@ def check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_t
     """Check :func:`generate`'s prompts and lengths (one line naming what is wrong); returns
     the block length."""
     check_prompt_texts(prompts)
+    block = check_gen_lengths(gen_length, block_length, min_new_tokens)
+    require(batch_size is None or (is_int(batch_size) and batch_size >= 1),
+            f"batch_size: must be an integer >= 1, got {batch_size!r}")
+    return block
+
+
+def check_gen_lengths(gen_length, block_length, min_new_tokens) -> int:
+    """Check the generated length, its blocks and ``min_new_tokens``; returns the block
+    length."""
     require(is_int(gen_length) and gen_length >= 1,
             f"gen_length: must be an integer >= 1, got {gen_length!r}")
     block = gen_length if block_length is None else block_length
@@ -416,8 +434,6 @@ def check_lengths(prompts: list, gen_length, block_length, batch_size, min_new_t
             f"block_length: must be an integer >= 1, got {block!r}")
     require(gen_length % block == 0,
             f"block_length: {block} does not divide gen_length {gen_length}")
-    require(batch_size is None or (is_int(batch_size) and batch_size >= 1),
-            f"batch_size: must be an integer >= 1, got {batch_size!r}")
     require(is_int(min_new_tokens)
             and 0 <= min_new_tokens <= gen_length,
             f"min_new_tokens: must be an integer in [0, gen_length {gen_length}], got "

@@ -84,9 +84,17 @@ class BlockKVCache:
         #: positions outside the rows' blocks only)
         self.logits: torch.Tensor | None = None
         self.hidden: torch.Tensor | None = None
+        #: the last computed groups (:meth:`_groups`), their epoch, and whether they hold
+        #: no rows entering a block (then they stand for the rest of the epoch)
+        self._last_groups: list = []
+        self._epoch: int | None = None
+        self._groups_stand = False
+        #: dual: the positions a block's pass replaces, by (lo, hi, n)
+        self._replace: dict[tuple[int, int, int], torch.Tensor] = {}
 
     def __call__(self, handle, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor,
-                 cols: slice | None = None, keep_outputs: bool = True) -> ModelOutput:
+                 cols: slice | None = None, keep_outputs: bool = True,
+                 epoch: int | None = None) -> ModelOutput:
         """The loop's pass on ``x`` (R, N) for original ``rows`` (R,) in ``blocks`` (R,):
         whole rows where a row entered a block, else cached windows; the output holds the
         positions ``cols`` (default: all; they must hold every row's block). Counts one call
@@ -94,12 +102,21 @@ class BlockKVCache:
 
         ``keep_outputs``: positions a row's window does not compute hold the outputs of the
         row's block-first pass (kept for every row, (B, N, V)); False (the loop reads each
-        row's block only): they hold zeros and nothing but the keys and values is kept."""
+        row's block only): they hold zeros and nothing but the keys and values is kept.
+        ``epoch``: calls of one epoch have the same ``rows`` and ``blocks`` (the caller's
+        word; None: no two calls do), so they are run in the same groups (a row's padding
+        never changes: only real tokens are written) once no row is entering its block."""
         cols = slice(0, x.shape[1]) if cols is None else cols
         parts = []  # (indices into rows, first column, logits, hidden)
         block_only = cols.stop - cols.start < x.shape[1]  # logits of the block alone
+        if epoch is None or epoch != self._epoch or not self._groups_stand:
+            self._last_groups = self._groups(x, rows, blocks)
+            # after this call every row is in its block: the next call of the epoch
+            # runs the same groups, none entering
+            self._groups_stand = all(block >= 0 for block, _, _ in self._last_groups)
+            self._epoch = epoch
         with torch.inference_mode():
-            for block, padded, sub in self._groups(x, rows, blocks):
+            for block, padded, sub in self._last_groups:
                 if block < 0:  # rows entering a block: whole rows, keys and values kept
                     logits, hidden = self._refresh(x[sub], rows[sub], cols, keep_outputs,
                                                    padded)
@@ -110,8 +127,7 @@ class BlockKVCache:
                                                                     block_only, padded)
                     parts.append((sub, lo - cols.start, window_logits, window_hidden))
             logits, hidden = self._outputs(rows, cols, parts, keep_outputs)
-        handle.calls[rows] += 1
-        handle.sequences[rows] += 1
+        handle.count(rows, distinct=True)
         return ModelOutput(logits=logits, hidden=hidden)
 
     def _groups(self, x: torch.Tensor, rows: torch.Tensor, blocks: torch.Tensor):

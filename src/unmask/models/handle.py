@@ -52,10 +52,11 @@ class ModelHandle:
         self._checked = False  # the first call's logits are checked (check_logits)
 
     def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
-                 output_hidden_layers: bool = False, logits_positions: slice | None = None
-                 ) -> ModelOutput:
+                 output_hidden_layers: bool = False, logits_positions: slice | None = None,
+                 distinct: bool = False) -> ModelOutput:
         """Run the model on ``tokens`` (M, N); ``rows`` (M,) names the original row of each
-        sequence (a row named several times is charged one call and M_row sequences).
+        sequence (a row named several times is charged one call and M_row sequences;
+        ``distinct``: the caller knows ``rows`` increasing, each named once, as the loop's).
         ``logits_positions`` (for a model that ``supports_logits_positions``): the output
         covers those positions only."""
         extra = (self._extra if logits_positions is None
@@ -69,10 +70,19 @@ class ModelHandle:
         if not self._checked:
             check_logits(self.model, out.logits)
             self._checked = True
+        self.count(rows, distinct)
+        return out
+
+    def count(self, rows: torch.Tensor, distinct: bool = False) -> None:
+        """Charge one call to each row named in ``rows`` and one sequence per name
+        (``distinct``: each named once, increasing)."""
+        if distinct and len(rows) == len(self.calls):  # every row, once each
+            self.calls += 1
+            self.sequences += 1
+            return
         # a row named several times gets the same value written several times: one call
         self.calls[rows] += 1
         self.sequences.index_add_(0, rows, torch.ones_like(rows))
-        return out
 
     def remember(self, rows: torch.Tensor, probs: torch.Tensor, still_masked: torch.Tensor
                  ) -> None:

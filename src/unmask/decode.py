@@ -475,7 +475,7 @@ class _Loop:
 def copy_rows(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """A copy of ``t[rows]`` (``rows`` as :func:`~unmask.samplers.base.rows_of`'s): a clone
     where they are all of ``t``'s rows."""
-    return t.clone() if len(rows) == len(t) else t[rows]
+    return t.clone() if rows.shape[0] == t.shape[0] else t[rows]
 
 
 def _select(sampler: Sampler, state: StepState, real_mask: torch.Tensor,

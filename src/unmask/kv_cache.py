@@ -146,6 +146,10 @@ class BlockKVCache:
         """(logits (R, W, V), hidden (R, W, D)) at ``cols`` from the computed ``parts``, over
         the kept outputs (``keep_outputs``) or zeros."""
         width = cols.stop - cols.start
+        if len(parts) == 1:
+            idx, at, part_logits, part_hidden = parts[0]
+            if len(idx) == len(rows) and at == 0 and part_logits.shape[1] == width:
+                return part_logits, part_hidden  # one call computed every row at ``cols``
         if keep_outputs:
             logits, hidden = self.logits[rows, cols], self.hidden[rows, cols]  # copies
         else:
@@ -210,8 +214,11 @@ class BlockKVCache:
             return lo, logits, hidden
         past = [(k, v) if every else (k[rows], v[rows])
                 for k, v in zip(self.keys, self.values, strict=True)]
-        replace = torch.zeros(1, x.shape[1], dtype=torch.bool, device=x.device)
-        replace[:, lo:hi] = True  # one row: the code replaces the same positions in all rows
+        replace = self._replace.get((lo, hi, x.shape[1]))
+        if replace is None:  # one row: the code replaces the same positions in all rows
+            replace = torch.zeros(1, x.shape[1], dtype=torch.bool, device=x.device)
+            replace[:, lo:hi] = True
+            self._replace[lo, hi, x.shape[1]] = replace
         _, logits, hidden = self._run(x, x[:, lo:hi], padded, past_key_values=past,
                                       replace_position=replace)
         return lo, logits, hidden

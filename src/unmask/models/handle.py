@@ -76,7 +76,7 @@ class ModelHandle:
     def count(self, rows: torch.Tensor, distinct: bool = False) -> None:
         """Charge one call to each row named in ``rows`` and one sequence per name
         (``distinct``: each named once, increasing)."""
-        if distinct and len(rows) == len(self.calls):  # every row, once each
+        if distinct and rows.shape[0] == self.calls.shape[0]:  # every row, once each
             self.calls += 1
             self.sequences += 1
             return

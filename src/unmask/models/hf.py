@@ -284,11 +284,19 @@ class HFMaskedModel(MaskedModel):
         otherwise the logits of every position are computed and cut."""
         return True
 
+    def _output_head(self):
+        """The model's output layer (looked up once per ``hf`` module)."""
+        kept = self.__dict__.get("_head")
+        if kept is None or kept[0] is not self.hf:
+            kept = (self.hf, self.hf.get_output_embeddings())
+            self.__dict__["_head"] = kept
+        return kept[1]
+
     @contextlib.contextmanager
     def output_layer_on(self, lo: int, hi: int, n: int):
         """While open, the output layer (a ``Linear`` module) sees the positions ``lo:hi``
         of its (B, n, D) inputs only (other output layers see every position)."""
-        head = self.hf.get_output_embeddings() if (lo, hi) != (0, n) else None
+        head = self._output_head() if (lo, hi) != (0, n) else None
         if not isinstance(head, torch.nn.Linear):
             yield
             return

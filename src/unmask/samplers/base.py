@@ -30,8 +30,13 @@ def widen_columns(values: torch.Tensor, columns: slice, n: int,
     length ``n``; elsewhere ``fill`` (a number, or a (B, N) tensor to take from)."""
     if values.shape[1] == n:
         return values
-    out = (fill.clone() if isinstance(fill, torch.Tensor)
-           else values.new_full((values.shape[0], n), fill))
+    if isinstance(fill, torch.Tensor):
+        out = fill.clone()
+    elif values.dim() == 2:  # one operation
+        lo = columns.start or 0
+        return torch.constant_pad_nd(values, (lo, n - lo - values.shape[1]), fill)
+    else:
+        out = values.new_full((values.shape[0], n, *values.shape[2:]), fill)
     out[:, columns] = values
     return out
 
@@ -40,12 +45,12 @@ def rows_of(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``t[rows]``, ``rows`` (R,) increasing indices into ``t``'s rows (the decode loop's
     rows, which only ever leave): when there are as many as ``t`` has rows, ``t`` itself
     (no copy; write back with :func:`put_rows`)."""
-    return t if len(rows) == len(t) else t[rows]
+    return t if rows.shape[0] == t.shape[0] else t[rows]
 
 
 def put_rows(t: torch.Tensor, rows: torch.Tensor, value: torch.Tensor) -> None:
     """``t[rows] = value`` in place (``rows`` as :func:`rows_of`'s)."""
-    if len(rows) == len(t):
+    if rows.shape[0] == t.shape[0]:
         t.copy_(value)
     else:
         t[rows] = value
@@ -53,7 +58,7 @@ def put_rows(t: torch.Tensor, rows: torch.Tensor, value: torch.Tensor) -> None:
 
 def add_rows(t: torch.Tensor, rows: torch.Tensor, value) -> None:
     """``t[rows] += value`` in place (``rows`` as :func:`rows_of`'s)."""
-    if len(rows) == len(t):
+    if rows.shape[0] == t.shape[0]:
         t += value
     else:
         t[rows] += value

@@ -33,10 +33,9 @@ import time
 import torch
 
 from unmask import Verified, decode, make_sampler
-from unmask.host_reads import count_host_reads
+from unmask.host_reads import as_on_accelerators, count_host_reads
 from unmask.models.toy import FixedOutputModel
 from unmask.samplers.base import available_samplers
-from unmask.samplers.scan import scans_as_on_accelerators
 from unmask.samplers.spec import parse_spec
 
 #: samplers that evaluate candidate next states every pass (exempt from the 1.2x target)
@@ -188,13 +187,13 @@ def host_reads_per_pass(model, build, batch: int = 64, config=None):
     """(reads per pass, passes, reads by calling line) of one decode of ``batch`` fully masked
     rows, less the reads a decode makes once: checking the input (counted on a batch with
     nothing to decode) and the first pass's logits (:func:`unmask.models.handle.check_logits`,
-    one read). Scans run as on an accelerator (:func:`scans_as_on_accelerators`): on the CPU
+    one read). Scans run as on an accelerator (:func:`as_on_accelerators`): on the CPU
     they read back how far to go, reads that stall nothing there."""
     sampler, hooks = build(model)
     x = masked(model, batch)
-    with scans_as_on_accelerators(), count_host_reads() as once:
+    with as_on_accelerators(), count_host_reads() as once:
         decode(model, torch.zeros_like(x), sampler, config, hooks=hooks)
-    with scans_as_on_accelerators(), count_host_reads(sites=True) as reads:
+    with as_on_accelerators(), count_host_reads(sites=True) as reads:
         res = decode(model, x, sampler, config, hooks=hooks, seed=0)
     passes = int(res.steps.max())
     # the first pass's check of the model's logits is made once a decode too

@@ -1,13 +1,13 @@
 """The counter-based row noise against a plain-Python statement of the same construction:
-exact values for any seed, step, stream and slice (so the tensor arithmetic, split to stay
-below int64 overflow, computes what the construction says), and a slice of a draw equals the
-same elements of the whole draw."""
+exact values for any seed, step, stream and slice, both ways they are computed (the tensor
+arithmetic of other devices, split to stay below int64 overflow, and the CPU's compiled
+loop), and a slice of a draw equals the same elements of the whole draw."""
 
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unmask.rng import mix32, row_uniform
+from unmask.rng import mix32, row_uniform, row_uniform_tensors
 
 M32 = 0xFFFFFFFF
 
@@ -34,10 +34,12 @@ def py_uniform(seed: int, step: int, stream: int, index: int) -> float:
        st.integers(0, 2**40), st.integers(0, 2**32 - 1), st.integers(0, 500),
        st.integers(1, 6))
 def test_values_follow_the_construction(seeds, step, stream, start, numel):
-    got = row_uniform(torch.tensor(seeds), torch.full((len(seeds),), step), stream, (numel,),
-                      start)
+    seeds_t, steps = torch.tensor(seeds), torch.full((len(seeds),), step)
+    got = row_uniform(seeds_t, steps, stream, (numel,), start)  # the CPU's compiled loop
     want = [[py_uniform(s, step, stream, start + i) for i in range(numel)] for s in seeds]
     assert got.tolist() == want
+    # the tensor operations of other devices, here on the CPU
+    assert row_uniform_tensors(seeds_t, steps, stream, numel, start).tolist() == want
 
 
 @settings(max_examples=50, deadline=None)

@@ -5,7 +5,9 @@ the decode loop's cost per pass grows with their number whatever the batch. The 
 makes one per pass to stop (and a few for its contract checks); samplers, the verifier and
 hooks are written to add none. :func:`count_host_reads` counts them on any device (on the
 CPU they cost nothing, but the count is the same), which is how the tests hold every sampler
-to the loop's own count.
+to the loop's own count. Where the host reads a tensor's memory in place
+(:data:`HOST_LOOP_DEVICES`, the CPU) the greedy scans and the row noise run as compiled loops
+over it instead; :func:`as_on_accelerators` runs the accelerators' path there.
 
 Not counted: operations whose output shape depends on values (``nonzero``, indexing with a
 bool mask, ``unique``), which also synchronise on a GPU but are not calls to read a value.
@@ -47,6 +49,31 @@ def _caller() -> str:
         if "/torch/" not in frame.filename:
             return f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} {frame.name}"
     return "?"
+
+
+#: device types whose tensors the host reads in place, so a read there stalls no queue: on
+#: them the greedy scans and the row noise run as compiled loops on the host
+#: (:mod:`unmask.samplers.scan_kernels`, :mod:`unmask.rng_host`); elsewhere as tensor
+#: operations that read nothing back
+HOST_LOOP_DEVICES = frozenset({"cpu"})
+
+
+def runs_on_host(device: torch.device) -> bool:
+    """Whether work on ``device`` runs as a compiled host loop (:data:`HOST_LOOP_DEVICES`)."""
+    return device.type in HOST_LOOP_DEVICES
+
+
+@contextlib.contextmanager
+def as_on_accelerators():
+    """Inside the block nothing runs as a host loop, on any device: the scans and the row
+    noise run as on an accelerator (for counting its host reads, and testing that path, on
+    the CPU)."""
+    global HOST_LOOP_DEVICES
+    saved, HOST_LOOP_DEVICES = HOST_LOOP_DEVICES, frozenset()
+    try:
+        yield
+    finally:
+        HOST_LOOP_DEVICES = saved
 
 
 @contextlib.contextmanager

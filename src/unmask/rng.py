@@ -11,6 +11,8 @@ import functools
 
 import torch
 
+from unmask.host_reads import runs_on_host
+
 _M32 = 0xFFFFFFFF
 
 
@@ -49,10 +51,23 @@ def row_uniform(seeds: torch.Tensor, step: torch.Tensor, stream: int,
     (a slice of a longer draw: ``start = lo * V`` with shape (W, V) gives rows lo:lo+W of the
     (N, V) draw).
     """
-    device = seeds.device
     numel = 1
     for s in shape:
         numel *= s
+    if runs_on_host(seeds.device):
+        from unmask.rng_host import row_uniform_host
+
+        return row_uniform_host(seeds, step, stream, numel, start).view(seeds.shape[0], *shape)
+    return row_uniform_tensors(seeds, step, stream, numel, start).view(seeds.shape[0], *shape)
+
+
+def row_uniform_tensors(seeds: torch.Tensor, step: torch.Tensor, stream: int, numel: int,
+                        start: int = 0) -> torch.Tensor:
+    """(B, numel) :func:`row_uniform`'s values as tensor operations on ``seeds``' device (the
+    path of accelerators; where the host reads tensors in place,
+    :func:`~unmask.host_reads.runs_on_host`, :mod:`unmask.rng_host` computes them in one
+    compiled loop)."""
+    device = seeds.device
     # the seed's high half and the step hashed in one call (B,) -> (2, B)
     high, step_key = mix32(torch.stack(((seeds >> 32) & _M32, (step & _M32) + 0x632BE5AB)))
     key = mix32((seeds & _M32) ^ high)
@@ -63,8 +78,7 @@ def row_uniform(seeds: torch.Tensor, step: torch.Tensor, stream: int,
     torch.add(h, 0x9E3779B9, out=halves[0]).bitwise_and_(_M32)
     torch.bitwise_xor(h, 0x27D4EB2F, out=halves[1])
     h1, h2 = mix32(halves).bitwise_right_shift_(6)  # two (B, numel) halves of 26 bits each
-    u = h1.double().mul_(2.0**26).add_(h2.double()).add_(0.5).div_(2.0**52)
-    return u.view(seeds.shape[0], *shape)
+    return h1.double().mul_(2.0**26).add_(h2.double()).add_(0.5).div_(2.0**52)
 
 
 @functools.lru_cache(maxsize=32)

@@ -9,10 +9,10 @@ from scan_reference import dapd_dependence_reference, taken_scan_reference
 from stepstate import hand_state
 
 from unmask import DecodeConfig, UnmaskError, decode, make_sampler
+from unmask.host_reads import as_on_accelerators
 from unmask.models import MDMTransformer, TransformerConfig
 from unmask.models.base import ModelOutput
 from unmask.samplers.dapd import greedy_independent_set
-from unmask.samplers.scan import scans_as_on_accelerators
 
 
 def grid_model():
@@ -202,7 +202,7 @@ def test_the_host_scan_takes_the_set_of_the_dependence_as_summed_before(inputs, 
     sampler = make_sampler("dapd", tau=tau, min_confidence=min_conf)
     state = hand_state(conf, eligible, attentions=att)
     got = sampler.select(state).reveal
-    with scans_as_on_accelerators():
+    with as_on_accelerators():
         assert torch.equal(sampler.select(state).reveal, got)
     adjacency = dapd_dependence_reference(att) > tau
     candidates = state.eligible & (state.x0_prob >= min_conf)

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scan_reference import taken_scan_reference
 
-from unmask.host_reads import count_host_reads
+from unmask.host_reads import as_on_accelerators, count_host_reads
 from unmask.samplers.dapd import greedy_independent_set
 from unmask.samplers.demask import dependence_bounded_set
-from unmask.samplers.scan import greedy_scan, scan_length, scan_rows, scans_as_on_accelerators
+from unmask.samplers.scan import greedy_scan, scan_length, scan_rows
 
 
 def reference_scan(scores, eligible, charges, limit, aggregate, available):
@@ -69,7 +69,7 @@ def both_ways(scan, *args):
     """``scan(*args)`` as it runs on the CPU (the compiled host loop) and on an accelerator
     (a tensor step per rank); asserts they agree and returns the set."""
     host = scan(*args)
-    with scans_as_on_accelerators():
+    with as_on_accelerators():
         whole = scan(*args)
     assert torch.equal(host, whole)
     return host
@@ -159,7 +159,7 @@ def test_reads_its_inputs_once_on_the_cpu_and_nothing_on_an_accelerator(aggregat
         with count_host_reads() as reads:
             greedy_scan(scores, eligible, charges, limit, aggregate)
         assert reads.total == 4
-    with scans_as_on_accelerators(), count_host_reads() as reads:
+    with as_on_accelerators(), count_host_reads() as reads:
         greedy_scan(scores, eligible, charges, 0.5, aggregate)
     assert reads.total == 0
 

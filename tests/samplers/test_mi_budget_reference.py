@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scan_reference import budget_jump_reference
 
-from unmask.host_reads import count_host_reads
-from unmask.samplers import scan as scan_module
+from unmask import host_reads
+from unmask.host_reads import as_on_accelerators, count_host_reads
 from unmask.samplers.mi_guided import cap_by_entropy, mi_budget_select
-from unmask.samplers.scan import scans_as_on_accelerators
 
 
 def reference_select(entropy, mi, eligible, scores, gamma, lam, stop_at_first_miss=False,
@@ -100,7 +99,7 @@ def test_same_sets_as_the_reference_scan(inputs, stop, flags):
     got = mi_budget_select(entropy, mi, eligible, scores, gamma, lam, stop, free_head,
                            free_max)
     assert torch.equal(got, want)
-    with scans_as_on_accelerators():
+    with as_on_accelerators():
         assert torch.equal(mi_budget_select(entropy, mi, eligible, scores, gamma, lam, stop,
                                             free_head, free_max), got)
     if not stop:  # the scan, not the closed-form prefix
@@ -147,7 +146,7 @@ def test_the_rule_reads_its_inputs_on_the_cpu_only(monkeypatch, sized):
     inputs there once (views of their memory), however many positions it takes; with sizing
     off, as on an accelerator, the rule reads nothing at all."""
     if not sized:
-        monkeypatch.setattr(scan_module, "SIZED_SCAN_DEVICES", frozenset())
+        monkeypatch.setattr(host_reads, "HOST_LOOP_DEVICES", frozenset())
     gen = torch.Generator().manual_seed(5)
     entropy = torch.rand(8, 20, generator=gen, dtype=torch.float64)
     mi = torch.rand(8, 20, 20, generator=gen)
@@ -166,6 +165,6 @@ def test_the_sized_scan_takes_the_sets_of_the_whole_scan(inputs, flags):
     entropy, mi, eligible, scores, gamma, lam = inputs
     args = (entropy, mi, eligible, scores, gamma, lam, False, *flags)
     sized = mi_budget_select(*args)
-    with scans_as_on_accelerators():
+    with as_on_accelerators():
         whole = mi_budget_select(*args)
     assert torch.equal(sized, whole)

@@ -6,9 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, make_sampler
+from unmask import DecodeConfig, ExactJointMDM, UnmaskError, decode, host_reads, make_sampler
 from unmask.host_reads import count_host_reads
-from unmask.samplers import scan as scan_module
 from unmask.samplers.mi_guided import mi_budget_select
 from unmask.samplers.scan import scan_order_scores
 
@@ -357,7 +356,7 @@ def test_a_pass_reads_nothing_back_off_the_cpu(tiny_transformer, tmp_path, monke
     accelerator); on the CPU the scan runs on the host and reads its inputs there (views of
     their memory)."""
     if not sized:
-        monkeypatch.setattr(scan_module, "SIZED_SCAN_DEVICES", frozenset())
+        monkeypatch.setattr(host_reads, "HOST_LOOP_DEVICES", frozenset())
     m = tiny_transformer
     sampler = make_sampler("mi-guided", estimator=_estimator_folder(m, tmp_path / "e"),
                            gamma=0.5, stop_at_first_miss=stop, mi_cap=True)

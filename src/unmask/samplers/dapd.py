@@ -23,8 +23,9 @@ from typing import ClassVar
 import torch
 
 from unmask.errors import UnmaskError, require
+from unmask.host_reads import runs_on_host
 from unmask.samplers.base import Sampler, Selection, StepState, register
-from unmask.samplers.scan import greedy_scan, reads_scan_back
+from unmask.samplers.scan import greedy_scan
 from unmask.validation import is_int
 
 #: attention dtypes the host scan reads as they are (others go through :meth:`dependence`)
@@ -113,7 +114,7 @@ class DAPDSampler(Sampler):
     def select(self, state: StepState) -> Selection:
         candidates = state.eligible & (state.x0_prob >= self.min_confidence)
         att = self._layers(state)
-        if reads_scan_back(state.eligible.device) and att[0].dtype in HOST_DTYPES:
+        if runs_on_host(state.eligible.device) and att[0].dtype in HOST_DTYPES:
             # the scan on the host: each taken position's edges from the attention alone
             from unmask.samplers.scan_kernels import run_attention
 

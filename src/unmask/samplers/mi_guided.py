@@ -26,17 +26,13 @@ import torch
 
 from unmask.errors import UnmaskError, require
 from unmask.frozen_head import resolve_head_dir
+from unmask.host_reads import runs_on_host
 from unmask.io import parse_json
 from unmask.mi.estimator import WEIGHTS_FILE, MIEstimator, load_estimator, needs_hidden_layers
 from unmask.mi.probe import perturbation_mi
 from unmask.pretrained import PRETRAINED_DIR, SHIPPED_HEADS, pretrained_path
 from unmask.samplers.base import Sampler, Selection, StepState, budget_prefix, register
-from unmask.samplers.scan import (
-    check_scan_order,
-    reads_scan_back,
-    scan_order_scores,
-    scan_rows,
-)
+from unmask.samplers.scan import check_scan_order, scan_order_scores, scan_rows
 
 #: the shipped estimators, by the task of their model or the name of a shipped or converted
 #: model (``mi-guided:estimator=antiberty``, ``estimator=text``)
@@ -79,7 +75,7 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
     one position with H > gamma can be taken (two would leave the smaller one charged).
     """
     check_uncharged(free_head, free_max)
-    if not stop_at_first_miss and reads_scan_back(eligible.device):
+    if not stop_at_first_miss and runs_on_host(eligible.device):
         from unmask.samplers.scan_kernels import run_budget
 
         return run_budget(entropy, mi, scores, eligible, gamma + 1e-12, lam, free_head,

@@ -1,14 +1,12 @@
 """The greedy scans of the budgeted samplers (EB, MI-guided, DAPD, DEMASK): positions in a
-score order, each taken while what it is charged stays within a budget, and how a scan reads
-back (or does not) on each device."""
+score order, each taken while what it is charged stays within a budget."""
 
 from __future__ import annotations
-
-import contextlib
 
 import torch
 
 from unmask.errors import require
+from unmask.host_reads import runs_on_host
 from unmask.samplers.base import StepState
 
 SCAN_ORDERS = ("entropy", "confidence")
@@ -55,31 +53,6 @@ def scan_rows(charges: torch.Tensor, order: torch.Tensor, steps: int) -> torch.T
     return out.transpose(0, 1)
 
 
-#: device types on which a scan reads back: the tensors' memory is the host's, so a read
-#: stalls no queue (the scans run there as compiled loops,
-#: :mod:`unmask.samplers.scan_kernels`); elsewhere scans run their static worst case (every
-#: rank), their launches queued behind the model's pass, read back by nobody
-SIZED_SCAN_DEVICES = frozenset({"cpu"})
-
-
-def reads_scan_back(device: torch.device) -> bool:
-    """Whether a scan on ``device`` may read back how far it need go
-    (:data:`SIZED_SCAN_DEVICES`)."""
-    return device.type in SIZED_SCAN_DEVICES
-
-
-@contextlib.contextmanager
-def scans_as_on_accelerators():
-    """Inside the block no scan reads back how far it need go, on any device: how scans run
-    on an accelerator (for counting its host reads, and testing that path, on the CPU)."""
-    global SIZED_SCAN_DEVICES
-    saved, SIZED_SCAN_DEVICES = SIZED_SCAN_DEVICES, frozenset()
-    try:
-        yield
-    finally:
-        SIZED_SCAN_DEVICES = saved
-
-
 def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Tensor,
                 limit: float, aggregate: str = "max", available: torch.Tensor | None = None
                 ) -> torch.Tensor:
@@ -90,12 +63,12 @@ def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Ten
     eligible position is always taken (progress). Float loads add up in float64 in scan order.
 
     Sequential (what is taken changes every later load: the lexicographically first maximal
-    independent set, for 'max', is P-complete). Where a scan reads back
-    (:func:`reads_scan_back`, the CPU) it runs on the host as a compiled loop over rows that
-    jumps from one taken position to the next
+    independent set, for 'max', is P-complete). Where the host reads tensors in place
+    (:func:`~unmask.host_reads.runs_on_host`, the CPU) it runs there as a compiled loop over
+    rows that jumps from one taken position to the next
     (:func:`unmask.samplers.scan_kernels.dense_scan`); elsewhere it steps through every rank,
     vectorised over rows (:func:`_rank_scan`), and reads nothing."""
-    if reads_scan_back(scores.device):
+    if runs_on_host(scores.device):
         from unmask.samplers.scan_kernels import run_dense
 
         ok = eligible if available is None else available

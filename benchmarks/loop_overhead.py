@@ -41,10 +41,11 @@ from unmask.samplers.spec import parse_spec
 #: samplers that evaluate candidate next states every pass (exempt from the 1.2x target)
 LOOKAHEAD = ("info-gain", "lookum")
 #: rows that run a model call or a network of their own each pass (exempt from the target:
-#: verified passes and WINO call the model again; the rows "(zero-cost ...)" carry the
-#: target for the estimator's and the corrector's)
-OWN_CALLS = ("mi-guided", "demask", "confidence+corrector", "eb+verify", "eb+verify (doubling)",
-             "topk:k=3+verify=0", "threshold:tau=0.7+wino=0.9", "eb+verify (stop at EOS)")
+#: verified passes, WINO and mi-oracle's probes call the model again; the rows
+#: "(zero-cost ...)" carry the target for the estimator's and the corrector's)
+OWN_CALLS = ("mi-guided", "demask", "mi-oracle", "confidence+corrector", "eb+verify",
+             "eb+verify (doubling)", "topk:k=3+verify=0", "threshold:tau=0.7+wino=0.9",
+             "eb+verify (stop at EOS)")
 
 
 def _estimator(model):

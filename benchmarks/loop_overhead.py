@@ -188,8 +188,9 @@ def host_reads_per_pass(model, build, batch: int = 64, config=None):
     """(reads per pass, passes, reads by calling line) of one decode of ``batch`` fully masked
     rows, less the reads a decode makes once: checking the input (counted on a batch with
     nothing to decode) and the first pass's logits (:func:`unmask.models.handle.check_logits`,
-    one read). Scans run as on an accelerator (:func:`as_on_accelerators`): on the CPU
-    they read back how far to go, reads that stall nothing there."""
+    one read). The scans and the row noise run as on an accelerator
+    (:func:`as_on_accelerators`): on the CPU they run as host loops that read their inputs
+    there, reads that stall nothing."""
     sampler, hooks = build(model)
     x = masked(model, batch)
     with as_on_accelerators(), count_host_reads() as once:

@@ -405,9 +405,10 @@ class _Loop:
             put_rows(self.in_block, rows, in_block)
         entered = first != rows_of(self.cur_block, rows)
         put_rows(self.cur_block, rows, first)
-        put_rows(self.block_step, rows, torch.where(entered, 0, rows_of(self.block_step, rows)))
-        put_rows(self.block_masked, rows,
-                 torch.where(entered, eligible.sum(1), rows_of(self.block_masked, rows)))
+        self._set_rows("block_step", rows,
+                       torch.where(entered, 0, rows_of(self.block_step, rows)))
+        self._set_rows("block_masked", rows,
+                       torch.where(entered, eligible.sum(1), rows_of(self.block_masked, rows)))
         return x, masked, eligible
 
     def step_state(self, rows, x, masked, eligible, out, hooks, cols: slice) -> StepState:
@@ -422,20 +423,21 @@ class _Loop:
         temperature = self.config.temperature
         # stream 0 is the loop's token draw; samplers use streams >= 1
         v = log_probs.shape[-1]
-        noise = (row_gumbel(rows_of(self.seeds, rows), self.steps[rows], 0,
+        noise = (row_gumbel(rows_of(self.seeds, rows), rows_of(self.steps, rows), 0,
                             tuple(log_probs.shape[1:]),
                             start=cols.start * v) if temperature > 0 else None)
         x0 = propose(log_probs, temperature, noise)
         x0_prob = (probs.amax(-1) if self.config.confidence == "max"
                    else probs.gather(-1, x0[..., None]).squeeze(-1))
         n = x.shape[1]
-        entropy, x0_prob = (widen_columns(t, cols, n) for t in (entropy, x0_prob))
+        entropy, x0_prob = widen_columns(entropy, cols, n), widen_columns(x0_prob, cols, n)
         x0 = widen_columns(x0, cols, n, x)
         return StepState(
             tokens=x, masked=masked, eligible=eligible, output=out, log_probs=log_probs,
             probs=probs, entropy=entropy, x0=x0, x0_prob=x0_prob,
-            step=copy_rows(self.block_step, rows), global_step=copy_rows(self.steps, rows),
-            block_masked=copy_rows(self.block_masked, rows), row_ids=rows,
+            # the per-row counters are never written in place while every row decodes
+            step=rows_of(self.block_step, rows), global_step=rows_of(self.steps, rows),
+            block_masked=rows_of(self.block_masked, rows), row_ids=rows,
             seeds=rows_of(self.seeds, rows),  # never written
             temperature=temperature, model=self.handle, mask_id=self.mask_id,
             real_mask=self.real_mask, columns=cols)
@@ -455,10 +457,20 @@ class _Loop:
         put_rows(self.reveal_step, rows, torch.where(
             reveal, rows_of(self.steps, rows)[:, None],
             before if remask is None else torch.where(remask, -1, before)))
-        add_rows(self.steps, rows, 1)
-        add_rows(self.block_step, rows, 1)
+        self._set_rows("steps", rows, rows_of(self.steps, rows) + 1)
+        self._set_rows("block_step", rows, rows_of(self.block_step, rows) + 1)
         if self.history is not None:
             self.history.append(self.tokens.clone())
+
+    def _set_rows(self, name: str, rows: torch.Tensor, value: torch.Tensor) -> None:
+        """The per-row counter ``name`` at ``rows`` becomes ``value``: a new tensor where
+        ``rows`` are every row (a pass's :class:`StepState` holds the one before), else
+        written in place (a pass over fewer rows holds a copy)."""
+        t = getattr(self, name)
+        if rows.shape[0] == t.shape[0]:
+            setattr(self, name, value)
+        else:
+            t[rows] = value
 
     def result(self, stats: dict[str, torch.Tensor]) -> DecodeResult:
         def out(t):
@@ -538,10 +550,16 @@ def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler,
     (B,) bool) and the 0-dim bool ``flags`` (None: not read), in one host read: (every row
     goes on, each flag; False for None). RuntimeError naming the first broken part of the
     contract (:func:`_contract_flags`)."""
-    parts = [broken, still.all()[None], *(f[None] for f in flags if f is not None)]
+    parts = [broken, still.all()[None]]
+    for f in flags:
+        if f is not None:
+            parts.append(f[None])
     read = torch.cat(parts).tolist()
-    bad, (all_go_on, *rest) = read[:len(CONTRACT)], read[len(CONTRACT):]
-    for problem, broke in zip(CONTRACT, bad, strict=True):
+    for problem, broke in zip(CONTRACT, read, strict=False):
         if broke:
             raise RuntimeError(f"sampler {sampler.label!r} {problem}")
-    return (all_go_on, *(f is not None and bool(rest.pop(0)) for f in flags))
+    out, at = [read[len(CONTRACT)]], len(CONTRACT) + 1
+    for f in flags:
+        out.append(f is not None and read[at])
+        at += f is not None
+    return tuple(out)

@@ -329,7 +329,7 @@ class _Loop:
         a time."""
         if self.config.batch_invariant and len(rows) > 1:
             return self._forward_rows(x, rows, hidden_layers, cols)
-        return self._forward(x, rows, hidden_layers, cols)
+        return self._forward(x, rows, hidden_layers, cols, self.epoch)
 
     def _forward_rows(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool,
                       cols: slice) -> ModelOutput:
@@ -338,7 +338,8 @@ class _Loop:
         parts = []
         for i in range(len(rows)):  # the opt-in per-row pass: shapes of a row decoded alone
             own = self._span(rows[i:i + 1])
-            parts.append((own, self._forward(x[i:i + 1], rows[i:i + 1], hidden_layers, own)))
+            parts.append((own, self._forward(x[i:i + 1], rows[i:i + 1], hidden_layers, own,
+                                             None)))  # rows of their own: no KV epoch
         if all(own == cols for own, _ in parts):
             return ModelOutput.cat([out for _, out in parts])
         first = parts[0][1]
@@ -353,13 +354,14 @@ class _Loop:
                                 for _, out in parts])
         return dataclasses.replace(rest, logits=logits, hidden=hidden)
 
-    def _forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice):
+    def _forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice,
+                 epoch: int | None):
         if self.kv is not None:
             require(not hidden_layers, "cache_kv: the sampler reads every layer's hidden "
                                        "states, which a cached pass does not compute; drop "
                                        "cache_kv")
-            return self.kv(self.handle, x, rows, self.cur_block[rows], cols,
-                           keep_outputs=not self.narrow, epoch=self.epoch)
+            return self.kv(self.handle, x, rows, rows_of(self.cur_block, rows), cols,
+                           keep_outputs=not self.narrow, epoch=epoch)
         if cols.stop - cols.start == x.shape[1]:
             return self.handle(x, rows, output_hidden_layers=hidden_layers, distinct=True)
         end = cols.stop if self.prefix_only else x.shape[1]

@@ -117,14 +117,15 @@ class BlockKVCache:
             self._epoch = epoch
         with torch.inference_mode():
             for block, padded, sub in self._last_groups:
+                whole = sub.shape[0] == rows.shape[0]  # one group: every row, in order
+                xs, rs = (x, rows) if whole else (x[sub], rows[sub])
                 if block < 0:  # rows entering a block: whole rows, keys and values kept
-                    logits, hidden = self._refresh(x[sub], rows[sub], cols, keep_outputs,
-                                                   padded)
+                    logits, hidden = self._refresh(xs, rs, cols, keep_outputs, padded)
                     parts.append((sub, 0, logits, hidden))
-                    self.block_of[rows[sub]] = blocks[sub]
+                    self.block_of[rs] = blocks if whole else blocks[sub]
                 else:
-                    lo, window_logits, window_hidden = self._window(x[sub], rows[sub], block,
-                                                                    block_only, padded)
+                    lo, window_logits, window_hidden = self._window(xs, rs, block, block_only,
+                                                                    padded)
                     parts.append((sub, lo - cols.start, window_logits, window_hidden))
             logits, hidden = self._outputs(rows, cols, parts, keep_outputs)
         handle.count(rows, distinct=True)
@@ -148,8 +149,11 @@ class BlockKVCache:
         width = cols.stop - cols.start
         if len(parts) == 1:
             idx, at, part_logits, part_hidden = parts[0]
-            if len(idx) == len(rows) and at == 0 and part_logits.shape[1] == width:
-                return part_logits, part_hidden  # one call computed every row at ``cols``
+            if (len(idx) == len(rows) and at == 0 and part_logits.shape[1] == width
+                    and part_hidden.shape[1] >= width):
+                # one call computed every row at ``cols`` (a prefix window's hidden states
+                # run on past them)
+                return part_logits, part_hidden[:, :width]
         if keep_outputs:
             logits, hidden = self.logits[rows, cols], self.hidden[rows, cols]  # copies
         else:

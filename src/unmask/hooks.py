@@ -17,7 +17,7 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.models.base import MaskedModel
 from unmask.probs import real_log_probs
-from unmask.samplers.base import Sampler, Selection, StepState, put_rows, rows_of
+from unmask.samplers.base import Sampler, Selection, StepState, add_rows, put_rows, rows_of
 from unmask.samplers.spec import register_hook
 from unmask.samplers.verified import Verified
 from unmask.validation import is_int, is_number
@@ -110,16 +110,16 @@ class Remask(Hook):
         self.corrector.check_model(model)
         if isinstance(self.corrector, torch.nn.Module):
             self.corrector.to(tokens.device)  # it reads the model's pass where the model runs
-        self.given = tokens != model.mask_id
         self.counts = torch.zeros(tokens.shape, dtype=torch.long, device=tokens.device)
+        # how often each position may go back: never where given
+        self.cap = torch.where(tokens != model.mask_id, 0, self.max_remasks)
 
     def after_write(self, rows, state, remask):
         with torch.inference_mode():
             wrong = self.corrector.wrong_probs(state.output, state.tokens)
-        counts = rows_of(self.counts, rows)
-        new = (~state.masked & ~rows_of(self.given, rows) & (counts < self.max_remasks)
-               & (wrong > self.threshold))
-        put_rows(self.counts, rows, counts + new.long())
+        new = ((wrong > self.threshold) & (rows_of(self.counts, rows) < rows_of(self.cap, rows))
+               & ~state.masked)
+        add_rows(self.counts, rows, new)
         return remask | new
 
     def stats(self):

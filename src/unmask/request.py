@@ -102,6 +102,8 @@ class DecodeRequest:
     constraint: object = None
     #: the parsed sampler spec (None for a Sampler object); not a setting of its own
     spec: object = field(default=None, init=False, repr=False, compare=False)
+    #: samplers built to check the request and not handed out yet, by block count
+    _unused: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self._check_sampler()
@@ -128,7 +130,7 @@ class DecodeRequest:
         if self.steps is not None:  # a count sampler, steps split evenly over the blocks
             n_blocks = (1 if self.gen_length is None
                         else self.gen_length // (self.block_length or self.gen_length))
-            self.build_sampler(n_blocks)
+            self._unused[n_blocks] = self.build_sampler(n_blocks)
 
     def _check_sampler(self) -> None:
         from unmask.samplers.base import Sampler
@@ -149,7 +151,11 @@ class DecodeRequest:
         return self.spec is not None and self.spec.corrected
 
     def build_sampler(self, n_blocks: int = 1):
-        """A fresh sampler of the request, its ``steps`` split over ``n_blocks`` blocks."""
+        """A fresh sampler of the request, its ``steps`` split over ``n_blocks`` blocks (the
+        first one asked for is the one built to check the request, never used)."""
+        kept = self._unused.pop(n_blocks, None)
+        if kept is not None:
+            return kept
         sampler = self.spec.build() if self.spec is not None else self.sampler
         return with_steps(sampler, self.steps, n_blocks)
 

@@ -82,6 +82,29 @@ def test_steps_split_over_blocks():
     assert r.build_sampler(4) is not r.build_sampler(4)
 
 
+def test_a_sampler_is_built_once_for_the_checks_and_the_first_decode(monkeypatch):
+    import copy
+    import pickle
+
+    from unmask.samplers.spec import SamplerSpec
+
+    made = []
+    real = SamplerSpec._make
+    monkeypatch.setattr(SamplerSpec, "_make", lambda self: made.append(1) or real(self))
+    r = DecodeRequest(sampler="confidence", steps=8, gen_length=16, block_length=4)
+    assert len(made) == 1  # the spec's check and the check of steps over the blocks: one
+    first = r.build_sampler(4)
+    assert len(made) == 1 and first.steps == 2  # handed out, not built again
+    second = r.build_sampler(4)
+    assert len(made) == 2 and second is not first and second.steps == 2  # then fresh ones
+    third = r.replace(seed=1).build_sampler(4)
+    assert third is not first and third is not second
+    spec = SamplerSpec.parse("eb:gamma=0.5")
+    built = [spec.build(), spec.build(), copy.deepcopy(spec).build(),
+             pickle.loads(pickle.dumps(spec)).build()]
+    assert len({id(b) for b in built}) == 4 and len(made) == 7
+    assert copy.copy(spec) == spec and pickle.loads(pickle.dumps(spec)).text == spec.text
+
 SPECS = ["confidence", "eb:gamma=0.1", "topk:k=3", "threshold:tau=0.9",
          "eb:gamma=1.0+verify=0.03,prefixes=doubling", "threshold:tau=0.7+wino=0.9"]
 CONSTRAINTS = [None, constraints.regex(r"[0-9]{2,4}"), constraints.choice("yes", "no"),

@@ -145,6 +145,8 @@ class SamplerSpec:
     label: str = ""
     verify_options: dict = field(default_factory=dict)
     hooks: dict = field(default_factory=dict)
+    #: the sampler built to validate the spec, handed out by the first :meth:`build`
+    _unused: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for key in ("params", "verify_options", "hooks"):
@@ -158,7 +160,7 @@ class SamplerSpec:
                               "combined (it may change the state after a verified pass)")
         if self.verify_options and self.verify is None:
             raise UnmaskError(f"sampler spec {self.text!r}: verify options without {VERIFY}")
-        self.build()  # validate now, with a message naming the field
+        self._unused.append(self._make())  # validate now, with a message naming the field
         if not self.label:
             self.label = self.name + "".join(f" {k}={v}" for k, v in self.params.items())
             if self.corrected:
@@ -187,10 +189,19 @@ class SamplerSpec:
         out += "".join(_hook_text(k, v) for k, v in self.hooks.items())
         return out + (CORRECTOR if self.corrected else "")
 
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_unused": []}  # a copy or a pickle builds its own
+
     def build(self) -> Sampler:
-        """A fresh sampler of this spec: in its wrapper modifiers (in order), then in
-        :class:`Verified` when verified, in :class:`WithHooks` (fresh hooks) when it names
-        hooks."""
+        """A fresh sampler of this spec, never handed out before (the first is the one built
+        to validate it): in its wrapper modifiers (in order), then in :class:`Verified` when
+        verified, in :class:`WithHooks` (fresh hooks) when it names hooks."""
+        try:
+            return self._unused.pop()
+        except IndexError:
+            return self._make()
+
+    def _make(self) -> Sampler:
         sampler = make_sampler(self.name, **self.params)
         for k, v in self.hooks.items():
             if _wraps(k):

@@ -15,6 +15,7 @@ from typing import ClassVar
 import torch
 
 from unmask.errors import UnmaskError, require
+from unmask.host_reads import runs_on_host
 from unmask.models.base import MaskedModel
 from unmask.probs import real_log_probs
 from unmask.samplers.base import Sampler, Selection, StepState, add_rows, put_rows, rows_of
@@ -336,6 +337,11 @@ class ReMDMRemask(_RevealConfidence):
         self.counts = torch.zeros(0, 0, dtype=torch.long)
 
     def after_write(self, rows, state, remask):
+        draw = state.uniform(REMDM_STREAM, (remask.shape[1],))  # (R, N)
+        if runs_on_host(remask.device):
+            from unmask.remask_kernels import remdm_host
+
+            return remdm_host(self, rows, state, remask, draw)
         self._track(rows, state, remask)
         given = rows_of(self.given, rows)
         decoded = ~state.masked & ~given & ~remask
@@ -350,7 +356,6 @@ class ReMDMRemask(_RevealConfidence):
                                                                                   -torch.inf),
                                     dim=1).nan_to_num(0.0)
             sigma = (self.eta * d * weights).clamp(max=1.0)
-        draw = state.uniform(REMDM_STREAM, (decoded.shape[1],))
         counts = rows_of(self.counts, rows)
         new = (decoded & active[:, None] & (counts < self.max_remasks)
                & (draw < sigma))

@@ -1,0 +1,87 @@
+"""ReMDM's remasking pass (:class:`unmask.hooks.ReMDMRemask`) compiled for the CPU: one
+native loop over each row instead of some forty small tensor operations a pass.
+
+Arrays are the tensors' own memory (``Tensor.numpy()``: no copy); the hook's state arrays
+are (B, N) and indexed by the pass's ``rows``. The arithmetic is the tensor path's: the
+decoded share in float32 (an integer division in torch), the softmax and sigma in float64,
+(eta * D) * weight as written there, so the remasked positions are the same (the softmax's
+sum may add up in another order, moving sigma by an ulp, which a 52-bit draw falls between
+with probability ~1e-16).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from numba import njit
+
+
+@njit(cache=True)
+def _track(r, masked, remask, x0_prob, last_masked, last_conf, revealed_conf):
+    """:meth:`unmask.hooks._RevealConfidence._track` for one row: the confidence of the
+    tokens the last pass revealed, and this pass's proposals' confidence for the next."""
+    for j in range(masked.shape[1]):
+        if last_masked[r, j] and not masked[0, j]:
+            revealed_conf[r, j] = last_conf[r, j]
+        last_conf[r, j] = np.float64(x0_prob[0, j])
+        last_masked[r, j] = masked[0, j] and not remask[0, j]
+
+
+@njit(cache=True)
+def remdm_pass(rows, masked, remask, x0_prob, draw, given, counts, last_masked, last_conf,
+               revealed_conf, eta, use_conf, start, stop, max_remasks, out):
+    """One pass of ReMDM over the pass's rows: ``rows`` (R,) into the (B, N) state arrays
+    (``given``, ``counts``, ``last_masked``, ``last_conf``, ``revealed_conf``, updated in
+    place); ``masked``, ``remask``, ``x0_prob``, ``draw`` (R, N) the pass's; ``out`` (R, N)
+    bool receives remask | the positions sent back to MASK."""
+    n = masked.shape[1]
+    sigma = np.empty(n)
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        _track(r, masked[i:i + 1], remask[i:i + 1], x0_prob[i:i + 1], last_masked, last_conf,
+               revealed_conf)
+        n_decoded, n_free, any_masked, top = 0, 0, False, -math.inf
+        for j in range(n):
+            any_masked = any_masked or masked[i, j]
+            if not given[r, j]:
+                n_free += 1
+                if not masked[i, j] and not remask[i, j]:
+                    n_decoded += 1
+                    top = max(top, -revealed_conf[r, j])
+        share = np.float32(n_decoded) / np.float32(max(n_free, 1))
+        active = share >= np.float32(start) and share < np.float32(stop) and any_masked
+        scale = eta * np.float64(n_decoded)  # eta * D
+        if use_conf:  # softmax over the decoded positions of -psi
+            total = 0.0
+            for j in range(n):
+                decoded = not given[r, j] and not masked[i, j] and not remask[i, j]
+                sigma[j] = math.exp(-revealed_conf[r, j] - top) if decoded else 0.0
+                total += sigma[j]
+            inv = 1.0 / total if total > 0 else 0.0
+            for j in range(n):
+                sigma[j] = min(scale * (sigma[j] * inv), 1.0)
+        else:
+            sigma[:] = eta
+        for j in range(n):
+            decoded = not given[r, j] and not masked[i, j] and not remask[i, j]
+            new = (decoded and active and counts[r, j] < max_remasks
+                   and draw[i, j] < sigma[j])
+            out[i, j] = remask[i, j] or new
+            if new:
+                counts[r, j] += 1
+                last_masked[r, j] = True
+
+
+def remdm_host(hook, rows: torch.Tensor, state, remask: torch.Tensor,
+               draw: torch.Tensor) -> torch.Tensor:
+    """(R, N) bool: :meth:`unmask.hooks.ReMDMRemask.after_write` on the host, its state
+    updated in place."""
+    out = torch.empty_like(remask)
+    remdm_pass(rows.numpy(), state.masked.numpy(), remask.numpy(),
+               state.x0_prob.detach().numpy(), draw.numpy(), hook.given.numpy(),
+               hook.counts.numpy(), hook.last_masked.numpy(), hook.last_conf.numpy(),
+               hook.revealed_conf.numpy(), float(hook.eta), hook.strategy == "conf",
+               float(hook.start), float(hook.stop), int(hook.max_remasks), out.numpy())
+    return out

@@ -2,8 +2,6 @@
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from unmask import DecodeConfig, decode
 from unmask.errors import UnmaskError
@@ -128,74 +126,3 @@ def test_a_batch_whose_rows_finish_apart_decodes_each_row_as_alone(hook):
         assert torch.equal(batch.reveal_step[r], alone.reveal_step[0])
         assert torch.equal(batch.stats["remasked"][r], alone.stats["remasked"][0])
 
-
-def _remdm_states(draw):
-    """A hook mid-decode and one pass's inputs, from ``draw`` (hypothesis)."""
-    from types import SimpleNamespace
-
-    b = draw(st.integers(1, 4))
-    n = draw(st.integers(1, 9))
-    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31)))
-
-    def bits(p):
-        return torch.rand(b, n, generator=gen) < p
-
-    strategy = draw(st.sampled_from(["cap", "conf"]))
-    start = draw(st.sampled_from([0.0, 0.25, 0.5]))
-    hook = ReMDMRemask(eta=draw(st.sampled_from([0.0, 0.05, 0.4, 1.0])), strategy=strategy,
-                       start=start, stop=draw(st.sampled_from([start, 0.75, 1.0])),
-                       max_remasks=draw(st.integers(0, 2)))
-    tokens = torch.where(bits(0.3), 1, 9)
-    hook.prepare(SimpleNamespace(mask_id=9), None, tokens)
-    hook.counts = torch.randint(0, 3, (b, n), generator=gen)
-    hook.revealed_conf = torch.rand(b, n, generator=gen, dtype=torch.float64)
-    hook.last_conf = torch.rand(b, n, generator=gen, dtype=torch.float64)
-    hook.last_masked = bits(0.5) & ~hook.given
-    rows = torch.tensor(sorted(draw(st.sets(st.integers(0, b - 1), min_size=1))))
-    r = len(rows)
-    masked = (torch.rand(r, n, generator=gen) < draw(st.sampled_from([0.0, 0.3, 0.9]))) \
-        & ~hook.given[rows]
-    noise = torch.rand(r, n, generator=gen, dtype=torch.float64)
-    state = SimpleNamespace(masked=masked, x0_prob=torch.rand(r, n, generator=gen),
-                            uniform=lambda stream, shape: noise)
-    return hook, rows, state, bits(0.2)[:r] & ~masked
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.data())
-def test_remdm_on_the_host_is_the_tensor_path(data):
-    """The CPU's compiled pass (unmask.remask_kernels) sends back the same positions and
-    leaves the same state as the tensor operations an accelerator runs."""
-    import copy
-
-    from unmask.host_reads import as_on_accelerators
-
-    hook, rows, state, remask = _remdm_states(data.draw)
-    tensors = copy.deepcopy(hook)
-    out = hook.after_write(rows, state, remask.clone())
-    with as_on_accelerators():
-        want = tensors.after_write(rows, state, remask.clone())
-    assert torch.equal(out, want)
-    for name in ("counts", "last_masked", "last_conf", "revealed_conf"):
-        assert torch.equal(getattr(hook, name), getattr(tensors, name)), name
-
-
-@pytest.mark.parametrize("strategy", ["cap", "conf"])
-def test_remdm_decodes_alike_on_both_paths(strategy):
-    from unmask.host_reads import as_on_accelerators
-
-    model = ExactJointMDM(n=6, v=3, seed=2, concentration=0.3)
-    x = torch.full((5, 6), model.mask_id)
-    x[1, :3] = 1
-
-    def run():
-        return decode(model, x, "topk:k=2", DecodeConfig(temperature=0.8), seed=7,
-                      hooks=(ReMDMRemask(eta=0.5, strategy=strategy, max_remasks=2),))
-
-    host = run()
-    with as_on_accelerators():
-        tensors = run()
-    assert host.stats["remasked"].sum() > 0
-    for key in ("tokens", "steps", "reveal_step", "nfe"):
-        assert torch.equal(getattr(host, key), getattr(tensors, key)), key
-    assert torch.equal(host.stats["remasked"], tensors.stats["remasked"])

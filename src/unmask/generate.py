@@ -26,6 +26,7 @@ from unmask.compiled import compiled
 from unmask.decode import DecodeConfig, DecodeResult, decode
 from unmask.errors import UnmaskError, require
 from unmask.hooks import Hook
+from unmask.host_reads import runs_on_host
 from unmask.models.auto import load_model
 from unmask.models.base import MaskedModel
 from unmask.request import DecodeRequest, sampler_spec
@@ -103,7 +104,8 @@ class StopAtEOS(SamplerWrapper):
     the protocol is the inner sampler's, :class:`~unmask.samplers.wrapper.SamplerWrapper`).
     When the inner sampler hands over its next output (lookahead, verified passes), the rows
     ended here are marked ``stale`` in it: the loop runs the model on their own next state.
-    No host read."""
+    No host read (on the CPU, where a read stalls nothing, the check is one compiled loop,
+    :mod:`unmask.loop_kernels`, that also says whether any row ended)."""
 
     eos_id: int
     block: int
@@ -111,13 +113,26 @@ class StopAtEOS(SamplerWrapper):
 
     def select(self, state: StepState) -> Selection:
         sel = self.inner.select(state)
+        if runs_on_host(state.tokens.device):  # one compiled loop, and nothing to do
+            from unmask.loop_kernels import eos_ended_host  # where no row ended
+
+            ended = eos_ended_host(state.eligible, state.tokens, self.eos_id, self.block,
+                                   self.gen_start)
+            return sel if ended is None else self._end(state, sel, ended)
+        return self._end(state, sel, self.ended(state))
+
+    def ended(self, state: StepState) -> torch.Tensor:
+        """(B,) bool: rows whose block before the first eligible position is all EOS."""
         first = state.eligible.long().argmax(1)  # first eligible position
         # the previous block's start (generated blocks start at gen_start); a row in the
         # first generated block has none
         prev_start = first - (first - self.gen_start) % self.block - self.block
         prev = prev_start[:, None] + torch.arange(self.block, device=first.device)
         prev_tok = state.tokens.gather(1, prev.clamp(min=0))
-        ended = (prev_start >= self.gen_start) & (prev_tok == self.eos_id).all(1)
+        return (prev_start >= self.gen_start) & (prev_tok == self.eos_id).all(1)
+
+    def _end(self, state: StepState, sel: Selection, ended: torch.Tensor) -> Selection:
+        """``sel`` with the ``ended`` (B,) rows' eligible positions filled with EOS."""
         tokens = state.x0 if sel.tokens is None else sel.tokens
         reveal = torch.where(ended[:, None], state.eligible, sel.reveal)
         tokens = tokens.masked_fill(ended[:, None], self.eos_id)

@@ -339,7 +339,7 @@ class ReMDMRemask(_RevealConfidence):
     def after_write(self, rows, state, remask):
         draw = state.uniform(REMDM_STREAM, (remask.shape[1],))  # (R, N)
         if runs_on_host(remask.device):
-            from unmask.remask_kernels import remdm_host
+            from unmask.loop_kernels import remdm_host
 
             return remdm_host(self, rows, state, remask, draw)
         self._track(rows, state, remask)

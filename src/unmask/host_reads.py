@@ -52,10 +52,9 @@ def _caller() -> str:
 
 
 #: device types whose tensors the host reads in place, so a read there stalls no queue: on
-#: them the greedy scans, the row noise and ReMDM's pass run as compiled loops on the host
-#: (:mod:`unmask.samplers.scan_kernels`, :mod:`unmask.rng_host`,
-#: :mod:`unmask.remask_kernels`); elsewhere as tensor
-#: operations that read nothing back
+#: them the greedy scans, the row noise, ReMDM's pass and the end-at-EOS check run as
+#: compiled loops on the host (:mod:`unmask.samplers.scan_kernels`, :mod:`unmask.rng_host`,
+#: :mod:`unmask.loop_kernels`); elsewhere as tensor operations that read nothing back
 HOST_LOOP_DEVICES = frozenset({"cpu"})
 
 

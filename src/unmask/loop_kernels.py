@@ -1,12 +1,13 @@
-"""ReMDM's remasking pass (:class:`unmask.hooks.ReMDMRemask`) compiled for the CPU: one
-native loop over each row instead of some forty small tensor operations a pass.
+"""The decode loop's extras compiled for the CPU (:func:`unmask.host_reads.runs_on_host`):
+ReMDM's remasking pass (:class:`unmask.hooks.ReMDMRemask`) and the end-at-EOS check
+(:class:`unmask.generate.StopAtEOS`), one native loop over each row instead of a few dozen
+small tensor operations a pass; the accelerators run the tensor operations.
 
-Arrays are the tensors' own memory (``Tensor.numpy()``: no copy); the hook's state arrays
-are (B, N) and indexed by the pass's ``rows``. The arithmetic is the tensor path's: the
-decoded share in float32 (an integer division in torch), the softmax and sigma in float64,
-(eta * D) * weight as written there, so the remasked positions are the same (the softmax's
-sum may add up in another order, moving sigma by an ulp, which a 52-bit draw falls between
-with probability ~1e-16).
+Arrays are the tensors' own memory (``Tensor.numpy()``: no copy). ReMDM's arithmetic is the
+tensor path's: the decoded share in float32 (an integer division in torch), the softmax and
+sigma in float64, (eta * D) * weight as written there, so the remasked positions are the
+same (the softmax's sum may add up in another order, moving sigma by an ulp, which a 52-bit
+draw falls between with probability ~1e-16).
 """
 
 from __future__ import annotations
@@ -85,3 +86,36 @@ def remdm_host(hook, rows: torch.Tensor, state, remask: torch.Tensor,
                hook.revealed_conf.numpy(), float(hook.eta), hook.strategy == "conf",
                float(hook.start), float(hook.stop), int(hook.max_remasks), out.numpy())
     return out
+
+
+@njit(cache=True)
+def _eos_ended(eligible, tokens, eos_id, block, gen_start, out):
+    """``out`` (R,) bool: whether row r's block before its first eligible position (blocks
+    of ``block`` from ``gen_start``; the first one has none) is all ``eos_id``; whether any
+    is."""
+    any_ended = False
+    for r in range(eligible.shape[0]):
+        first = 0  # no eligible position: as argmax's 0
+        for j in range(eligible.shape[1]):
+            if eligible[r, j]:
+                first = j
+                break
+        start = first - (first - gen_start) % block - block
+        ended = start >= gen_start
+        j = start
+        while ended and j < start + block:
+            ended = tokens[r, j] == eos_id
+            j += 1
+        out[r] = ended
+        any_ended = any_ended or ended
+    return any_ended
+
+
+def eos_ended_host(eligible: torch.Tensor, tokens: torch.Tensor, eos_id: int, block: int,
+                   gen_start: int) -> torch.Tensor | None:
+    """(R,) bool: :class:`unmask.generate.StopAtEOS`'s ended rows; None when none is."""
+    out = np.empty(eligible.shape[0], dtype=np.bool_)
+    if not _eos_ended(eligible.numpy(), tokens.numpy(), int(eos_id), int(block),
+                      int(gen_start), out):
+        return None
+    return torch.from_numpy(out)

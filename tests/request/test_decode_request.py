@@ -104,6 +104,10 @@ def test_a_sampler_is_built_once_for_the_checks_and_the_first_decode(monkeypatch
              pickle.loads(pickle.dumps(spec)).build()]
     assert len({id(b) for b in built}) == 4 and len(made) == 7
     assert copy.copy(spec) == spec and pickle.loads(pickle.dumps(spec)).text == spec.text
+    # a parameter set after parsing (a bench's --estimator) is the one built
+    changed = SamplerSpec.parse("eb:gamma=0.5")
+    changed.params["gamma"] = 0.25
+    assert changed.build().gamma == 0.25
 
 SPECS = ["confidence", "eb:gamma=0.1", "topk:k=3", "threshold:tau=0.9",
          "eb:gamma=1.0+verify=0.03,prefixes=doubling", "threshold:tau=0.7+wino=0.9"]

@@ -145,7 +145,8 @@ class SamplerSpec:
     label: str = ""
     verify_options: dict = field(default_factory=dict)
     hooks: dict = field(default_factory=dict)
-    #: the sampler built to validate the spec, handed out by the first :meth:`build`
+    #: (text, sampler) built to validate the spec, handed out by the first :meth:`build`
+    #: while the spec still reads ``text``
     _unused: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -160,7 +161,8 @@ class SamplerSpec:
                               "combined (it may change the state after a verified pass)")
         if self.verify_options and self.verify is None:
             raise UnmaskError(f"sampler spec {self.text!r}: verify options without {VERIFY}")
-        self._unused.append(self._make())  # validate now, with a message naming the field
+        # validate now, with a message naming the field
+        self._unused.append((self.text, self._make()))
         if not self.label:
             self.label = self.name + "".join(f" {k}={v}" for k, v in self.params.items())
             if self.corrected:
@@ -194,12 +196,14 @@ class SamplerSpec:
 
     def build(self) -> Sampler:
         """A fresh sampler of this spec, never handed out before (the first is the one built
-        to validate it): in its wrapper modifiers (in order), then in :class:`Verified` when
-        verified, in :class:`WithHooks` (fresh hooks) when it names hooks."""
+        to validate it, unless a parameter has changed since): in its wrapper modifiers (in
+        order), then in :class:`Verified` when verified, in :class:`WithHooks` (fresh hooks)
+        when it names hooks."""
         try:
-            return self._unused.pop()
+            text, sampler = self._unused.pop()
         except IndexError:
             return self._make()
+        return sampler if text == self.text else self._make()
 
     def _make(self) -> Sampler:
         sampler = make_sampler(self.name, **self.params)

@@ -1,6 +1,8 @@
-"""The greedy scan (:func:`unmask.samplers.scan.greedy_scan`) compiled for the CPU: one call
-a selection, every row's positions visited in a native loop, so a scan costs what the
-positions it takes cost, not a tensor operation (and its launch) per step.
+"""The greedy scans compiled for the CPU (:func:`unmask.samplers.scan.greedy_scan`'s, DAPD's
+from the attention, MI-guided's budget): one call a selection, every row's positions visited
+in a native loop, so a scan costs what the positions it takes cost, not a tensor operation
+(and its launch) per step. The tensor scans of accelerators stay the reference they are
+tested against.
 
 Arrays are the tensors' own memory (``Tensor.numpy()``: no copy, any strides), so a transposed
 or batch-expanded view is read in place. Loads add up in float64 in scan order, as the tensor

@@ -80,7 +80,6 @@ def test_remdm_decodes_alike_on_both_paths(strategy):
     assert torch.equal(host.stats["remasked"], tensors.stats["remasked"])
 
 
-
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_eos_check_on_the_host_is_the_tensor_path(data):

@@ -125,4 +125,3 @@ def test_a_batch_whose_rows_finish_apart_decodes_each_row_as_alone(hook):
         assert torch.equal(batch.tokens[r], alone.tokens[0])
         assert torch.equal(batch.reveal_step[r], alone.reveal_step[0])
         assert torch.equal(batch.stats["remasked"][r], alone.stats["remasked"][0])
-

@@ -20,14 +20,15 @@ from numba import njit
 
 
 @njit(cache=True)
-def _track(r, masked, remask, x0_prob, last_masked, last_conf, revealed_conf):
-    """:meth:`unmask.hooks._RevealConfidence._track` for one row: the confidence of the
-    tokens the last pass revealed, and this pass's proposals' confidence for the next."""
-    for j in range(masked.shape[1]):
-        if last_masked[r, j] and not masked[0, j]:
-            revealed_conf[r, j] = last_conf[r, j]
-        last_conf[r, j] = np.float64(x0_prob[0, j])
-        last_masked[r, j] = masked[0, j] and not remask[0, j]
+def _track(masked, remask, x0_prob, last_masked, last_conf, revealed_conf):
+    """:meth:`unmask.hooks._RevealConfidence._track` for one row (each array (N,)): the
+    confidence of the tokens the last pass revealed, and this pass's proposals' confidence
+    for the next."""
+    for j in range(masked.shape[0]):
+        if last_masked[j] and not masked[j]:
+            revealed_conf[j] = last_conf[j]
+        last_conf[j] = np.float64(x0_prob[j])
+        last_masked[j] = masked[j] and not remask[j]
 
 
 @njit(cache=True)
@@ -39,26 +40,26 @@ def remdm_pass(rows, masked, remask, x0_prob, draw, given, counts, last_masked, 
     bool receives remask | the positions sent back to MASK."""
     n = masked.shape[1]
     sigma = np.empty(n)
+    decoded = np.empty(n, dtype=np.bool_)
     for i in range(rows.shape[0]):
         r = rows[i]
-        _track(r, masked[i:i + 1], remask[i:i + 1], x0_prob[i:i + 1], last_masked, last_conf,
-               revealed_conf)
+        _track(masked[i], remask[i], x0_prob[i], last_masked[r], last_conf[r],
+               revealed_conf[r])
         n_decoded, n_free, any_masked, top = 0, 0, False, -math.inf
         for j in range(n):
             any_masked = any_masked or masked[i, j]
-            if not given[r, j]:
-                n_free += 1
-                if not masked[i, j] and not remask[i, j]:
-                    n_decoded += 1
-                    top = max(top, -revealed_conf[r, j])
+            n_free += not given[r, j]
+            decoded[j] = not given[r, j] and not masked[i, j] and not remask[i, j]
+            if decoded[j]:
+                n_decoded += 1
+                top = max(top, -revealed_conf[r, j])
         share = np.float32(n_decoded) / np.float32(max(n_free, 1))
         active = share >= np.float32(start) and share < np.float32(stop) and any_masked
         scale = eta * np.float64(n_decoded)  # eta * D
         if use_conf:  # softmax over the decoded positions of -psi
             total = 0.0
             for j in range(n):
-                decoded = not given[r, j] and not masked[i, j] and not remask[i, j]
-                sigma[j] = math.exp(-revealed_conf[r, j] - top) if decoded else 0.0
+                sigma[j] = math.exp(-revealed_conf[r, j] - top) if decoded[j] else 0.0
                 total += sigma[j]
             inv = 1.0 / total if total > 0 else 0.0
             for j in range(n):
@@ -66,8 +67,7 @@ def remdm_pass(rows, masked, remask, x0_prob, draw, given, counts, last_masked, 
         else:
             sigma[:] = eta
         for j in range(n):
-            decoded = not given[r, j] and not masked[i, j] and not remask[i, j]
-            new = (decoded and active and counts[r, j] < max_remasks
+            new = (decoded[j] and active and counts[r, j] < max_remasks
                    and draw[i, j] < sigma[j])
             out[i, j] = remask[i, j] or new
             if new:

@@ -264,7 +264,7 @@ class _Loop:
         self.tokens = tokens.to(device, copy=True)
         self.seeds = _row_seeds(seed, b, device)
         self.handle = ModelHandle(model, b, device, n, config.self_condition,
-                                  output_attentions)
+                                  output_attentions, tokens=self.tokens)
         zeros = torch.zeros(b, dtype=torch.long, device=device)
         self.steps, self.block_step, self.block_masked = zeros, zeros.clone(), zeros.clone()
         self.cur_block = torch.full((b,), -1, dtype=torch.long, device=device)

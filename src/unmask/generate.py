@@ -508,16 +508,19 @@ def generations(res: DecodeResult, tokenizer, prompts: list[str], ends: TextEnds
     wall_s is the batch's ``wall``."""
     out = []
     gen_length = res.tokens.shape[1] - ends.gen_start
-    for r, prompt in enumerate(prompts):
-        gen = res.tokens[r, ends.gen_start:].tolist()
+    # one read each, for every row
+    gens, nfes, seqs = (t.tolist() for t in (res.tokens[:, ends.gen_start:], res.nfe,
+                                             res.sequences))
+    entropies = res.cumulative_entropy.tolist()
+    for prompt, gen, nfe, seq, entropy in zip(prompts, gens, nfes, seqs, entropies,
+                                              strict=True):
         cut = next((i for i, t in enumerate(gen) if t in ends.eos_ids), len(gen))
-        nfe = int(res.nfe[r])
         out.append(Generation(
             prompt=prompt, text=tokenizer.decode(gen[:cut], skip_special_tokens=True,
                                                        clean_up_tokenization_spaces=False),
-            token_ids=gen, nfe=nfe, sequences=int(res.sequences[r]),
+            token_ids=gen, nfe=nfe, sequences=seq,
             tokens_per_forward=gen_length / max(nfe, 1), wall_s=wall,
-            cumulative_entropy=float(res.cumulative_entropy[r])))
+            cumulative_entropy=entropy))
     return out
 
 

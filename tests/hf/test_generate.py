@@ -291,3 +291,26 @@ def test_cli_pad_to_multiple_of_is_the_apis(llada_dir, capsys):
     assert got != generate(model, None, "the cat sat", **kw)[0].text  # 3 slots draw otherwise
     assert main([*argv[:-1], "0"]) == 2
     assert "--pad-to-multiple-of" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("prompts", [["the cat sat"], ["the cat sat", "the cat sat"],
+                                     ["the cat", "a dog ran on the mat"]],
+                         ids=["one row", "no padding", "padded"])
+def test_a_pass_reads_the_host_once(llada_dir, prompts):
+    """Without a KV cache, the model reads nothing back a pass: whether rows hold padding is
+    read once per decode (only real tokens are written, never the pad), so a pass makes the
+    loop's one read (on a GPU, one synchronisation); passes are told apart by their
+    number, at the same blocks (a pass that enters a block reads which)."""
+    from unmask.host_reads import as_on_accelerators, count_host_reads
+
+    model = load_model(llada_dir, trust_remote_code=True)
+    reads, passes = [], []
+    for steps in (4, 8):
+        with as_on_accelerators(), count_host_reads(sites=True) as counted:
+            out = generate(model, None, prompts, sampler="low_confidence", steps=steps,
+                           gen_length=8, block_length=4, stop_at_eos=False)
+        reads.append(counted.total)
+        passes.append(out[0].nfe)
+        assert not [site for site in counted.by_site if site.endswith(" forward")]
+    assert passes == [4, 8]
+    assert reads[1] - reads[0] == passes[1] - passes[0]

@@ -206,6 +206,13 @@ class MaskedModel(nn.Module):
         return False
 
     @property
+    def supports_padded(self) -> bool:
+        """True for a model with a :attr:`pad_id` whose ``forward`` also takes ``padded``:
+        whether some row of the call's tokens holds ``pad_id``, when the caller knows it
+        (None: the model reads it from the tokens, a host read)."""
+        return False
+
+    @property
     def real_token_mask(self) -> torch.Tensor:
         """(V,) bool on the CPU: True for ids a sampler may emit. Built once per
         ``real_token_ids`` and shared: do not modify it in place."""

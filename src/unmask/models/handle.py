@@ -38,12 +38,23 @@ class ModelHandle:
             given to every call for that row, lookahead candidates included.
         output_attentions: every call also returns the attention weights
             (``ModelOutput.attentions``), for samplers that read them.
+
+    ``tokens`` (B, N), the decode's rows, tell a model that :attr:`~MaskedModel.supports_padded`
+    whether a call's rows hold padding: read once here, whether any row does (only real tokens
+    are ever written, never ``pad_id``); where none does, no call reads it again, and where
+    one does, a call on every row (``distinct``) holds it.
     """
 
     def __init__(self, model: MaskedModel, batch_size: int, device: torch.device,
-                 seq_len: int = 0, self_condition: bool = True, output_attentions: bool = False):
+                 seq_len: int = 0, self_condition: bool = True, output_attentions: bool = False,
+                 tokens: torch.Tensor | None = None):
         self.model = model
         self._extra = {"output_attentions": True} if output_attentions else {}
+        #: whether some row holds padding (None: not known, the model reads each call's)
+        self.any_padded = (bool((tokens == model.pad_id).any())  # one read, per decode
+                           if tokens is not None and model.supports_padded else None)
+        if self.any_padded is False:
+            self._extra["padded"] = False
         self.calls = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.sequences = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.prev_probs = (torch.zeros(batch_size, seq_len, model.vocab_size, device=device)
@@ -61,6 +72,8 @@ class ModelHandle:
         covers those positions only."""
         extra = (self._extra if logits_positions is None
                  else dict(self._extra, logits_positions=logits_positions))
+        if self.any_padded and distinct and rows.shape[0] == self.calls.shape[0]:
+            extra = dict(extra, padded=True)  # every row: the one that holds padding too
         with torch.inference_mode():
             if self.prev_probs is None:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers, **extra)

@@ -311,13 +311,19 @@ class HFMaskedModel(MaskedModel):
         finally:
             hook.remove()
 
+    @property
+    def supports_padded(self) -> bool:
+        return self.pad_id is not None
+
     def forward(self, tokens: torch.Tensor, output_hidden_layers: bool = False,
-                output_attentions: bool = False, logits_positions: slice | None = None
-                ) -> ModelOutput:
+                output_attentions: bool = False, logits_positions: slice | None = None,
+                padded: bool | None = None) -> ModelOutput:
         """The pass on ``tokens`` (B, N); ``logits_positions`` lo:hi: logits and hidden
-        states of those positions only (:attr:`supports_logits_positions`)."""
+        states of those positions only (:attr:`supports_logits_positions`); ``padded``:
+        whether some row holds ``pad_id`` (:attr:`supports_padded`; None: read here)."""
         kwargs = {}
-        padded = self.pad_id is not None and bool((tokens == self.pad_id).any())
+        if padded is None:
+            padded = self.pad_id is not None and bool((tokens == self.pad_id).any())
         if padded and self._takes["attention_mask"]:
             kwargs.update(padding_inputs(self.hf, tokens != self.pad_id,
                                          self._takes["position_ids"]))

@@ -14,6 +14,7 @@ from unmask.generate import StopAtEOS
 from unmask.hooks import ReMDMRemask
 from unmask.host_reads import as_on_accelerators
 from unmask.models.toy import ExactJointMDM
+from unmask.rng import row_uniform
 
 
 def _remdm_states(draw):
@@ -40,9 +41,12 @@ def _remdm_states(draw):
     r = len(rows)
     masked = (torch.rand(r, n, generator=gen) < draw(st.sampled_from([0.0, 0.3, 0.9]))) \
         & ~hook.given[rows]
-    noise = torch.rand(r, n, generator=gen, dtype=torch.float64)
+    seeds = torch.randint(-2**62, 2**62, (r,), generator=gen)
+    steps = torch.randint(0, 100, (r,), generator=gen)
     state = SimpleNamespace(masked=masked, x0_prob=torch.rand(r, n, generator=gen),
-                            uniform=lambda stream, shape: noise)
+                            seeds=seeds, global_step=steps,
+                            uniform=lambda stream, shape: row_uniform(seeds, steps, stream,
+                                                                      shape))
     return hook, rows, state, bits(0.2)[:r] & ~masked
 
 

@@ -337,11 +337,11 @@ class ReMDMRemask(_RevealConfidence):
         self.counts = torch.zeros(0, 0, dtype=torch.long)
 
     def after_write(self, rows, state, remask):
-        draw = state.uniform(REMDM_STREAM, (remask.shape[1],))  # (R, N)
         if runs_on_host(remask.device):
             from unmask.loop_kernels import remdm_host
 
-            return remdm_host(self, rows, state, remask, draw)
+            return remdm_host(self, rows, state, remask, REMDM_STREAM)
+        draw = state.uniform(REMDM_STREAM, (remask.shape[1],))  # (R, N)
         self._track(rows, state, remask)
         given = rows_of(self.given, rows)
         decoded = ~state.masked & ~given & ~remask

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from numba import njit
 
+from unmask.rng_host import row_key, uniform_at
+
 
 @njit(cache=True)
 def _track(masked, remask, x0_prob, last_masked, last_conf, revealed_conf):
@@ -32,17 +34,20 @@ def _track(masked, remask, x0_prob, last_masked, last_conf, revealed_conf):
 
 
 @njit(cache=True)
-def remdm_pass(rows, masked, remask, x0_prob, draw, given, counts, last_masked, last_conf,
-               revealed_conf, eta, use_conf, start, stop, max_remasks, out):
+def remdm_pass(rows, masked, remask, x0_prob, seeds, steps, stream, given, counts, last_masked,
+               last_conf, revealed_conf, eta, use_conf, start, stop, max_remasks, out):
     """One pass of ReMDM over the pass's rows: ``rows`` (R,) into the (B, N) state arrays
     (``given``, ``counts``, ``last_masked``, ``last_conf``, ``revealed_conf``, updated in
-    place); ``masked``, ``remask``, ``x0_prob``, ``draw`` (R, N) the pass's; ``out`` (R, N)
-    bool receives remask | the positions sent back to MASK."""
+    place); ``masked``, ``remask``, ``x0_prob`` (R, N) the pass's; ``out`` (R, N) bool
+    receives remask | the positions sent back to MASK. The draw is the rows' (``seeds``,
+    ``steps`` (R,)) uniforms of ``stream`` (:func:`unmask.rng.row_uniform`'s values), each
+    computed where a position could go back only."""
     n = masked.shape[1]
     sigma = np.empty(n)
     decoded = np.empty(n, dtype=np.bool_)
     for i in range(rows.shape[0]):
         r = rows[i]
+        key = row_key(seeds[i], steps[i], stream)
         _track(masked[i], remask[i], x0_prob[i], last_masked[r], last_conf[r],
                revealed_conf[r])
         n_decoded, n_free, any_masked, top = 0, 0, False, -math.inf
@@ -68,7 +73,7 @@ def remdm_pass(rows, masked, remask, x0_prob, draw, given, counts, last_masked, 
             sigma[:] = eta
         for j in range(n):
             new = (decoded[j] and active and counts[r, j] < max_remasks
-                   and draw[i, j] < sigma[j])
+                   and uniform_at(key, j) < sigma[j])
             out[i, j] = remask[i, j] or new
             if new:
                 counts[r, j] += 1
@@ -76,12 +81,13 @@ def remdm_pass(rows, masked, remask, x0_prob, draw, given, counts, last_masked, 
 
 
 def remdm_host(hook, rows: torch.Tensor, state, remask: torch.Tensor,
-               draw: torch.Tensor) -> torch.Tensor:
-    """(R, N) bool: :meth:`unmask.hooks.ReMDMRemask.after_write` on the host, its state
-    updated in place."""
+               stream: int) -> torch.Tensor:
+    """(R, N) bool: :meth:`unmask.hooks.ReMDMRemask.after_write` on the host (its draw: the
+    pass's ``stream``), its state updated in place."""
     out = torch.empty_like(remask)
     remdm_pass(rows.numpy(), state.masked.numpy(), remask.numpy(),
-               state.x0_prob.detach().numpy(), draw.numpy(), hook.given.numpy(),
+               state.x0_prob.detach().numpy(), state.seeds.numpy(),
+               state.global_step.numpy(), int(stream), hook.given.numpy(),
                hook.counts.numpy(), hook.last_masked.numpy(), hook.last_conf.numpy(),
                hook.revealed_conf.numpy(), float(hook.eta), hook.strategy == "conf",
                float(hook.start), float(hook.stop), int(hook.max_remasks), out.numpy())

@@ -20,21 +20,32 @@ def _mix32(x):
 
 
 @njit(cache=True)
+def row_key(seed, step, stream):
+    """The key of one row's draw at ``step`` for ``stream`` (ints)."""
+    stream_key = _mix32((np.uint64(stream) & _M32) + np.uint64(0x85EBCA77))
+    high = _mix32(np.uint64((seed >> 32) & 0xFFFFFFFF))
+    step_key = _mix32(np.uint64(step & 0xFFFFFFFF) + np.uint64(0x632BE5AB))
+    key = _mix32(np.uint64(seed & 0xFFFFFFFF) ^ high)
+    key = _mix32((key + step_key) & _M32)
+    return _mix32((key ^ stream_key) & _M32)
+
+
+@njit(cache=True)
+def uniform_at(key, index):
+    """The uniform float64 of element ``index`` of the draw of ``key`` (:func:`row_key`)."""
+    h = _mix32((key + _mix32(np.uint64(index))) & _M32)
+    h1 = _mix32((h + np.uint64(0x9E3779B9)) & _M32) >> np.uint64(6)
+    h2 = _mix32(h ^ np.uint64(0x27D4EB2F)) >> np.uint64(6)
+    return (np.float64(h1) * 2.0**26 + np.float64(h2) + 0.5) / 2.0**52
+
+
+@njit(cache=True)
 def _fill(seeds, steps, stream, start, out):
     """``out`` (B, numel) float64: row b's uniforms of elements start .. start + numel - 1."""
-    stream_key = _mix32((np.uint64(stream) & _M32) + np.uint64(0x85EBCA77))
     for b in range(out.shape[0]):
-        seed = seeds[b]
-        high = _mix32(np.uint64((seed >> 32) & 0xFFFFFFFF))
-        step_key = _mix32(np.uint64(steps[b] & 0xFFFFFFFF) + np.uint64(0x632BE5AB))
-        key = _mix32(np.uint64(seed & 0xFFFFFFFF) ^ high)
-        key = _mix32((key + step_key) & _M32)
-        key = _mix32((key ^ stream_key) & _M32)
+        key = row_key(seeds[b], steps[b], stream)
         for e in range(out.shape[1]):
-            h = _mix32((key + _mix32(np.uint64(start + e))) & _M32)
-            h1 = _mix32((h + np.uint64(0x9E3779B9)) & _M32) >> np.uint64(6)
-            h2 = _mix32(h ^ np.uint64(0x27D4EB2F)) >> np.uint64(6)
-            out[b, e] = (np.float64(h1) * 2.0**26 + np.float64(h2) + 0.5) / 2.0**52
+            out[b, e] = uniform_at(key, start + e)
 
 
 def row_uniform_host(seeds: torch.Tensor, step: torch.Tensor, stream: int, numel: int,

@@ -91,17 +91,17 @@ class PCSampler(CountRule, Sampler):
         return (f / f.sum()).log()
 
     def begin(self, batch_size: int, seq_len: int) -> None:
-        self._log_f = None  # (V,) on the decode's device, from its first pass
+        self._neg_log_f = None  # (V,) -log f on the decode's device, from its first pass
+        self._pos = None  # (N,) float64 positions
 
     def select(self, state: StepState) -> Selection:
-        if getattr(self, "_log_f", None) is None:  # once per decode (it checks the table)
-            real = state.real_mask.to(state.tokens.device)
-            self._log_f = self.log_frequency(real).to(state.tokens.device)
-        log_f = self._log_f[state.x0]  # (B, N)
+        if getattr(self, "_neg_log_f", None) is None:  # once per decode (it checks the table)
+            device = state.tokens.device
+            self._neg_log_f = -self.log_frequency(state.real_mask.to(device)).to(device)
+            self._pos = torch.arange(state.tokens.shape[1], device=device, dtype=torch.float64)
         # a token never seen in the corpus is maximally informative: capped at alpha
-        info = (-state.x0_prob.double() * log_f).clamp(max=self.alpha)
-        n = state.tokens.shape[1]
-        pos = torch.arange(n, device=state.tokens.device)
-        first = torch.where(state.eligible, pos, n).min(1).values  # (B,)
-        weight = torch.exp(-self.position_decay * (pos[None, :] - first[:, None]).double())
+        info = (state.x0_prob * self._neg_log_f[state.x0]).clamp(max=self.alpha)  # (B, N) f64
+        pos, n = self._pos, state.tokens.shape[1]
+        first = torch.where(state.eligible, pos, n).min(1, keepdim=True).values  # (B, 1)
+        weight = torch.exp((pos - first) * -self.position_decay)
         return Selection(top_k_mask(weight * info, state.eligible, self.count(state)))

@@ -192,7 +192,7 @@ def decode(
         all_go_on, any_stale, some_complete, blocks_stand = _stop_if_broken(
             broken, still, sampler, None if stale is None else stale.any(),
             (still & ~has_mask).any() if may_be_complete else None,
-            (eligible & ~sel.reveal).any(1).all() if loop.track_blocks else None)
+            (eligible > sel.reveal).any(1).all() if loop.track_blocks else None)
         loop.same_blocks = all_go_on and blocks_stand
         if any_stale:
             handed = loop.refresh(handed, rows, stale, sampler.needs_hidden_layers)
@@ -452,7 +452,8 @@ class _Loop:
         written = torch.where(reveal, new, x)
         put_rows(self.tokens, rows,
                  written if remask is None else torch.where(remask, self.mask_id, written))
-        self.handle.remember(rows, state.probs, state.masked & ~reveal)
+        if self.handle.prev_probs is not None:  # a self-conditioning model
+            self.handle.remember(rows, state.probs, state.masked > reveal)
         paid = state.entropy if sel.entropy is None else sel.entropy
         add_rows(self.cum_entropy, rows, torch.where(reveal, paid.double(), 0.0).sum(1))
         before = rows_of(self.reveal_step, rows)
@@ -503,8 +504,7 @@ def _select(sampler: Sampler, state: StepState, real_mask: torch.Tensor,
     decoding = state.masked.any(1)
     sub = decoding.nonzero().squeeze(1)
     reveal, new = torch.zeros_like(state.masked), state.tokens.clone()
-    entropy, broken = None, torch.zeros(len(CONTRACT), dtype=torch.bool,
-                                        device=state.tokens.device)
+    entropy, broken = None, torch.tensor(KEPT, device=state.tokens.device)
     if sub.numel():
         sub_state = state.rows(sub)
         sel = sampler.select(sub_state)
@@ -516,17 +516,21 @@ def _select(sampler: Sampler, state: StepState, real_mask: torch.Tensor,
     return Selection(reveal, entropy=entropy), new, broken
 
 
-#: what a sampler's selection must not do, in the order :func:`_contract_flags` checks it
-CONTRACT = ("revealed a position that is not eligible",
-            "revealed nothing in some row (no progress)",
-            "emitted a token that is not a real token")
+#: what a sampler's selection must not do, in the order :func:`_contract_flags` checks it,
+#: each with the value of its flag that says the selection does it
+CONTRACT = (("revealed a position that is not eligible", True),
+            ("revealed nothing in some row (no progress)", False),
+            ("emitted a token that is not a real token", True))
+#: the flags of a selection that keeps the contract
+KEPT = tuple(not broken for _, broken in CONTRACT)
 
 
 def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
                     sampler: Sampler) -> tuple[torch.Tensor, torch.Tensor]:
     """The tokens to write where ``sel.reveal``, and (len(CONTRACT),) bool on the device:
-    which part of the contract the selection breaks (read with the pass's stopping check,
-    :func:`_stop_if_broken`). RuntimeError at once on a reveal of the wrong shape or type."""
+    the flags of :data:`CONTRACT`, which say which part of the contract the selection
+    breaks (read with the pass's stopping check, :func:`_stop_if_broken`). RuntimeError at
+    once on a reveal of the wrong shape or type."""
     reveal, name = sel.reveal, sampler.label
     if reveal.shape != state.eligible.shape or reveal.dtype != torch.bool:
         raise RuntimeError(f"sampler {name!r}: reveal must be a bool tensor of shape "
@@ -541,8 +545,9 @@ def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
     else:
         new = sel.tokens
         real = real_mask[new.clamp(0, len(real_mask) - 1)] & (new >= 0) & (new < len(real_mask))
-    broken = torch.stack([(reveal & ~state.eligible).any(), ~reveal.any(1).all(),
-                          (reveal & ~real).any()])
+    # on bools a > b is a & ~b
+    broken = torch.stack([(reveal > state.eligible).any(), reveal.any(1).all(),
+                          (reveal > real).any()])
     return new, broken
 
 
@@ -557,8 +562,8 @@ def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler,
         if f is not None:
             parts.append(f[None])
     read = torch.cat(parts).tolist()
-    for problem, broke in zip(CONTRACT, read, strict=False):
-        if broke:
+    for (problem, broken_when), flag in zip(CONTRACT, read, strict=False):
+        if flag == broken_when:
             raise RuntimeError(f"sampler {sampler.label!r} {problem}")
     out, at = [read[len(CONTRACT)]], len(CONTRACT) + 1
     for f in flags:

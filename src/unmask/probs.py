@@ -19,8 +19,7 @@ def real_log_probs(logits: torch.Tensor, real_mask: torch.Tensor) -> torch.Tenso
         (..., V) log-probabilities, -inf outside ``real_mask``; at least float32.
     """
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    x = logits.to(dtype).masked_fill(~real_mask, -torch.inf)
-    return torch.log_softmax(x, dim=-1)
+    return torch.log_softmax(torch.where(real_mask, logits.to(dtype), -torch.inf), dim=-1)
 
 
 def previous_pass_probs(probs: torch.Tensor, still_masked: torch.Tensor) -> torch.Tensor:

@@ -411,9 +411,7 @@ def at_least_one(reveal: torch.Tensor, scores: torch.Tensor, eligible: torch.Ten
                  ) -> torch.Tensor:
     """Add the best-scoring eligible position to rows that reveal nothing (always progress;
     ties to the lower position, as :func:`top_k_mask`). No host read."""
-    empty = ~reveal.any(1, keepdim=True)
-    best = best_position(scores, eligible)
-    return reveal | (best & empty)
+    return torch.where(reveal.any(1, keepdim=True), reveal, best_position(scores, eligible))
 
 
 def best_position(scores: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:

@@ -2,6 +2,7 @@
 
 import itertools
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -272,3 +273,26 @@ def test_a_spec_string_is_a_sampler(toy):
     assert torch.equal(by_spec.stats["rejected"], by_object.stats["rejected"])
     with pytest.raises(UnmaskError, match="hooks=corrector_hooks"):
         decode(toy, x, "eb+corrector")
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+@pytest.mark.parametrize("steps", [1, 3, 8, 37])
+def test_the_count_schedule_is_its_formula(schedule, steps):
+    """CountRule's masks left after step s of a block entered with m masks (its table) is
+    floor(m * left(s) + 1e-9), left = 1 - f or cos(pi/2 f), f = min((s + 1) / steps, 1), in
+    float64, and a pass reveals what the table leaves, at least 1, at most what is left."""
+    rule = make_sampler("confidence", steps=steps, schedule=schedule)
+    n = 40
+    table = rule.remaining(n, torch.device("cpu"))
+    for s in range(steps):
+        f = min((s + 1) / steps, 1.0)
+        left = 1.0 - f if schedule == "linear" else math.cos(math.pi / 2 * f)
+        assert table[:, s].tolist() == [math.floor(m * left + 1e-9) for m in range(n + 1)]
+    assert table[:, -1].tolist() == [0] * (n + 1)  # the last step empties the block
+    eligible = torch.zeros(4, n, dtype=torch.bool)
+    eligible[:, :9] = True
+    state = SimpleNamespace(eligible=eligible, tokens=torch.zeros(4, n, dtype=torch.long),
+                            step=torch.tensor([0, steps - 1, steps + 5, 1]),
+                            block_masked=torch.tensor([9, 9, 9, 20]))
+    left_after = table[[9, 9, 9, 20], [0, steps - 1, steps - 1, min(1, steps - 1)]]
+    assert rule.count(state).tolist() == (9 - left_after).clamp(1, 9).tolist()

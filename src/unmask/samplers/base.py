@@ -364,15 +364,25 @@ class CountRule:
         """(B,) number of positions to reveal this step, in [1, eligible count]."""
         n_eligible = state.eligible.sum(1)
         if self.steps is None:
-            k = torch.full_like(n_eligible, self.k)
-        else:
-            frac = ((state.step + 1).double() / self.steps).clamp(max=1.0)
+            return n_eligible.clamp(max=self.k)  # k >= 1
+        remaining = self.remaining(state.tokens.shape[1], state.step.device)
+        remain = remaining[state.block_masked, state.step.clamp(max=self.steps - 1)]
+        return (n_eligible - remain).clamp(min=1).minimum(n_eligible)
+
+    def remaining(self, n: int, device: torch.device) -> torch.Tensor:
+        """(n + 1, steps) long: the masks that may remain after step s (0-based) of a block
+        that held m masks when entered, at [m, s] (made once a row length and device)."""
+        kept = self.__dict__.get("_remaining")
+        key = (n, torch.device(device), self.steps, self.schedule)
+        if kept is None or kept[0] != key:
+            step = torch.arange(self.steps, device=device)
+            frac = ((step + 1).double() / self.steps).clamp(max=1.0)
             left = 1.0 - frac if self.schedule == "linear" else torch.cos(math.pi / 2 * frac)
-            # masks that may remain after this step; rounding down guarantees the last step
-            # (frac = 1) empties the block
-            remain = torch.floor(state.block_masked.double() * left + 1e-9).long()
-            k = n_eligible - remain
-        return k.clamp(min=1).minimum(n_eligible)
+            masks = torch.arange(n + 1, device=device).double()
+            # rounding down guarantees the last step (frac = 1) empties the block
+            kept = (key, torch.floor(masks[:, None] * left + 1e-9).long())
+            self.__dict__["_remaining"] = kept
+        return kept[1]
 
 
 def top_k_mask(scores: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -380,8 +390,7 @@ def top_k_mask(scores: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor) ->
 
     Ties go to the lower position index (stable sort), so the choice is deterministic.
     """
-    masked_scores = torch.where(eligible, scores.double(), torch.full_like(scores, -math.inf,
-                                                                           dtype=torch.float64))
+    masked_scores = torch.where(eligible, scores.double(), -math.inf)
     order = torch.argsort(masked_scores, dim=1, descending=True, stable=True)
     ranks = torch.empty_like(order)
     ranks.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))

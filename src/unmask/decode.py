@@ -191,7 +191,7 @@ def decode(
         # the one host read: any row stale, any complete, every block still pending
         all_go_on, any_stale, some_complete, blocks_stand = _stop_if_broken(
             broken, still, sampler, None if stale is None else stale.any(),
-            (still & ~has_mask).any() if may_be_complete else None,
+            (still > has_mask).any() if may_be_complete else None,
             (eligible > sel.reveal).any(1).all() if loop.track_blocks else None)
         loop.same_blocks = all_go_on and blocks_stand
         if any_stale:

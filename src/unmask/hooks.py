@@ -118,8 +118,8 @@ class Remask(Hook):
     def after_write(self, rows, state, remask):
         with torch.inference_mode():
             wrong = self.corrector.wrong_probs(state.output, state.tokens)
-        new = ((wrong > self.threshold) & (rows_of(self.counts, rows) < rows_of(self.cap, rows))
-               & ~state.masked)
+        new = (((wrong > self.threshold) & (rows_of(self.counts, rows) < rows_of(self.cap, rows)))
+               > state.masked)  # on bools, a > b is a & ~b
         add_rows(self.counts, rows, new)
         return remask | new
 

@@ -283,7 +283,7 @@ def test_the_count_schedule_is_its_formula(schedule, steps):
     float64, and a pass reveals what the table leaves, at least 1, at most what is left."""
     rule = make_sampler("confidence", steps=steps, schedule=schedule)
     n = 40
-    table = rule.remaining(n, torch.device("cpu"))
+    table = rule.masks_left(n, torch.device("cpu"))
     for s in range(steps):
         f = min((s + 1) / steps, 1.0)
         left = 1.0 - f if schedule == "linear" else math.cos(math.pi / 2 * f)

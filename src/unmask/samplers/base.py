@@ -365,14 +365,14 @@ class CountRule:
         n_eligible = state.eligible.sum(1)
         if self.steps is None:
             return n_eligible.clamp(max=self.k)  # k >= 1
-        remaining = self.remaining(state.tokens.shape[1], state.step.device)
-        remain = remaining[state.block_masked, state.step.clamp(max=self.steps - 1)]
+        left = self.masks_left(state.tokens.shape[1], state.step.device)
+        remain = left[state.block_masked, state.step.clamp(max=self.steps - 1)]
         return (n_eligible - remain).clamp(min=1).minimum(n_eligible)
 
-    def remaining(self, n: int, device: torch.device) -> torch.Tensor:
+    def masks_left(self, n: int, device: torch.device) -> torch.Tensor:
         """(n + 1, steps) long: the masks that may remain after step s (0-based) of a block
         that held m masks when entered, at [m, s] (made once a row length and device)."""
-        kept = self.__dict__.get("_remaining")
+        kept = self.__dict__.get("_masks_left")
         key = (n, torch.device(device), self.steps, self.schedule)
         if kept is None or kept[0] != key:
             step = torch.arange(self.steps, device=device)
@@ -381,7 +381,7 @@ class CountRule:
             masks = torch.arange(n + 1, device=device).double()
             # rounding down guarantees the last step (frac = 1) empties the block
             kept = (key, torch.floor(masks[:, None] * left + 1e-9).long())
-            self.__dict__["_remaining"] = kept
+            self.__dict__["_masks_left"] = kept
         return kept[1]
 
 

@@ -168,7 +168,7 @@ def decode(
         hook.prepare(model, sampler, loop.tokens)
     sampler.begin(*tokens.shape)
     reuse_next, remaskers, may_be_complete = loop.plan(sampler, hooks)
-    rows, cached, some_complete = loop.unfinished(), None, False  # a row holds no MASK
+    rows, cached, some_complete = loop.follow_rows(loop.unfinished()), None, False
     while rows.numel():
         x, masked, eligible = loop.enter_blocks(rows)
         cols = loop.columns(rows)
@@ -178,10 +178,7 @@ def decode(
         sel, new, broken = _select(sampler, state, loop.real_mask, some_complete)
         for hook in hooks:
             sel, new = hook.adjust_selection(state, sel, new)
-        remask = torch.zeros_like(masked) if remaskers else None
-        for hook in remaskers:
-            remask = hook.after_write(rows, state, remask)
-        loop.write(state, sel, new, remask)
+        loop.write(state, sel, new, _remasked(remaskers, rows, state))
         still = has_mask = (rows_of(loop.tokens, rows) == loop.mask_id).any(1)
         for hook in hooks:
             keep = hook.keep_rows(state)
@@ -189,19 +186,32 @@ def decode(
         handed = sel.next_output if reuse_next else None
         stale = None if handed is None or sel.stale is None else sel.stale & still
         # the one host read: any row stale, any complete, every block still pending
-        all_go_on, any_stale, some_complete, blocks_stand = _stop_if_broken(
+        all_go_on, any_stale, some_complete, blocks_stand, kept = _stop_if_broken(
             broken, still, sampler, None if stale is None else stale.any(),
             (still > has_mask).any() if may_be_complete else None,
-            (eligible > sel.reveal).any(1).all() if loop.track_blocks else None)
+            (eligible > sel.reveal).any(1).all() if loop.track_blocks else None,
+            rows_kept=still if loop.rows_host is not None else None)
         loop.same_blocks = all_go_on and blocks_stand
         if any_stale:
             handed = loop.refresh(handed, rows, stale, sampler.needs_hidden_layers)
         cached = None if handed is None else handed if all_go_on else handed.rows(still)
-        rows = rows if all_go_on else rows[still]
+        rows = rows if all_go_on else loop.follow_rows(rows[still], kept)
         if progress is not None:
             progress(tokens.shape[0] - len(rows))
     stats = {k: v for part in (sampler, *hooks) for k, v in part.stats().items()}
     return loop.result(stats)
+
+
+def _remasked(remaskers: list[Hook], rows: torch.Tensor, state: StepState
+              ) -> torch.Tensor | None:
+    """(B, N) bool: the positions the hooks that mask again (``after_write``) send back to
+    MASK after the pass's write, in order; None where there is none."""
+    if not remaskers:
+        return None
+    remask = torch.zeros_like(state.masked)
+    for hook in remaskers:
+        remask = hook.after_write(rows, state, remask)
+    return remask
 
 
 def _overrides(hook: Hook, name: str) -> bool:
@@ -289,6 +299,10 @@ class _Loop:
                    if config.cache_kv else None)
         #: per-position work over the current blocks only (set once the sampler is prepared)
         self.narrow = False
+        #: where some row holds padding, the pass's rows on the host and whether they hold
+        #: padding (:meth:`follow_rows`; None: not followed)
+        self.rows_host: list[int] | None = None
+        self.rows_padded: bool | None = None
         causal = model.block_causal
         self.prefix_only = (causal is not None and self.block % causal == 0
                             and self.lead % causal == 0)
@@ -329,7 +343,7 @@ class _Loop:
         a time."""
         if self.config.batch_invariant and len(rows) > 1:
             return self._forward_rows(x, rows, hidden_layers, cols)
-        return self._forward(x, rows, hidden_layers, cols, self.epoch)
+        return self._forward(x, rows, hidden_layers, cols, self.epoch, self.rows_padded)
 
     def _forward_rows(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool,
                       cols: slice) -> ModelOutput:
@@ -338,8 +352,10 @@ class _Loop:
         parts = []
         for i in range(len(rows)):  # the opt-in per-row pass: shapes of a row decoded alone
             own = self._span(rows[i:i + 1])
+            padded = (None if self.rows_host is None
+                      else self.handle.padded_rows[self.rows_host[i]])
             parts.append((own, self._forward(x[i:i + 1], rows[i:i + 1], hidden_layers, own,
-                                             None)))  # rows of their own: no KV epoch
+                                             None, padded)))  # rows of their own: no KV epoch
         if all(own == cols for own, _ in parts):
             return ModelOutput.cat([out for _, out in parts])
         first = parts[0][1]
@@ -355,7 +371,7 @@ class _Loop:
         return dataclasses.replace(rest, logits=logits, hidden=hidden)
 
     def _forward(self, x: torch.Tensor, rows: torch.Tensor, hidden_layers: bool, cols: slice,
-                 epoch: int | None):
+                 epoch: int | None, padded: bool | None = None):
         if self.kv is not None:
             require(not hidden_layers, "cache_kv: the sampler reads every layer's hidden "
                                        "states, which a cached pass does not compute; drop "
@@ -363,12 +379,14 @@ class _Loop:
             return self.kv(self.handle, x, rows, rows_of(self.cur_block, rows), cols,
                            keep_outputs=not self.narrow, epoch=epoch)
         if cols.stop - cols.start == x.shape[1]:
-            return self.handle(x, rows, output_hidden_layers=hidden_layers, distinct=True)
+            return self.handle(x, rows, output_hidden_layers=hidden_layers, distinct=True,
+                               padded=padded)
         end = cols.stop if self.prefix_only else x.shape[1]
         if self.handle.model.supports_logits_positions:
             return self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers,
-                               logits_positions=cols, distinct=True)
-        out = self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers, distinct=True)
+                               logits_positions=cols, distinct=True, padded=padded)
+        out = self.handle(x[:, :end], rows, output_hidden_layers=hidden_layers, distinct=True,
+                          padded=padded)
         return out.positions(cols.start, cols.stop)
 
     def refresh(self, handed: ModelOutput, rows: torch.Tensor, stale: torch.Tensor,
@@ -383,6 +401,19 @@ class _Loop:
 
     def unfinished(self) -> torch.Tensor:
         return (self.tokens == self.mask_id).any(1).nonzero().squeeze(1)
+
+    def follow_rows(self, rows: torch.Tensor, kept: list[bool] | None = None
+                    ) -> torch.Tensor:
+        """``rows``, the pass's (those with a MASK, first). Where some row holds padding and
+        the model's calls are the loop's own (no KV cache), they are kept on the host too
+        (``rows_host``, read once a decode, then cut by ``kept``, which of the last ones go
+        on, from the pass's one read) with whether they hold padding (``rows_padded``), so
+        the model does not read it each call."""
+        if self.handle.any_padded and self.kv is None:
+            self.rows_host = (rows.tolist() if kept is None  # one read, per decode
+                              else [r for r, k in zip(self.rows_host, kept, strict=True) if k])
+            self.rows_padded = any(self.handle.padded_rows[r] for r in self.rows_host)
+        return rows
 
     def enter_blocks(self, rows: torch.Tensor):
         """(x, masked, eligible) of ``rows``: eligible = masked positions of the first block
@@ -552,15 +583,19 @@ def _contract_flags(sel: Selection, state: StepState, real_mask: torch.Tensor,
 
 
 def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler,
-                    *flags: torch.Tensor | None) -> tuple[bool, ...]:
+                    *flags: torch.Tensor | None, rows_kept: torch.Tensor | None = None
+                    ) -> tuple:
     """Read the pass's contract flags together with whether every row goes on (``still``
-    (B,) bool) and the 0-dim bool ``flags`` (None: not read), in one host read: (every row
-    goes on, each flag; False for None). RuntimeError naming the first broken part of the
+    (B,) bool), the 0-dim bool ``flags`` (None: not read) and ``rows_kept`` (B,) bool (None:
+    not read), in one host read: (every row goes on, each flag; False for None, then
+    ``rows_kept`` as a list, or None). RuntimeError naming the first broken part of the
     contract (:func:`_contract_flags`)."""
     parts = [broken, still.all()[None]]
     for f in flags:
         if f is not None:
             parts.append(f[None])
+    if rows_kept is not None:
+        parts.append(rows_kept)
     read = torch.cat(parts).tolist()
     for (problem, broken_when), flag in zip(CONTRACT, read, strict=False):
         if flag == broken_when:
@@ -569,4 +604,4 @@ def _stop_if_broken(broken: torch.Tensor, still: torch.Tensor, sampler: Sampler,
     for f in flags:
         out.append(f is not None and read[at])
         at += f is not None
-    return tuple(out)
+    return (*out, None if rows_kept is None else read[at:])

@@ -314,3 +314,25 @@ def test_a_pass_reads_the_host_once(llada_dir, prompts):
         assert not [site for site in counted.by_site if site.endswith(" forward")]
     assert passes == [4, 8]
     assert reads[1] - reads[0] == passes[1] - passes[0]
+
+
+def test_rows_that_finish_apart_read_no_padding(llada_dir, monkeypatch):
+    """A padded batch whose rows finish at different passes: the loop follows its rows on
+    the host (their padding read once, then cut by the pass's one read), so no call reads
+    whether its rows hold padding, and every row decodes as when each call read it."""
+    from unmask.host_reads import as_on_accelerators, count_host_reads
+    from unmask.models.hf import HFMaskedModel
+
+    model = load_model(llada_dir, trust_remote_code=True)
+    prompts = ["the cat", "a dog ran on the mat", "hello world and the big red sun"]
+    kw = dict(sampler="eb:gamma=0.5", gen_length=12, block_length=4, stop_at_eos=False, seed=3)
+    with as_on_accelerators(), count_host_reads(sites=True) as counted:
+        out = generate(model, None, prompts, **kw)
+    assert len({g.nfe for g in out}) > 1  # rows finish apart
+    assert not [site for site in counted.by_site if site.endswith(" forward")]
+    monkeypatch.setattr(HFMaskedModel, "supports_padded", property(lambda self: False))
+    with count_host_reads(sites=True) as counted:
+        want = generate(model, None, prompts, **kw)
+    assert [site for site in counted.by_site if site.endswith(" forward")]  # each call read
+    assert [g.token_ids for g in out] == [g.token_ids for g in want]
+    assert [g.nfe for g in out] == [g.nfe for g in want]

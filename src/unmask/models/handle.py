@@ -40,9 +40,10 @@ class ModelHandle:
             (``ModelOutput.attentions``), for samplers that read them.
 
     ``tokens`` (B, N), the decode's rows, tell a model that :attr:`~MaskedModel.supports_padded`
-    whether a call's rows hold padding: read once here, whether any row does (only real tokens
-    are ever written, never ``pad_id``); where none does, no call reads it again, and where
-    one does, a call on every row (``distinct``) holds it.
+    whether a call's rows hold padding: read once here, which rows do (``padded_rows``; only
+    real tokens are ever written, never ``pad_id``); where none does, no call reads it again,
+    and where one does, a call on every row (``distinct``) holds it, and a caller that knows
+    its rows says (``padded``).
     """
 
     def __init__(self, model: MaskedModel, batch_size: int, device: torch.device,
@@ -50,9 +51,12 @@ class ModelHandle:
                  tokens: torch.Tensor | None = None):
         self.model = model
         self._extra = {"output_attentions": True} if output_attentions else {}
-        #: whether some row holds padding (None: not known, the model reads each call's)
-        self.any_padded = (bool((tokens == model.pad_id).any())  # one read, per decode
-                           if tokens is not None and model.supports_padded else None)
+        #: (B,) whether each row holds padding, on the host (None: not known, the model reads
+        #: each call's)
+        self.padded_rows: list[bool] | None = (
+            (tokens == model.pad_id).any(1).tolist()  # one read, per decode
+            if tokens is not None and model.supports_padded else None)
+        self.any_padded = None if self.padded_rows is None else any(self.padded_rows)
         if self.any_padded is False:
             self._extra["padded"] = False
         self.calls = torch.zeros(batch_size, dtype=torch.long, device=device)
@@ -64,16 +68,21 @@ class ModelHandle:
 
     def __call__(self, tokens: torch.Tensor, rows: torch.Tensor,
                  output_hidden_layers: bool = False, logits_positions: slice | None = None,
-                 distinct: bool = False) -> ModelOutput:
+                 distinct: bool = False, padded: bool | None = None) -> ModelOutput:
         """Run the model on ``tokens`` (M, N); ``rows`` (M,) names the original row of each
         sequence (a row named several times is charged one call and M_row sequences;
         ``distinct``: the caller knows ``rows`` increasing, each named once, as the loop's).
         ``logits_positions`` (for a model that ``supports_logits_positions``): the output
-        covers those positions only."""
+        covers those positions only. ``padded``: whether ``tokens`` hold padding, where the
+        caller knows (:attr:`padded_rows`; None: as far as the handle knows, else the model
+        reads it)."""
         extra = (self._extra if logits_positions is None
                  else dict(self._extra, logits_positions=logits_positions))
-        if self.any_padded and distinct and rows.shape[0] == self.calls.shape[0]:
-            extra = dict(extra, padded=True)  # every row: the one that holds padding too
+        if self.any_padded:  # (where no row is, padded=False is in _extra)
+            if padded is None and distinct and rows.shape[0] == self.calls.shape[0]:
+                padded = True  # every row: the one that holds padding too
+            if padded is not None:
+                extra = dict(extra, padded=padded)
         with torch.inference_mode():
             if self.prev_probs is None:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers, **extra)

@@ -36,6 +36,8 @@ class KLASSSampler(CountRule, Sampler):
                 f"history: must be an integer >= 1, got {self.history}")
 
     def begin(self, batch_size: int, seq_len: int) -> None:
+        # per-decode state, indexed by each row's position in the caller's batch, since rows
+        # leave the working batch as they finish; the vocabulary size is known at the 1st step
         self._batch_size = batch_size
         self._prev: torch.Tensor | None = None  # (B_total, N, V) previous log-probabilities
         #: (B_total, N) the passes in a row, up to the last, whose KL was below the threshold
@@ -44,12 +46,18 @@ class KLASSSampler(CountRule, Sampler):
 
     def select(self, state: StepState) -> Selection:
         rows, lp = state.row_ids, state.log_probs  # lp: (B, N, V), in the model's precision
+        # rows: increasing indices into the decode's batch (the loop's; rows only ever leave)
         if self._prev is None:
             b, n, v = self._batch_size, lp.shape[1], lp.shape[2]
             self._prev = torch.full((b, n, v), -torch.inf, dtype=lp.dtype, device=lp.device)
             self._run = torch.zeros((b, n), dtype=torch.long, device=lp.device)
             self._owned = True
+        # every row of the decode, in order (rows only ever leave): no gather, no copy back
         every = len(rows) == self._batch_size
+        # KL = sum_v p (log p - log p_prev) over p > 0: where p = 0 the term is 0 * (-inf)
+        # or 0 * nan, a NaN that nansum leaves out (p > 0 never gives one). A token that
+        # gained mass from zero makes KL infinite: not stable (so is a row's first step,
+        # against the -inf it starts from)
         prev = self._prev if every else self._prev[rows]
         kl = torch.nansum(state.probs * (lp - prev), -1)  # (B, N) nats
         run = torch.where(kl < self.kl_threshold, (self._run if every else self._run[rows]) + 1,
@@ -61,5 +69,6 @@ class KLASSSampler(CountRule, Sampler):
                 self._run, self._prev, self._owned = self._run.clone(), self._prev.clone(), True
             self._run[rows], self._prev[rows] = run, lp
         reveal = (run >= self.history) & (state.x0_prob > self.conf_threshold) & state.eligible
+        # rows with nothing stable take the top-k (computed for every row: no host read)
         fallback = top_k_mask(state.x0_prob, state.eligible, self.count(state))
         return Selection(torch.where(reveal.any(1, keepdim=True), reveal, fallback))

@@ -42,8 +42,8 @@ class ModelHandle:
     ``tokens`` (B, N), the decode's rows, tell a model that :attr:`~MaskedModel.supports_padded`
     whether a call's rows hold padding: read once here, which rows do (``padded_rows``; only
     real tokens are ever written, never ``pad_id``); where none does, no call reads it again,
-    and where one does, a call on every row (``distinct``) holds it, and a caller that knows
-    its rows says (``padded``).
+    and where one does, a caller that knows its rows says (``padded``: the decode loop, which
+    follows its rows on the host).
     """
 
     def __init__(self, model: MaskedModel, batch_size: int, device: torch.device,
@@ -78,11 +78,8 @@ class ModelHandle:
         reads it)."""
         extra = (self._extra if logits_positions is None
                  else dict(self._extra, logits_positions=logits_positions))
-        if self.any_padded:  # (where no row is, padded=False is in _extra)
-            if padded is None and distinct and rows.shape[0] == self.calls.shape[0]:
-                padded = True  # every row: the one that holds padding too
-            if padded is not None:
-                extra = dict(extra, padded=padded)
+        if self.any_padded and padded is not None:  # (no row is: padded=False in _extra)
+            extra = dict(extra, padded=padded)
         with torch.inference_mode():
             if self.prev_probs is None:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers, **extra)

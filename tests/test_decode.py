@@ -296,3 +296,27 @@ def test_the_count_schedule_is_its_formula(schedule, steps):
                             block_masked=torch.tensor([9, 9, 9, 20]))
     left_after = table[[9, 9, 9, 20], [0, steps - 1, steps - 1, min(1, steps - 1)]]
     assert rule.count(state).tolist() == (9 - left_after).clamp(1, 9).tolist()
+
+
+def test_passes_run_in_inference_mode_and_results_leave_it(toy):
+    """The passes run in inference mode (no autograd bookkeeping on their small operations);
+    nothing decode returns is an inference tensor, so each can be written in place."""
+    from unmask.hooks import Hook, ReMDMRemask
+
+    seen = []
+
+    class Spy(Hook):
+        def keep_rows(self, state):  # asked every pass
+            seen.append(torch.is_inference_mode_enabled())
+            return None
+
+    x = torch.full((3, 5), toy.mask_id)
+    res = decode(toy, x, "topk:k=2", DecodeConfig(record_history=True, temperature=0.5),
+                 hooks=(Spy(), ReMDMRemask(eta=0.5)))
+    assert seen and all(seen) and not torch.is_inference_mode_enabled()
+    out = [res.tokens, res.nfe, res.sequences, res.steps, res.cumulative_entropy,
+           res.reveal_step, *res.stats.values(), *res.history]
+    assert len(res.stats) == 1 and len(res.history) == int(res.steps.max())
+    assert not any(t.is_inference() for t in out)
+    for t in out:
+        t.add_(1)  # refused on an inference tensor outside inference mode

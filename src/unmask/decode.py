@@ -155,7 +155,8 @@ def decode(
 
     Returns:
         A :class:`DecodeResult` whose tensors are on the device of ``tokens``. Rows with
-        nothing masked cost 0 passes.
+        nothing masked cost 0 passes. The passes (every ``select`` and hook call after
+        ``prepare``) run in ``torch.inference_mode``; the result's tensors are ordinary ones.
     """
     config, sampler, hooks = _check_args(model, tokens, sampler, config, hooks)
     hooks = (*hooks, *sampler.decode_hooks())  # a spec's hook modifiers ride on its sampler
@@ -167,6 +168,17 @@ def decode(
     for hook in hooks:
         hook.prepare(model, sampler, loop.tokens)
     sampler.begin(*tokens.shape)
+    # the passes' many small operations skip autograd's bookkeeping; what leaves is copied out
+    with torch.inference_mode():
+        stats = _passes(loop, sampler, hooks, progress)
+        result = loop.result(stats)
+    return _released(result, tokens.device)
+
+
+def _passes(loop: _Loop, sampler: Sampler, hooks: tuple[Hook, ...], progress
+            ) -> dict[str, torch.Tensor]:
+    """Decode ``loop``'s rows with ``sampler`` and ``hooks`` until none holds a MASK (nor is
+    kept by a hook); the sampler's and hooks' stats."""
     reuse_next, remaskers, may_be_complete = loop.plan(sampler, hooks)
     rows, cached, some_complete = loop.follow_rows(loop.unfinished()), None, False
     while rows.numel():
@@ -197,9 +209,22 @@ def decode(
         cached = None if handed is None else handed if all_go_on else handed.rows(still)
         rows = rows if all_go_on else loop.follow_rows(rows[still], kept)
         if progress is not None:
-            progress(tokens.shape[0] - len(rows))
-    stats = {k: v for part in (sampler, *hooks) for k, v in part.stats().items()}
-    return loop.result(stats)
+            progress(loop.tokens.shape[0] - len(rows))
+    return {k: v for part in (sampler, *hooks) for k, v in part.stats().items()}
+
+
+def _released(res: DecodeResult, device: torch.device) -> DecodeResult:
+    """``res`` on ``device``, its tensors usable anywhere: not made in inference mode (which
+    outside it cannot be written in place nor saved for backward), copied where they were."""
+    def own(t: torch.Tensor) -> torch.Tensor:
+        t = t.to(device)  # a copy made here where the devices differ
+        return t.clone() if t.is_inference() else t
+
+    return DecodeResult(
+        tokens=own(res.tokens), nfe=own(res.nfe), sequences=own(res.sequences),
+        steps=own(res.steps), cumulative_entropy=own(res.cumulative_entropy),
+        reveal_step=own(res.reveal_step), stats={k: own(v) for k, v in res.stats.items()},
+        history=None if res.history is None else [own(h) for h in res.history])
 
 
 def _remasked(remaskers: list[Hook], rows: torch.Tensor, state: StepState
@@ -268,7 +293,7 @@ class _Loop:
                  output_attentions: bool = False):
         b, n = tokens.shape
         device = model.device
-        self.config, self.out_device = config, tokens.device
+        self.config = config
         self.mask_id = model.mask_id
         self.real_mask = model.real_token_mask.to(device)
         self.tokens = tokens.to(device, copy=True)
@@ -507,15 +532,11 @@ class _Loop:
             t[rows] = value
 
     def result(self, stats: dict[str, torch.Tensor]) -> DecodeResult:
-        def out(t):
-            return t.to(self.out_device)
-
+        """The decode's result, on the model's device."""
         return DecodeResult(
-            tokens=out(self.tokens), nfe=out(self.handle.calls),
-            sequences=out(self.handle.sequences), steps=out(self.steps),
-            cumulative_entropy=out(self.cum_entropy), reveal_step=out(self.reveal_step),
-            stats={k: out(v) for k, v in stats.items()},
-            history=None if self.history is None else [out(h) for h in self.history])
+            tokens=self.tokens, nfe=self.handle.calls, sequences=self.handle.sequences,
+            steps=self.steps, cumulative_entropy=self.cum_entropy,
+            reveal_step=self.reveal_step, stats=stats, history=self.history)
 
 
 def copy_rows(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

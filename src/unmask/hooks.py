@@ -17,6 +17,7 @@ import torch
 from unmask.errors import UnmaskError, require
 from unmask.host_reads import runs_on_host
 from unmask.models.base import MaskedModel
+from unmask.models.handle import inference_mode
 from unmask.probs import real_log_probs
 from unmask.samplers.base import Sampler, Selection, StepState, add_rows, put_rows, rows_of
 from unmask.samplers.spec import register_hook
@@ -25,7 +26,9 @@ from unmask.validation import is_int, is_number
 
 
 class Hook:
-    """Base class of decode hooks; every method's default leaves the loop unchanged.
+    """Base class of decode hooks; every method's default leaves the loop unchanged. Every
+    method but ``prepare`` runs in ``torch.inference_mode`` (the decode's passes), so a hook
+    builds no autograd graph there.
 
     rewrites: True for hooks that may change tokens after the write (``after_write``); the
         loop then does not reuse a sampler's output on the next state (lookahead samplers).
@@ -116,7 +119,7 @@ class Remask(Hook):
         self.cap = torch.where(tokens != model.mask_id, 0, self.max_remasks)
 
     def after_write(self, rows, state, remask):
-        with torch.inference_mode():
+        with inference_mode():
             wrong = self.corrector.wrong_probs(state.output, state.tokens)
         new = (((wrong > self.threshold) & (rows_of(self.counts, rows) < rows_of(self.cap, rows)))
                > state.masked)  # on bools, a > b is a & ~b

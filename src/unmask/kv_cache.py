@@ -33,6 +33,7 @@ import torch
 
 from unmask.errors import UnmaskError
 from unmask.models.base import ModelOutput
+from unmask.models.handle import inference_mode
 
 #: the cache modes (:class:`~unmask.decode.DecodeConfig` ``cache_kv``)
 CACHE_MODES = ("prefix", "dual")
@@ -115,7 +116,7 @@ class BlockKVCache:
             # runs the same groups, none entering
             self._groups_stand = all(block >= 0 for block, _, _ in self._last_groups)
             self._epoch = epoch
-        with torch.inference_mode():
+        with inference_mode():
             for block, padded, sub in self._last_groups:
                 whole = sub.shape[0] == rows.shape[0]  # one group: every row, in order
                 xs, rs = (x, rows) if whole else (x[sub], rows[sub])

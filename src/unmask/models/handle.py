@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from unmask.errors import UnmaskError
@@ -11,6 +13,14 @@ from unmask.probs import previous_pass_probs
 #: the largest |logit| a position's most likely token may have: a trained model's are in
 #: the tens; beyond this the weights hold values near the float range (one that overflows)
 MAX_TOP_LOGIT = 1e8
+
+_ON_ALREADY = contextlib.nullcontext()
+
+
+def inference_mode() -> contextlib.AbstractContextManager:
+    """``torch.inference_mode()``, or nothing where it is on already (the decode loop's
+    passes run in it, and entering it again costs as much as a few small operations)."""
+    return _ON_ALREADY if torch.is_inference_mode_enabled() else torch.inference_mode()
 
 
 def check_logits(model: MaskedModel, logits: torch.Tensor) -> None:
@@ -80,7 +90,7 @@ class ModelHandle:
                  else dict(self._extra, logits_positions=logits_positions))
         if self.any_padded and padded is not None:  # (no row is: padded=False in _extra)
             extra = dict(extra, padded=padded)
-        with torch.inference_mode():
+        with inference_mode():
             if self.prev_probs is None:
                 out = self.model(tokens, output_hidden_layers=output_hidden_layers, **extra)
             else:

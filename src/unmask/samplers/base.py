@@ -206,6 +206,8 @@ class Sampler:
         state here)."""
 
     def select(self, state: StepState) -> Selection:  # pragma: no cover - abstract
+        """The pass's :class:`Selection` for ``state``; runs in ``torch.inference_mode``
+        (as the decode's passes do)."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, torch.Tensor]:

@@ -128,3 +128,23 @@ def test_eos_check_on_the_host_is_the_tensor_path(data):
         assert torch.equal(host.entropy, want.entropy)
     expected = torch.where(ended[:, None], eligible, picked)
     assert torch.equal(want.reveal, expected)
+
+
+def test_a_remdm_hook_decodes_again_as_a_fresh_one():
+    """The compiled pass keeps the hook's state as arrays for a decode: a second decode with
+    the same hook (another batch shape) is a fresh hook's."""
+    model = ExactJointMDM(n=6, v=3, seed=2, concentration=0.3)
+    first, second = torch.full((5, 6), model.mask_id), torch.full((3, 6), model.mask_id)
+    second[0, :2] = 1
+
+    def run(x, hook):
+        return decode(model, x, "topk:k=2", DecodeConfig(temperature=0.8), seed=7,
+                      hooks=(hook,))
+
+    hook = ReMDMRemask(eta=0.5, max_remasks=2)
+    run(first, hook)
+    again, fresh = run(second, hook), run(second, ReMDMRemask(eta=0.5, max_remasks=2))
+    assert fresh.stats["remasked"].sum() > 0
+    for key in ("tokens", "steps", "reveal_step"):
+        assert torch.equal(getattr(again, key), getattr(fresh, key)), key
+    assert torch.equal(again.stats["remasked"], fresh.stats["remasked"])

@@ -339,6 +339,11 @@ class ReMDMRemask(_RevealConfidence):
         self.max_remasks = max_remasks
         self.counts = torch.zeros(0, 0, dtype=torch.long)
 
+    def prepare(self, model, sampler, tokens):
+        super().prepare(model, sampler, tokens)
+        #: the per-decode state as arrays sharing its memory, for the host's compiled pass
+        self.arrays = None
+
     def after_write(self, rows, state, remask):
         if runs_on_host(remask.device):
             from unmask.loop_kernels import remdm_host

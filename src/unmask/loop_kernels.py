@@ -85,12 +85,13 @@ def remdm_host(hook, rows: torch.Tensor, state, remask: torch.Tensor,
     """(R, N) bool: :meth:`unmask.hooks.ReMDMRemask.after_write` on the host (its draw: the
     pass's ``stream``), its state updated in place."""
     out = torch.empty_like(remask)
-    remdm_pass(rows.numpy(), state.masked.numpy(), remask.numpy(),
-               state.x0_prob.detach().numpy(), state.seeds.numpy(),
-               state.global_step.numpy(), int(stream), hook.given.numpy(),
-               hook.counts.numpy(), hook.last_masked.numpy(), hook.last_conf.numpy(),
-               hook.revealed_conf.numpy(), float(hook.eta), hook.strategy == "conf",
-               float(hook.start), float(hook.stop), int(hook.max_remasks), out.numpy())
+    if hook.arrays is None:  # once a decode: the hook's state, written in place below
+        hook.arrays = tuple(t.numpy() for t in (hook.given, hook.counts, hook.last_masked,
+                                                hook.last_conf, hook.revealed_conf))
+    remdm_pass(rows.numpy(), state.masked.numpy(), remask.numpy(), state.x0_prob.numpy(),
+               state.seeds.numpy(), state.global_step.numpy(), int(stream), *hook.arrays,
+               float(hook.eta), hook.strategy == "conf", float(hook.start), float(hook.stop),
+               int(hook.max_remasks), out.numpy())
     return out
 
 

@@ -4,7 +4,7 @@ beside Fast-dLLM's generate functions, on the GPU script's dry-run shapes (bench
 and cache; each time the median of ``--repeats`` runs after an untimed one.
 
     PYTHONPATH=src:tests/hf:benchmarks python experiments/batch1_ops/generate_overhead.py \
-        [--repeats 30] [--json out.json] [--profile DIR] [--parts]
+        [--repeats 30] [--json out.json] [--profile DIR] [--parts] [--only RULE:CACHE ...]
 
 Per model call, outside the model's forward: the median time (and the least, which
 other work on a shared machine disturbs least), the aten operations (every
@@ -131,6 +131,8 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--profile")
     ap.add_argument("--parts", action="store_true")
+    ap.add_argument("--only", nargs="+", metavar="RULE:CACHE",
+                    help="these rows only (threshold:none low-confidence:dual ...)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     torch._dynamo.config.disable = True
@@ -146,6 +148,8 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for rule in gpu.RULES:
         for cache in gpu.REFERENCES:
+            if args.only and f"{rule}:{cache or 'none'}" not in args.only:
+                continue
             fns = _runs(run, model, prompts, rule, cache)
             u, r = (_measure(model, fns[e], args.repeats) for e in ("unmask", "Fast-dLLM"))
             row = {"rule": rule, "cache": cache or "none", "unmask": u, "Fast-dLLM": r}

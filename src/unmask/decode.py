@@ -519,7 +519,8 @@ class _Loop:
         self._set_rows("steps", rows, rows_of(self.steps, rows) + 1)
         self._set_rows("block_step", rows, rows_of(self.block_step, rows) + 1)
         if self.history is not None:
-            self.history.append(self.tokens.clone())
+            with torch.inference_mode(False):  # an ordinary copy, not copied out again
+                self.history.append(self.tokens.clone())
 
     def _set_rows(self, name: str, rows: torch.Tensor, value: torch.Tensor) -> None:
         """The per-row counter ``name`` at ``rows`` becomes ``value``: a new tensor where

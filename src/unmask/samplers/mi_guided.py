@@ -30,6 +30,7 @@ from unmask.host_reads import runs_on_host
 from unmask.io import parse_json
 from unmask.mi.estimator import WEIGHTS_FILE, MIEstimator, load_estimator, needs_hidden_layers
 from unmask.mi.probe import perturbation_mi
+from unmask.models.handle import inference_mode
 from unmask.pretrained import PRETRAINED_DIR, SHIPPED_HEADS, pretrained_path
 from unmask.samplers.base import Sampler, Selection, StepState, budget_prefix, register
 from unmask.samplers.scan import check_scan_order, scan_order_scores, scan_rows
@@ -397,7 +398,7 @@ class MIGuidedSampler(_BudgetedMISampler):
     def mutual_information(self, state: StepState, rows: torch.Tensor | None = None
                            ) -> torch.Tensor:
         est = self.estimator
-        with torch.inference_mode():
+        with inference_mode():
             return est(est.features(state.output, state.model.model), state.masked, rows=rows)
 
 

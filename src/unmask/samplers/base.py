@@ -387,12 +387,19 @@ class CountRule:
         return kept[1]
 
 
+def orderable(scores: torch.Tensor) -> torch.Tensor:
+    """``scores`` as a floating tensor that takes -inf, for ranking: floating scores as they
+    are (their order, ties included, is the same in any wider dtype: no copy), others in
+    float64."""
+    return scores if scores.is_floating_point() else scores.double()
+
+
 def top_k_mask(scores: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """(B, N) bool: the k[b] highest-scoring eligible positions of each row.
 
     Ties go to the lower position index (stable sort), so the choice is deterministic.
     """
-    masked_scores = torch.where(eligible, scores.double(), -math.inf)
+    masked_scores = torch.where(eligible, orderable(scores), -math.inf)
     order = torch.argsort(masked_scores, dim=1, descending=True, stable=True)
     ranks = torch.empty_like(order)
     ranks.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
@@ -407,7 +414,7 @@ def budget_prefix(cost: torch.Tensor, scores: torch.Tensor, eligible: torch.Tens
     <= gamma, the first position costing nothing with ``free_first``. The charge never
     decreases along the scan, so the prefix is a count (EB-Sampler's rule with
     ``uncharged_max``: its first position always fits)."""
-    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+    order = torch.argsort(orderable(scores).masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
     c = torch.where(eligible, cost.double(), 0.0).gather(1, order)
     if free_first:
@@ -428,7 +435,7 @@ def at_least_one(reveal: torch.Tensor, scores: torch.Tensor, eligible: torch.Ten
 def best_position(scores: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
     """(B, N) bool: each row's highest-scoring eligible position (the first of equal ones;
     none in a row with no eligible position) = ``top_k_mask`` with k = 1, without sorting."""
-    masked_scores = torch.where(eligible, scores.double(), -math.inf)
+    masked_scores = torch.where(eligible, orderable(scores), -math.inf)
     first = masked_scores.argmax(1, keepdim=True)  # the first maximum
     best = torch.zeros_like(eligible).scatter_(1, first, True)
     return best & eligible

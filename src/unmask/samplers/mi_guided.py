@@ -32,7 +32,7 @@ from unmask.mi.estimator import WEIGHTS_FILE, MIEstimator, load_estimator, needs
 from unmask.mi.probe import perturbation_mi
 from unmask.models.handle import inference_mode
 from unmask.pretrained import PRETRAINED_DIR, SHIPPED_HEADS, pretrained_path
-from unmask.samplers.base import Sampler, Selection, StepState, budget_prefix, register
+from unmask.samplers.base import Sampler, Selection, StepState, budget_prefix, orderable, register
 from unmask.samplers.scan import check_scan_order, scan_order_scores, scan_rows
 
 #: the shipped estimators, by the task of their model or the name of a shipped or converted
@@ -81,7 +81,7 @@ def mi_budget_select(entropy: torch.Tensor, mi: torch.Tensor, eligible: torch.Te
 
         return run_budget(entropy, mi, scores, eligible, gamma + 1e-12, lam, free_head,
                           free_max)
-    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+    order = torch.argsort(orderable(scores).masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
     valid = eligible.gather(1, order)  # (B, N) in scan order
     own = torch.where(valid, entropy.double().gather(1, order), 0.0)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from unmask.errors import require
-from unmask.samplers.base import Selection, StepState, top_k_mask
+from unmask.samplers.base import Selection, StepState, orderable, top_k_mask
 from unmask.samplers.scan import check_scan_order, scan_order_scores
 from unmask.samplers.spec import register_wrapper
 from unmask.samplers.wrapper import SamplerWrapper
@@ -53,7 +53,7 @@ def entropy_prefix(entropy: torch.Tensor, scores: torch.Tensor, chosen: torch.Te
     """(B, N) bool: each row's longest prefix of ``chosen`` (B, N) positions, visited in
     descending ``scores``, whose ``entropy`` (B, N) sum less its maximum is <= ``budget``
     (B,) nats (the first always fits)."""
-    order = torch.argsort(scores.double().masked_fill(~chosen, -torch.inf), dim=1,
+    order = torch.argsort(orderable(scores).masked_fill(~chosen, -torch.inf), dim=1,
                           descending=True, stable=True)
     c = torch.where(chosen, entropy.double(), 0.0).gather(1, order)
     charged = c.cumsum(1) - c.cummax(1).values

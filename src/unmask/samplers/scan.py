@@ -7,7 +7,7 @@ import torch
 
 from unmask.errors import require
 from unmask.host_reads import runs_on_host
-from unmask.samplers.base import StepState
+from unmask.samplers.base import StepState, orderable
 
 SCAN_ORDERS = ("entropy", "confidence")
 
@@ -73,7 +73,7 @@ def greedy_scan(scores: torch.Tensor, eligible: torch.Tensor, charges: torch.Ten
 
         ok = eligible if available is None else available
         return run_dense(scores, eligible, ok, charges, limit, aggregate)
-    order = torch.argsort(scores.double().masked_fill(~eligible, -torch.inf), dim=1,
+    order = torch.argsort(orderable(scores).masked_fill(~eligible, -torch.inf), dim=1,
                           descending=True, stable=True)
     ok = eligible if available is None else available & eligible
     ok = ok.gather(1, order)

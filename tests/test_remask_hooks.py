@@ -5,8 +5,9 @@ import torch
 
 from unmask import DecodeConfig, decode
 from unmask.errors import UnmaskError
-from unmask.hooks import ReMDMRemask, WinoVerify
-from unmask.models.toy import ExactJointMDM
+from unmask.hooks import Hook, ReMDMRemask, WinoVerify
+from unmask.host_reads import count_host_reads
+from unmask.models.toy import ExactJointMDM, FixedOutputModel
 from unmask.probs import real_log_probs
 
 
@@ -125,3 +126,76 @@ def test_a_batch_whose_rows_finish_apart_decodes_each_row_as_alone(hook):
         assert torch.equal(batch.tokens[r], alone.tokens[0])
         assert torch.equal(batch.reveal_step[r], alone.reveal_step[0])
         assert torch.equal(batch.stats["remasked"][r], alone.stats["remasked"][0])
+
+
+class _Reads(Hook):
+    """Reads each pass after the write and sends nothing back (``rewrites`` False)."""
+
+    reads_eligible_only = True  # the loop computes the current blocks only, as without it
+
+    def __init__(self):
+        self.passes = 0
+
+    def after_write(self, rows, state, remask):
+        self.passes += 1
+        return remask
+
+
+class _WritesInto(Hook):
+    rewrites = True
+
+    def after_write(self, rows, state, remask):
+        remask |= state.masked  # the remask it was handed: refused
+        return remask
+
+
+class _MasksAgainUnsaid(Hook):
+    def after_write(self, rows, state, remask):  # rewrites left False
+        return remask | ~state.masked
+
+
+def test_a_hook_that_only_reads_after_the_write_costs_no_read_and_changes_nothing():
+    """An after_write that returns what it was given leaves the loop following the rows'
+    blocks (its one read a pass; without that, a read a pass more to find them) and the
+    decode as without it."""
+    model = FixedOutputModel(n=32, v=9, seed=3)
+    x = torch.full((3, model.n), model.mask_id)
+    config = DecodeConfig(block_size=8)
+    with count_host_reads() as alone:
+        want = decode(model, x, "confidence", config, seed=1)
+    hook = _Reads()
+    with count_host_reads() as reads:
+        got = decode(model, x, "confidence", config, seed=1, hooks=(hook,))
+    assert torch.equal(got.tokens, want.tokens)
+    assert torch.equal(got.reveal_step, want.reveal_step)
+    assert hook.passes == int(want.steps.max()) == model.n
+    assert reads.total == alone.total
+
+
+@pytest.mark.parametrize("hook, says", [(_WritesInto(), "wrote into the remask"),
+                                        (_MasksAgainUnsaid(), "rewrites is False")])
+def test_a_hook_that_breaks_the_remask_contract_is_named(hook, says):
+    model = ExactJointMDM(n=6, v=3, seed=0)
+    x = torch.full((2, 6), model.mask_id)
+    with pytest.raises(UnmaskError, match=f"hook {type(hook).__name__}: .*{says}"):
+        decode(model, x, "topk:k=2", hooks=(hook,))
+
+
+@pytest.mark.parametrize("eta, back", [(0.0, False), (1.0, True)])
+def test_remdm_hands_back_the_remask_it_was_given_where_nothing_goes_back(eta, back):
+    model = ExactJointMDM(n=6, v=3, seed=1)
+    x = torch.full((2, 6), model.mask_id)
+    hook = ReMDMRemask(eta=eta, strategy="cap", max_remasks=1)
+    seen = []
+    after_write = hook.after_write
+
+    def spy(rows, state, remask):
+        out = after_write(rows, state, remask)
+        seen.append(out is remask)
+        return out
+
+    hook.after_write = spy
+    res = decode(model, x, "topk:k=2", seed=3, hooks=(hook,))
+    assert (res.tokens != model.mask_id).all()
+    assert bool(res.stats["remasked"].any()) == back
+    assert all(seen) != back  # eta 0: every pass hands it back; eta 1: some pass does not

@@ -190,7 +190,8 @@ def _passes(loop: _Loop, sampler: Sampler, hooks: tuple[Hook, ...], progress
         sel, new, broken = _select(sampler, state, loop.real_mask, some_complete)
         for hook in hooks:
             sel, new = hook.adjust_selection(state, sel, new)
-        loop.write(state, sel, new, _remasked(remaskers, rows, state))
+        nothing = loop.no_remask(state.masked) if remaskers else None
+        loop.write(state, sel, new, _remasked(remaskers, rows, state, nothing))
         still = has_mask = (rows_of(loop.tokens, rows) == loop.mask_id).any(1)
         for hook in hooks:
             keep = hook.keep_rows(state)
@@ -227,16 +228,23 @@ def _released(res: DecodeResult, device: torch.device) -> DecodeResult:
         history=None if res.history is None else [own(h) for h in res.history])
 
 
-def _remasked(remaskers: list[Hook], rows: torch.Tensor, state: StepState
-              ) -> torch.Tensor | None:
+def _remasked(remaskers: list[Hook], rows: torch.Tensor, state: StepState,
+              nothing: torch.Tensor | None) -> torch.Tensor | None:
     """(B, N) bool: the positions the hooks that mask again (``after_write``) send back to
-    MASK after the pass's write, in order; None where there is none."""
+    MASK after the pass's write, in order; None where none is (no such hook, or each gave
+    back the all-False ``nothing`` (B, N) it was handed: the write then skips them)."""
     if not remaskers:
         return None
-    remask = torch.zeros_like(state.masked)
+    remask, version = nothing, nothing._version
     for hook in remaskers:
-        remask = hook.after_write(rows, state, remask)
-    return remask
+        given, remask = remask, hook.after_write(rows, state, remask)
+        require(nothing._version == version,
+                f"hook {type(hook).__name__}: wrote into the remask it was given; return a "
+                "new tensor (remask | sent_back)")
+        require(remask is given or hook.rewrites,
+                f"hook {type(hook).__name__}: its after_write returned another remask than it "
+                "was given, but its rewrites is False; set rewrites = True if it masks again")
+    return None if remask is nothing else remask
 
 
 def _overrides(hook: Hook, name: str) -> bool:
@@ -319,6 +327,7 @@ class _Loop:
         self.epoch = 0
         self.in_block: torch.Tensor | None = None
         self._cols: slice | None = None
+        self._no_remask: torch.Tensor | None = None
         self.history: list[torch.Tensor] | None = [] if config.record_history else None
         self.kv = (BlockKVCache(model, config.cache_kv, b, n, self.block, self.lead)
                    if config.cache_kv else None)
@@ -338,13 +347,26 @@ class _Loop:
         (``after_write``), whether a row may go on with no MASK)."""
         self.narrow = _narrow(sampler, hooks) and self.handle.prev_probs is None
         remaskers = [h for h in hooks if _overrides(h, "after_write")]
-        # with no hook that masks again or changes the reveal, a row's block changes only
-        # when its eligible positions are all revealed: the pass's read says whether one was
-        self.track_blocks = (self.block < self.tokens.shape[1] and not remaskers
+        # with no hook that masks again (an after_write that only reads has rewrites False)
+        # or changes the reveal, a row's block changes only when its eligible positions are
+        # all revealed: the pass's read says whether one was
+        self.track_blocks = (self.block < self.tokens.shape[1]
+                             and not any(h.rewrites for h in remaskers)
                              and not any(_overrides(h, "adjust_selection") for h in hooks))
         # without a hook that keeps complete rows, every row of a pass holds a MASK
         return (not any(hook.rewrites for hook in hooks), remaskers,
                 any(_overrides(h, "keep_rows") for h in hooks))
+
+    def no_remask(self, like: torch.Tensor) -> torch.Tensor:
+        """An all-False bool tensor shaped as ``like`` (R, N): what the hooks that mask
+        again are handed first (:func:`_remasked`); made once a shape, outside inference
+        mode, so that its version counter shows a hook writing into it."""
+        kept = self._no_remask
+        if kept is None or kept.shape != like.shape:
+            with torch.inference_mode(False):
+                kept = torch.zeros(like.shape, dtype=torch.bool, device=like.device)
+            self._no_remask = kept
+        return kept
 
     def columns(self, rows: torch.Tensor) -> slice:
         """The positions the pass computes distributions for: the whole row, or (``narrow``)

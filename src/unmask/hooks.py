@@ -31,7 +31,9 @@ class Hook:
     builds no autograd graph there.
 
     rewrites: True for hooks that may change tokens after the write (``after_write``); the
-        loop then does not reuse a sampler's output on the next state (lookahead samplers).
+        loop then does not reuse a sampler's output on the next state (lookahead samplers),
+        nor assume a row's block changes only when its eligible positions are revealed. A
+        hook whose ``after_write`` only reads leaves it False.
     reads_eligible_only: True for hooks whose choices depend on the pass's per-position
         values (``adjust_log_probs``, ``state``) at eligible positions only, whichever
         positions ``columns`` / ``state.columns`` span
@@ -67,6 +69,9 @@ class Hook:
                     ) -> torch.Tensor:
         """(R, N) bool positions to mask again after this pass's write, given those the hooks
         before this one chose (``remask``); ``state.tokens`` are the tokens before the write.
+        ``remask`` is not written into: a hook that sends nothing back returns it as given
+        (the loop then skips what a remask costs the write), else a new tensor
+        (``remask | sent_back``, with ``rewrites`` True).
         """
         return remask
 

@@ -41,10 +41,12 @@ def remdm_pass(rows, masked, remask, x0_prob, seeds, steps, stream, given, count
     place); ``masked``, ``remask``, ``x0_prob`` (R, N) the pass's; ``out`` (R, N) bool
     receives remask | the positions sent back to MASK. The draw is the rows' (``seeds``,
     ``steps`` (R,)) uniforms of ``stream`` (:func:`unmask.rng.row_uniform`'s values), each
-    computed where a position could go back only."""
+    computed where a position could go back only. Returns whether any position was sent
+    back."""
     n = masked.shape[1]
     sigma = np.empty(n)
     decoded = np.empty(n, dtype=np.bool_)
+    any_new = False
     for i in range(rows.shape[0]):
         r = rows[i]
         key = row_key(seeds[i], steps[i], stream)
@@ -78,21 +80,39 @@ def remdm_pass(rows, masked, remask, x0_prob, seeds, steps, stream, given, count
             if new:
                 counts[r, j] += 1
                 last_masked[r, j] = True
+                any_new = True
+    return any_new
 
 
 def remdm_host(hook, rows: torch.Tensor, state, remask: torch.Tensor,
                stream: int) -> torch.Tensor:
     """(R, N) bool: :meth:`unmask.hooks.ReMDMRemask.after_write` on the host (its draw: the
-    pass's ``stream``), its state updated in place."""
-    out = torch.empty_like(remask)
+    pass's ``stream``), its state updated in place; ``remask`` itself where nothing goes
+    back."""
     if hook.arrays is None:  # once a decode: the hook's state, written in place below
         hook.arrays = tuple(t.numpy() for t in (hook.given, hook.counts, hook.last_masked,
                                                 hook.last_conf, hook.revealed_conf))
-    remdm_pass(rows.numpy(), state.masked.numpy(), remask.numpy(), state.x0_prob.numpy(),
-               state.seeds.numpy(), state.global_step.numpy(), int(stream), *hook.arrays,
-               float(hook.eta), hook.strategy == "conf", float(hook.start), float(hook.stop),
-               int(hook.max_remasks), out.numpy())
-    return out
+        hook.views, hook.scratch = {}, np.empty((0, 0), dtype=np.bool_)
+    out = hook.scratch
+    if out.shape != tuple(remask.shape):
+        out = hook.scratch = np.empty(tuple(remask.shape), dtype=np.bool_)
+    if not remdm_pass(_kept_view(hook.views, "rows", rows), state.masked.numpy(),
+                      _kept_view(hook.views, "remask", remask), state.x0_prob.numpy(),
+                      _kept_view(hook.views, "seeds", state.seeds),
+                      state.global_step.numpy(), int(stream), *hook.arrays, float(hook.eta),
+                      hook.strategy == "conf", float(hook.start), float(hook.stop),
+                      int(hook.max_remasks), out):
+        return remask
+    return torch.from_numpy(out.copy())
+
+
+def _kept_view(views: dict, name: str, t: torch.Tensor) -> np.ndarray:
+    """``t.numpy()``, kept in ``views`` while ``name`` is the same tensor pass after pass (the
+    loop's rows, seeds and all-False remask stand until a row leaves)."""
+    kept = views.get(name)
+    if kept is None or kept[0] is not t:
+        kept = views[name] = (t, t.numpy())
+    return kept[1]
 
 
 @njit(cache=True)

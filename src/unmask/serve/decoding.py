@@ -62,7 +62,9 @@ class BlockWatch(Hook):
 
     It reads the tokens the loop holds at each pass (before the pass's write), so a block is
     reported one pass after it is filled; the last ones come with the decode's result. It
-    changes nothing and reads no per-position value (``reads_eligible_only``).
+    changes nothing (``rewrites`` False: the loop still follows the rows' blocks) and reads no
+    per-position value (``reads_eligible_only``): one host read a pass (whether a watched
+    row's committed blocks grew), and one more at a pass where one did.
     """
 
     reads_eligible_only: ClassVar[bool] = True
@@ -70,22 +72,26 @@ class BlockWatch(Hook):
     def __init__(self, rows: list[int], gen_start: int, block: int,
                  report: Callable[[int, list[int]], None]):
         self.rows, self.gen_start, self.block, self.report = rows, gen_start, block, report
-        self.sent = {r: 0 for r in rows}
 
     def prepare(self, model, sampler, tokens):
         self.watch = torch.tensor(self.rows, dtype=torch.long, device=tokens.device)
+        #: (B,) the committed blocks reported so far, by row of the decode
+        self.sent = torch.zeros(tokens.shape[0], dtype=torch.long, device=tokens.device)
 
     def after_write(self, rows, state, remask):
-        picked = torch.isin(rows, self.watch).nonzero().squeeze(1)
-        if not picked.numel():
+        gen = state.tokens[:, self.gen_start:]  # (R, G)
+        masked = (gen == state.mask_id).view(len(rows), -1, self.block).any(-1)  # (R, blocks)
+        done = torch.where(masked.any(1), masked.long().argmax(1), masked.shape[1])  # (R,)
+        grew = torch.isin(rows, self.watch) & (done > self.sent[rows])
+        if not grew.any():  # the one read a pass
             return remask
-        gen = state.tokens[picked, self.gen_start:]  # (R, G)
-        masked = (gen == state.mask_id).view(len(picked), -1, self.block).any(-1)  # (R, blocks)
-        done = torch.where(masked.any(1), masked.long().argmax(1), masked.shape[1])
-        for k, (row, n) in enumerate(zip(rows[picked].tolist(), done.tolist(), strict=True)):
-            if n > self.sent[row]:
-                self.sent[row] = n
-                self.report(row, gen[k, :n * self.block].tolist())
+        picked = grew.nonzero().squeeze(1)
+        self.sent[rows[picked]] = done[picked]
+        p, g = len(picked), gen.shape[1]
+        values = torch.cat([rows[picked], done[picked], gen[picked].flatten()]).tolist()
+        for k in range(p):  # row, its committed blocks, its generated ids
+            n = values[p + k] * self.block
+            self.report(values[k], values[2 * p + k * g:2 * p + k * g + n])
         return remask
 
 

@@ -34,6 +34,7 @@ import torch
 from unmask.errors import UnmaskError
 from unmask.models.base import ModelOutput
 from unmask.models.handle import inference_mode
+from unmask.models.hf_compat import key_mask_inputs
 
 #: the cache modes (:class:`~unmask.decode.DecodeConfig` ``cache_kv``)
 CACHE_MODES = ("prefix", "dual")
@@ -170,7 +171,7 @@ class BlockKVCache:
     def _run(self, x: torch.Tensor, window: torch.Tensor, padded: bool, **kwargs):
         """The model on ``window`` of the rows ``x``; ``padded``: some hold padding, left
         out of attention (the mask covers whole rows: every key)."""
-        mask = {"attention_mask": (x != self.model.pad_id).long()} if padded else {}
+        mask = key_mask_inputs(self.model.hf, x != self.model.pad_id) if padded else {}
         out = self.model.hf(input_ids=window, use_cache=True, output_hidden_states=True,
                             **mask, **kwargs)
         layer = self.model.hidden_layer

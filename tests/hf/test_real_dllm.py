@@ -155,6 +155,23 @@ def test_ragged_batch_equals_each_prompt_alone(family, sampler, block_length, st
         assert got.token_ids == alone.token_ids and got.nfe == alone.nfe
 
 
+@pytest.mark.parametrize("cache", [None, "prefix"])
+def test_a_ragged_batch_reads_nothing_in_the_models_code(llada, cache):
+    """The padding of a ragged batch reaches LLaDA's attention without its attention_mask
+    argument, whose handling there reads the host (a synchronisation a pass on a GPU) for a
+    bias the attention never uses: no read in the model's code nor in unmask's hook on it
+    (the rows equal each prompt alone: the test above)."""
+    from unmask.host_reads import as_on_accelerators, count_host_reads
+
+    kw = dict(sampler="threshold:tau=0.7", gen_length=16, block_length=8, stop_at_eos=False,
+              cache_kv=cache)
+    with as_on_accelerators(), count_host_reads(sites=True) as reads:
+        generate(llada, None, RAGGED, **kw)
+    assert reads.total
+    assert not [site for site in reads.by_site if "modeling_llada" in site
+                or "hf_compat" in site]
+
+
 @pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("cache", ["prefix", "dual"])
 @pytest.mark.parametrize("sampler, per_block, tau", [

@@ -211,10 +211,23 @@ def padding_inputs(hf_model, keep: torch.Tensor, takes_positions: bool) -> dict:
         n = keep.shape[1]
         kwargs["attention_mask"] = keep[:, None, None, :].expand(-1, 1, n, n)
     else:
-        kwargs["attention_mask"] = keep.long()
+        kwargs.update(key_mask_inputs(hf_model, keep))
     if takes_positions:
         kwargs["position_ids"] = (keep.long().cumsum(1) - 1).clamp(min=0)
     return kwargs
+
+
+def key_mask_inputs(hf_model, keep: torch.Tensor) -> dict:
+    """The forward's keyword arguments that leave the keys where ``keep`` (B, N) bool is
+    False out of attention: ``attention_mask`` (B, N), or, for LLaDA-style code whose
+    attention :func:`honour_attention_mask` masks, none: the mask goes to that hook for the
+    next forward (the code's own handling of an ``attention_mask`` reads it on the host, a
+    synchronisation on a GPU, to build a bias its attention never uses)."""
+    state = getattr(hf_model, "_unmask_key_mask", None)
+    if state is None:
+        return {"attention_mask": keep.long()}
+    state["next"] = keep
+    return {}
 
 
 def honour_attention_mask(model) -> None:
@@ -222,7 +235,8 @@ def honour_attention_mask(model) -> None:
     the mask's bias and then call ``_scaled_dot_product_attention`` with ``attn_mask=None``
     (padding would be attended). A (B, N) ``attention_mask`` given to the model's forward
     becomes the keys' mask of every such call within that forward (keys are the whole row,
-    cached ones included); without one, or for other code, nothing changes."""
+    cached ones included), as does one handed over by :func:`key_mask_inputs`; without one,
+    or for other code, nothing changes."""
     blocks = [m for m in model.modules()
               if callable(getattr(type(m), "_scaled_dot_product_attention", None))]
     if not blocks or getattr(model, "_unmask_key_mask", None) is not None:
@@ -231,9 +245,12 @@ def honour_attention_mask(model) -> None:
     model._unmask_key_mask = state
 
     def before(module, args, kwargs):
-        mask = kwargs.get("attention_mask")
-        state["keep"] = mask.bool() if isinstance(mask, torch.Tensor) and mask.dim() == 2 \
-            and not bool(mask.bool().all()) else None
+        keep = state.pop("next", None)  # key_mask_inputs's: padding, known to be some
+        if keep is None:
+            mask = kwargs.get("attention_mask")
+            keep = mask.bool() if isinstance(mask, torch.Tensor) and mask.dim() == 2 \
+                and not bool(mask.bool().all()) else None
+        state["keep"] = keep
 
     def after(module, args, kwargs, output):
         state["keep"] = None

@@ -63,3 +63,42 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+#: a schema using each keyword the compiled language leaves out, and the schema without it
+UNHELD = {
+    "minimum": ({"type": "integer", "minimum": 5}, {"type": "integer"}),
+    "maximum": ({"type": "number", "maximum": 0.6}, {"type": "number"}),
+    "exclusiveMinimum": ({"type": "integer", "exclusiveMinimum": 0}, {"type": "integer"}),
+    "multipleOf": ({"type": "integer", "multipleOf": 7}, {"type": "integer"}),
+    "uniqueItems": ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+                    {"type": "array", "items": {"type": "integer"}}),
+    "maxProperties": ({"type": "object", "properties": {"a": {"type": "integer"}},
+                       "maxProperties": 0},
+                      {"type": "object", "properties": {"a": {"type": "integer"}}}),
+}
+
+
+@pytest.mark.parametrize("keyword", list(UNHELD))
+def test_a_keyword_the_compiled_language_leaves_out_is_refused(keyword):
+    """outlines-core's regex of the schema is the same with and without the keyword (so an
+    answer could break it): the schema is refused, naming it and where it is, also nested."""
+    from outlines_core.json_schema import build_regex_from_schema
+
+    schema, without = UNHELD[keyword]
+    assert build_regex_from_schema(json.dumps(schema)) == build_regex_from_schema(
+        json.dumps(without))  # if this fails, outlines-core holds it now: let it through
+    with pytest.raises(UnmaskError, match=f"'{keyword}' at / is not enforced"):
+        constraints.json_schema(schema)
+    nested = {"type": "object", "properties": {"x": schema}, "required": ["x"]}
+    with pytest.raises(UnmaskError, match=f"'{keyword}' at /properties/x is not enforced"):
+        constraints.json_schema(nested)
+
+
+def test_keywords_it_holds_and_property_names_like_keywords_pass():
+    constraints.json_schema({"type": "object", "required": ["minimum"], "properties": {
+        "minimum": {"type": "string", "minLength": 1, "maxLength": 3},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2,
+                 "uniqueItems": False}}})
+    with pytest.raises(UnmaskError, match="'minLength' at / must be at most"):
+        constraints.json_schema({"type": "string", "minLength": 1e308})

@@ -131,7 +131,50 @@ def _check_schema_text(schema) -> str:
             where = "/".join(str(p) for p in exc.path) or "(top)"
             raise UnmaskError(f"json_schema: invalid schema at {where}: "
                               f"{exc.message:.120}") from None
+    _check_enforced(schema, "")
     return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
+#: validation keywords the schema's compiled language does not hold to (outlines-core's
+#: schema-to-regex leaves them out): a schema using one is refused, since its answers could
+#: break it (``uniqueItems: false`` says nothing and is let through)
+UNENFORCED = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+              "uniqueItems", "contains", "minContains", "maxContains", "maxProperties",
+              "propertyNames", "dependentRequired", "dependentSchemas", "dependencies",
+              "if", "then", "else", "unevaluatedItems", "unevaluatedProperties")
+#: the length keywords, and the most they may ask (larger ones the compiler misreads)
+_LENGTHS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties")
+MAX_LENGTH = 2**31 - 1
+#: where a schema holds subschemas: one, a list of them, or a map of names to them
+_ONE = ("items", "additionalProperties", "additionalItems", "not")
+_LIST = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
+_MAP = ("properties", "patternProperties", "$defs", "definitions")
+
+
+def _check_enforced(schema, where: str) -> None:
+    """Refuse a keyword of :data:`UNENFORCED` anywhere in ``schema`` (walked through its
+    subschemas, so a property *named* like a keyword is not one)."""
+    if not isinstance(schema, dict):
+        return
+    for key in UNENFORCED:
+        if key in schema and not (key == "uniqueItems" and schema[key] is False):
+            raise UnmaskError(f"json_schema: {key!r} at {where or '/'} is not enforced by "
+                              "the compiled language (its answers could break it); drop it")
+    for key in _LENGTHS:
+        value = schema.get(key)
+        require(value is None or (isinstance(value, (int, float)) and value <= MAX_LENGTH),
+                f"json_schema: {key!r} at {where or '/'} must be at most {MAX_LENGTH}, got "
+                f"{value!r:.40}")
+    for key in _ONE:
+        _check_enforced(schema.get(key), f"{where}/{key}")
+    for key in _LIST:
+        if isinstance(schema.get(key), list):
+            for i, sub in enumerate(schema[key]):
+                _check_enforced(sub, f"{where}/{key}/{i}")
+    for key in _MAP:
+        if isinstance(schema.get(key), dict):
+            for name, sub in schema[key].items():
+                _check_enforced(sub, f"{where}/{key}/{name}")
 
 
 def _check_depth(depth) -> int:

@@ -144,6 +144,7 @@ def test_refusals_are_one_line():
         compile_dfa(constraints.regex("[a-z]{8}"), spell, max_states=5)
     with pytest.raises(UnmaskError, match="took more than"):
         compile_dfa(constraints.regex("(a|b)*a(a|b){13}"), spell, timeout=0.01)
+    _end_runaways()  # left running past its bound: ended here, not in a later test
     with pytest.raises(UnmaskError, match="cannot be compiled"):
         compile_dfa(constraints.regex("(a)\\1"), spell)
     with pytest.raises(UnmaskError, match="json_schema: not supported"):
@@ -201,3 +202,62 @@ def test_one_host_read_a_pass_as_without():
         once_free, once_con = free - passes_free, con_reads - passes
         assert once_free >= 0 and once_con >= once_free  # per pass: one read each
         assert once_con - once_free <= 6  # prepared once (compile, checks)
+
+
+def _end_runaways():
+    from unmask.constraints import compile as compiler
+
+    for worker in list(compiler._RUNAWAY):
+        worker.join()
+
+
+def _spell():
+    model = text_model(char_tokenizer())
+    return spelling(model.tokenizer, model.vocab_size, model.real_token_mask.tolist(),
+                    model.eos_ids)
+
+
+def test_a_pattern_whose_counts_unroll_past_the_bound_is_refused_before_compiling():
+    """((a{100}){100}){100} would take outlines-core unbounded time and memory: refused at
+    once; counts that unroll within the bound compile."""
+    import time
+
+    from unmask.constraints import compile as compiler
+
+    t0 = time.perf_counter()
+    with pytest.raises(UnmaskError, match="spell out 1e\\+06 characters, more than the bound"):
+        compile_dfa(constraints.regex("((a{100}){100}){100}"), _spell())
+    with pytest.raises(UnmaskError, match="json_schema: its counted repetitions"):
+        compile_dfa(constraints.json_schema({"type": "string", "maxLength": 10**9}), _spell())
+    assert time.perf_counter() - t0 < 5
+    assert compile_dfa(constraints.regex("(ab){3}c{2,4}"), _spell()).n_states > 1
+    compiler.check_unrolled("(?:x{1000}){99}", "regex")  # 99,000: within the bound
+
+
+def test_a_compilation_past_its_bound_is_remembered_and_runaways_are_capped(monkeypatch):
+    """A language that ran past its bound is refused at once when asked again with no longer
+    a bound (no new thread); while MAX_RUNAWAY abandoned compilations still run, a new
+    language is refused; once they end, it compiles."""
+    import threading
+
+    from unmask.constraints import compile as compiler
+
+    slow = constraints.regex("(a|b)*a(a|b){12}")
+    with pytest.raises(UnmaskError, match="took more than 0.01 s"):
+        compile_dfa(slow, _spell(), timeout=0.01)
+    threads = threading.active_count()
+    with pytest.raises(UnmaskError, match="took more than 0.01 s"):
+        compile_dfa(slow, _spell(), timeout=0.005)
+    assert threading.active_count() <= threads  # refused without a thread
+    _end_runaways()
+    release = threading.Event()
+    stuck = [threading.Thread(target=release.wait, daemon=True) for _ in range(2)]
+    for t in stuck:
+        t.start()
+    monkeypatch.setattr(compiler, "_RUNAWAY", list(stuck))
+    with pytest.raises(UnmaskError, match="2 earlier languages are still compiling"):
+        compile_dfa(constraints.regex("x[yz]"), _spell())
+    release.set()
+    for t in stuck:
+        t.join()
+    assert compile_dfa(constraints.regex("x[yz]"), _spell()).n_states > 1

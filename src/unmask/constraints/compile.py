@@ -32,6 +32,13 @@ MAX_STATES = 2000
 COMPILE_SECONDS = 20.0
 #: compiled automata kept in memory
 CACHE_SIZE = 16
+#: compilations left running past :data:`COMPILE_SECONDS` (a thread cannot be stopped) that
+#: may be alive at once: beyond them a new language is refused until one ends
+MAX_RUNAWAY = 2
+#: the most characters a pattern may spell out once its counted repetitions are unrolled
+#: (``(a{100}){100}`` is 10,000): past it the automaton would not fit the state bound anyway,
+#: and building it would take unbounded time and memory
+MAX_UNROLLED = 100_000
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,10 @@ def _check_spelling(tokenizer, spell: Spelling) -> None:
 
 _CACHE: OrderedDict[str, TokenDFA] = OrderedDict()
 _LOCK = threading.Lock()
+#: languages whose compilation ran past the bound, by key: refused at once when asked again
+_TIMED_OUT: OrderedDict[str, float] = OrderedDict()
+#: the compilation threads still running past the bound
+_RUNAWAY: list[threading.Thread] = []
 
 
 def compile_dfa(spec: ConstraintSpec, spell: Spelling, *, max_states: int = MAX_STATES,
@@ -211,8 +222,15 @@ def compile_dfa(spec: ConstraintSpec, spell: Spelling, *, max_states: int = MAX_
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
+        if key in _TIMED_OUT and timeout <= _TIMED_OUT[key]:
+            raise UnmaskError(f"{spec.kind}: compiling it over the tokenizer took more than "
+                              f"{_TIMED_OUT[key]:g} s; simplify it")
+        _RUNAWAY[:] = [worker for worker in _RUNAWAY if worker.is_alive()]
+        require(len(_RUNAWAY) < MAX_RUNAWAY,
+                f"{spec.kind}: {len(_RUNAWAY)} earlier languages are still compiling past "
+                f"the {COMPILE_SECONDS:g} s bound; try again once they end")
     t0 = time.perf_counter()
-    transitions, initial, finals = _index(spec, spell, timeout)
+    transitions, initial, finals = _index(spec, spell, timeout, key)
     dfa = _dense(transitions, initial, finals, spell, key, max_states, spec)
     dfa = TokenDFA(**{**dfa.__dict__, "compile_s": time.perf_counter() - t0})
     with _LOCK:
@@ -222,15 +240,19 @@ def compile_dfa(spec: ConstraintSpec, spell: Spelling, *, max_states: int = MAX_
     return dfa
 
 
-def _index(spec: ConstraintSpec, spell: Spelling, timeout: float):
+def _index(spec: ConstraintSpec, spell: Spelling, timeout: float, key: str):
     """outlines-core's index of ``spec`` over the spelled vocabulary, built in a thread that
-    may take at most ``timeout`` seconds: (transitions, initial, finals)."""
+    may take at most ``timeout`` seconds (past them the thread is left to end, counted in
+    :data:`_RUNAWAY`, and the language is remembered as too slow): (transitions, initial,
+    finals)."""
     from outlines_core import Index, Vocabulary
 
+    regex = spec_regex(spec)
+    check_unrolled(regex, spec.kind)
     pattern = spell.prefix and re.escape(spell.prefix)
     # the end anchor makes outlines-core's automaton accept the whole language: without it
     # its matching is leftmost-first ("a|ab" would stop at "a")
-    pattern = f"{pattern}(?:{spec_regex(spec)})$"
+    pattern = f"{pattern}(?:{regex})$"
     by_text: dict[str, list[int]] = {}
     for i, text in enumerate(spell.surfaces):
         if text is not None:
@@ -252,6 +274,11 @@ def _index(spec: ConstraintSpec, spell: Spelling, timeout: float):
     worker.join(timeout)
     name = spec.kind
     if worker.is_alive():
+        with _LOCK:
+            _RUNAWAY.append(worker)
+            _TIMED_OUT[key] = max(timeout, _TIMED_OUT.get(key, 0.0))
+            while len(_TIMED_OUT) > 256:
+                _TIMED_OUT.popitem(last=False)
         raise UnmaskError(f"{name}: compiling it over the tokenizer took more than "
                           f"{timeout:g} s; simplify it")
     if "error" in result:
@@ -259,6 +286,46 @@ def _index(spec: ConstraintSpec, spell: Spelling, timeout: float):
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UnmaskError(f"{name}: cannot be compiled: {first[:160]}")
     return result["out"]
+
+
+def check_unrolled(regex: str, kind: str) -> None:
+    """Refuse a pattern that spells out more than :data:`MAX_UNROLLED` characters once its
+    counted repetitions are unrolled (an open repetition counts its minimum, plus one);
+    a pattern Python's parser does not read is left to outlines-core."""
+    try:
+        import re._parser as parser
+    except ImportError:  # Python < 3.11
+        import sre_parse as parser
+    try:
+        tree = parser.parse(regex)
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return
+    size = _unrolled(tree, parser)
+    require(size <= MAX_UNROLLED,
+            f"{kind}: its counted repetitions spell out {size:.3g} characters, more than "
+            f"the bound {MAX_UNROLLED:,}; use smaller counts")
+
+
+def _unrolled(tree, parser) -> float:
+    """The characters a parsed pattern spells out with its repetitions unrolled (bounded)."""
+    total = 0.0
+    for op, arg in tree:
+        if op in (parser.MAX_REPEAT, parser.MIN_REPEAT, getattr(parser, "POSSESSIVE_REPEAT",
+                                                                  None)):
+            lo, hi, sub = arg
+            times = hi if hi != parser.MAXREPEAT else lo + 1
+            total += max(times, 1) * _unrolled(sub, parser)
+        elif op == parser.SUBPATTERN:
+            total += _unrolled(arg[-1], parser)
+        elif op == parser.BRANCH:
+            total += sum(_unrolled(branch, parser) for branch in arg[1])
+        elif op in (parser.ASSERT, parser.ASSERT_NOT):
+            total += _unrolled(arg[1], parser)
+        else:
+            total += 1
+        if total > MAX_UNROLLED:
+            return total
+    return total
 
 
 def _dense(transitions, initial, finals, spell, key, max_states, spec) -> TokenDFA:

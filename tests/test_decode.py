@@ -276,6 +276,27 @@ def test_a_spec_string_is_a_sampler(toy):
 
 
 @pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_a_count_schedule_of_many_steps_keeps_a_small_table_and_its_formula(schedule):
+    """steps = 10**9 over 40 positions: the table is 41 x 41 (not 41 x 10**9, which took
+    GBs), and a block step past it (only where tokens went back to MASK) reads the formula."""
+    steps, n = 10**9, 40
+    rule = make_sampler("confidence", steps=steps, schedule=schedule)
+    assert rule.masks_left(n, torch.device("cpu")).shape == (n + 1, n + 1)
+    step = torch.tensor([0, 39, 40, 41, 10**6, steps + 3])
+    masked = torch.tensor([9, 9, 30, 30, 30, 30])
+    eligible = torch.zeros(6, n, dtype=torch.bool)
+    eligible[:, :12] = True
+    state = SimpleNamespace(eligible=eligible, tokens=torch.zeros(6, n, dtype=torch.long),
+                            step=step, block_masked=masked)
+    want = []
+    for s, m in zip(step.tolist(), masked.tolist(), strict=True):
+        f = min((min(s, steps - 1) + 1) / steps, 1.0)
+        left = 1.0 - f if schedule == "linear" else math.cos(math.pi / 2 * f)
+        want.append(min(max(12 - math.floor(m * left + 1e-9), 1), 12))
+    assert rule.count(state).tolist() == want
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
 @pytest.mark.parametrize("steps", [1, 3, 8, 37])
 def test_the_count_schedule_is_its_formula(schedule, steps):
     """CountRule's masks left after step s of a block entered with m masks (its table) is

@@ -193,8 +193,8 @@ class DecodeRequest:
         an unknown key or a value of the wrong JSON type is refused in one line."""
         require(isinstance(data, dict), f"request: expected a JSON object, got "
                                         f"{json_type(data)}")
-        unknown = sorted(set(data) - set(SETTINGS))
-        require(not unknown, f"request: unknown setting {unknown[0] if unknown else ''!r}; "
+        unknown = sorted(map(repr, set(data) - set(SETTINGS)))
+        require(not unknown, f"request: unknown setting {unknown[0] if unknown else ''}; "
                              f"expected {', '.join(SETTINGS)}")
         values = dict(data)
         if values.get("constraint") is not None:

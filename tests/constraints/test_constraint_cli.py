@@ -41,3 +41,11 @@ def test_generate_and_infill_under_each_flag(capsys, tmp_path):
 def test_refusals(capsys, flags, message):
     code, rows, err = _run(capsys, ["generate", *PROMPT, *flags])
     assert code == 2 and rows == [] and err.startswith(message) and err.count("\n") == 1
+
+
+def test_a_schema_file_nested_past_the_parser_is_one_line(capsys, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    code, rows, err = _run(capsys, ["generate", *PROMPT, "--json-schema", str(deep)])
+    assert code == 2 and rows == [] and err.count("\n") == 1
+    assert err.startswith("error: --json-schema: ") and "is not JSON: nested too deep" in err

@@ -44,11 +44,26 @@ def test_round_trip_and_hash_are_stable():
     (lambda: constraints.choice("a", ""), "choice: options must be non-empty"),
     (lambda: ConstraintSpec("grammar", "x"), "constraint: kind must be one of"),
     (lambda: ConstraintSpec.from_json({"kind": "regex"}), "constraint: expected an object"),
+    (lambda: constraints.regex("a{4294967296}"), "regex: invalid pattern"),
+    # a literal '[' or '&&' to Python, a nested set or an intersection to the compiler
+    (lambda: constraints.regex("[[:digit:]]"), "regex: '[[:digit:]]': Possible nested set"),
+    (lambda: constraints.regex("[a-z&&[^aeiou]]x"), "regex: '[a-z&&[^aeiou]]x': Possible set"),
+    (lambda: constraints.json_schema("[" * 200_000), "json_schema: not JSON: nested too deep"),
+    (lambda: constraints.json_schema({"$schema": 5}), "json_schema: not a JSON Schema"),
+    (lambda: constraints.json_schema({1: {}, "a": {}}), "json_schema: not a JSON Schema"),
+    (lambda: constraints.json_schema({"enum": [float("nan")]}), "json_schema: not a JSON Sch"),
+    (lambda: constraints.json_schema(_holding_itself()), "json_schema: not a JSON Schema"),
 ])
 def test_bad_input_is_one_line(build, message):
     with pytest.raises(UnmaskError) as err:
         build()
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def _holding_itself() -> dict:
+    schema: dict = {"type": "object"}
+    schema["properties"] = {"me": schema}
+    return schema
 
 
 def test_frozen():

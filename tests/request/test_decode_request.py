@@ -50,6 +50,8 @@ def test_unknown_settings_are_refused():
         DecodeRequest.from_settings(None, sampeler="eb")
     with pytest.raises(UnmaskError, match="request: unknown setting 'sampeler'"):
         DecodeRequest.from_json({"sampeler": "eb"})
+    with pytest.raises(UnmaskError, match="request: unknown setting 'a'"):
+        DecodeRequest.from_json({1: 2, "a": 3})  # keys of two types: not sorted together
     with pytest.raises(UnmaskError, match="not both"):
         DecodeRequest.from_settings(DecodeRequest(), seed=3)
     with pytest.raises(UnmaskError, match="x: not a decoding setting"):

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from unmask.errors import UnmaskError, require
+from unmask.io import parse_json
 from unmask.validation import is_int
 
 #: the kinds of language a :class:`ConstraintSpec` names
@@ -106,16 +108,36 @@ def _check_regex(pattern) -> str:
     require(isinstance(pattern, str) and pattern != "",
             f"regex: expected a non-empty pattern string, got {pattern!r:.80}")
     try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise UnmaskError(f"regex: invalid pattern {pattern!r:.80}: {exc}") from None
+        with warnings.catch_warnings():
+            # a nested set or a set operation in a class ("[[:digit:]]", "[a-z&&[^aeiou]]")
+            # is a literal here and an operation in the compiler's syntax: refused
+            warnings.simplefilter("error", FutureWarning)
+            re.compile(pattern)
+    except FutureWarning as exc:
+        raise UnmaskError(f"regex: {pattern!r:.80}: {exc}: the compiler reads it as a set "
+                          "operation; escape the '[' or the doubled sign") from None
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise UnmaskError(f"regex: invalid pattern {pattern!r:.80}: "
+                          f"{str(exc) or type(exc).__name__}") from None
     return pattern
 
 
 def _check_schema_text(schema) -> str:
+    try:
+        return _schema_text(schema)
+    except UnmaskError:
+        raise
+    except (RecursionError, TypeError, ValueError, AttributeError) as exc:
+        # a schema holding itself, keys that are not strings, NaN, a value JSON has no form
+        # for, a malformed "$schema"
+        why = str(exc)[:120] or type(exc).__name__
+        raise UnmaskError(f"json_schema: not a JSON Schema: {why}") from None
+
+
+def _schema_text(schema) -> str:
     if isinstance(schema, str):
         try:
-            schema = json.loads(schema)
+            schema = parse_json(schema)
         except json.JSONDecodeError as exc:
             raise UnmaskError(f"json_schema: not JSON: {exc}") from None
     require(isinstance(schema, dict),
@@ -131,8 +153,11 @@ def _check_schema_text(schema) -> str:
             where = "/".join(str(p) for p in exc.path) or "(top)"
             raise UnmaskError(f"json_schema: invalid schema at {where}: "
                               f"{exc.message:.120}") from None
+    # canonical JSON (no NaN: not JSON) before anything walks it: a dict holding itself or a
+    # non-string key is refused here
+    text = json.dumps(schema, sort_keys=True, separators=(",", ":"), allow_nan=False)
     _check_enforced(schema, "")
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    return text
 
 
 #: validation keywords the schema's compiled language does not hold to (outlines-core's

@@ -368,23 +368,38 @@ class CountRule:
         if self.steps is None:
             return n_eligible.clamp(max=self.k)  # k >= 1
         left = self.masks_left(state.tokens.shape[1], state.step.device)
-        remain = left[state.block_masked, state.step.clamp(max=self.steps - 1)]
+        width = left.shape[1]
+        remain = left[state.block_masked, state.step.clamp(max=width - 1)]
+        if width < self.steps:  # past the table only where tokens went back to MASK
+            direct = _masks_left(state.block_masked, state.step.clamp(max=self.steps - 1),
+                                 self.steps, self.schedule)
+            remain = torch.where(state.step >= width, direct, remain)
         return (n_eligible - remain).clamp(min=1).minimum(n_eligible)
 
     def masks_left(self, n: int, device: torch.device) -> torch.Tensor:
-        """(n + 1, steps) long: the masks that may remain after step s (0-based) of a block
-        that held m masks when entered, at [m, s] (made once a row length and device)."""
+        """(n + 1, min(steps, n + 1)) long: the masks that may remain after step s (0-based)
+        of a block that held m masks when entered, at [m, s] (made once a row length and
+        device). A block's steps past n come only where tokens go back to MASK (a step
+        reveals one at least): :meth:`count` computes those alone, so the table stays
+        (n + 1)^2 however many steps are asked for."""
         kept = self.__dict__.get("_masks_left")
         key = (n, torch.device(device), self.steps, self.schedule)
         if kept is None or kept[0] != key:
-            step = torch.arange(self.steps, device=device)
-            frac = ((step + 1).double() / self.steps).clamp(max=1.0)
-            left = 1.0 - frac if self.schedule == "linear" else torch.cos(math.pi / 2 * frac)
-            masks = torch.arange(n + 1, device=device).double()
-            # rounding down guarantees the last step (frac = 1) empties the block
-            kept = (key, torch.floor(masks[:, None] * left + 1e-9).long())
+            step = torch.arange(min(self.steps, n + 1), device=device)
+            masks = torch.arange(n + 1, device=device)
+            kept = (key, _masks_left(masks[:, None], step[None, :], self.steps, self.schedule))
             self.__dict__["_masks_left"] = kept
         return kept[1]
+
+
+def _masks_left(masks: torch.Tensor, step: torch.Tensor, steps: int, schedule: str
+                ) -> torch.Tensor:
+    """The masks that may remain after ``step`` (0-based) of ``steps`` of a block that held
+    ``masks`` when entered (broadcast; long), by the schedule's fraction of masks left."""
+    frac = ((step + 1).double() / steps).clamp(max=1.0)
+    left = 1.0 - frac if schedule == "linear" else torch.cos(math.pi / 2 * frac)
+    # rounding down guarantees the last step (frac = 1) empties the block
+    return torch.floor(masks.double() * left + 1e-9).long()
 
 
 def orderable(scores: torch.Tensor) -> torch.Tensor:

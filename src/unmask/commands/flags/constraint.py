@@ -7,6 +7,7 @@ import argparse
 import json
 
 from unmask.errors import UnmaskError
+from unmask.io import parse_json
 
 #: the library's names of a constraint (its refusals start with them) -> the flag
 NAMES = ("regex", "json_schema", "choice", "json_object")
@@ -56,6 +57,6 @@ def _read_schema(path: str):
         raise UnmaskError(f"json_schema: cannot read {path!r}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as exc:
         raise UnmaskError(f"json_schema: {path!r} is not JSON: {exc}") from None

@@ -223,8 +223,7 @@ def compile_dfa(spec: ConstraintSpec, spell: Spelling, *, max_states: int = MAX_
             _CACHE.move_to_end(key)
             return _CACHE[key]
         if key in _TIMED_OUT and timeout <= _TIMED_OUT[key]:
-            raise UnmaskError(f"{spec.kind}: compiling it over the tokenizer took more than "
-                              f"{_TIMED_OUT[key]:g} s; simplify it")
+            raise _too_slow(spec.kind, _TIMED_OUT[key])
         _RUNAWAY[:] = [worker for worker in _RUNAWAY if worker.is_alive()]
         require(len(_RUNAWAY) < MAX_RUNAWAY,
                 f"{spec.kind}: {len(_RUNAWAY)} earlier languages are still compiling past "
@@ -279,13 +278,17 @@ def _index(spec: ConstraintSpec, spell: Spelling, timeout: float, key: str):
             _TIMED_OUT[key] = max(timeout, _TIMED_OUT.get(key, 0.0))
             while len(_TIMED_OUT) > 256:
                 _TIMED_OUT.popitem(last=False)
-        raise UnmaskError(f"{name}: compiling it over the tokenizer took more than "
-                          f"{timeout:g} s; simplify it")
+        raise _too_slow(name, timeout)
     if "error" in result:
         exc = result["error"]
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UnmaskError(f"{name}: cannot be compiled: {first[:160]}")
     return result["out"]
+
+
+def _too_slow(kind: str, seconds: float) -> UnmaskError:
+    return UnmaskError(f"{kind}: compiling it over the tokenizer took more than {seconds:g} s; "
+                       "simplify it")
 
 
 def check_unrolled(regex: str, kind: str) -> None:

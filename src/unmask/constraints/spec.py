@@ -171,6 +171,7 @@ UNENFORCED = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "mul
 _LENGTHS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties")
 MAX_LENGTH = 2**31 - 1
 #: where a schema holds subschemas: one, a list of them, or a map of names to them
+#: (``items`` is one subschema, or a list of them in drafts before 2020-12)
 _ONE = ("items", "additionalProperties", "additionalItems", "not")
 _LIST = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
 _MAP = ("properties", "patternProperties", "$defs", "definitions")
